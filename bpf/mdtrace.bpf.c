@@ -1,0 +1,442 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * mdtrace's allocation tracker: uprobes on the allocator's entry points and
+ * uretprobes on their returns keep a table of the live allocations of the
+ * traced processes, with the backtrace of each allocation.
+ *
+ * Every place that can lose data counts it in the counters map, which user
+ * space reports: nothing is dropped silently.
+ */
+#include "headers/mdtrace_types.h"
+#include "headers/bpf_helpers.h"
+#include "headers/bpf_tracing.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* The largest backtrace the backtrace option allows. */
+#define MAX_STACK_DEPTH 256
+/* Defaults; user space sets the real sizes before loading. */
+#define DEFAULT_MAX_ALLOCS 1000000
+#define DEFAULT_MAX_STACKS 65536
+
+/* The allocator entry points, as recorded in struct thread_state.call. */
+enum call {
+	CALL_NONE = 0,
+	CALL_MALLOC,
+	CALL_CALLOC,
+	CALL_REALLOC,
+	CALL_REALLOCARRAY,
+	CALL_MEMALIGN,
+	CALL_POSIX_MEMALIGN,
+	CALL_VALLOC,
+	CALL_PVALLOC,
+};
+
+/* Indexes into the counters map. */
+enum counter {
+	COUNTER_ALLOCS = 0,	   /* allocations added to the live table */
+	COUNTER_FREES,		   /* frees of tracked blocks */
+	COUNTER_UNKNOWN_FREES,	   /* frees of blocks not in the table (allocated before the attach, or untracked) */
+	COUNTER_TABLE_FULL,	   /* allocations not tracked: the live table was full */
+	COUNTER_STACK_FULL,	   /* backtraces lost: the stack map was full */
+	COUNTER_STACK_COLLISION,   /* backtraces lost: two stacks with one hash */
+	COUNTER_STACK_ERROR,	   /* backtraces lost: the kernel could not walk the stack */
+	COUNTER_STATE_ERROR,	   /* calls not seen: no per-thread storage */
+	COUNTER_MISSED_RETURN,	   /* calls whose return probe never ran */
+	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
+	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
+	COUNTER_MAX,
+};
+
+/* Knobs, set by user space before loading. */
+const volatile u32 stack_depth = 16;		 /* frames per backtrace; 0: no backtraces */
+const volatile u64 bt_min_size = 0;		 /* backtrace only sizes in [bt_min_size, bt_max_size] */
+const volatile u64 bt_max_size = ~0ULL;
+const volatile u64 page_size = 4096;
+
+/* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
+volatile u32 backtrace_on = 1;
+
+/* A live allocation: which process, which pointer. */
+struct alloc_key {
+	u32 tgid;
+	u32 pad;
+	u64 ptr;
+};
+
+/* What mdtrace knows of a live allocation. */
+struct alloc_info {
+	u64 size;     /* the size the program asked for */
+	u64 stack_id; /* key into the stacks map; 0: no backtrace */
+	u64 time_ns;  /* CLOCK_MONOTONIC time of the call */
+	u32 tid;      /* the allocating thread */
+	u32 flags;    /* reserved (zygote child) */
+};
+
+/* The live table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, DEFAULT_MAX_ALLOCS);
+	__type(key, struct alloc_key);
+	__type(value, struct alloc_info);
+} allocs SEC(".maps");
+
+/* A backtrace: the number of frames, then the return addresses, innermost first. */
+struct stack {
+	u32 nr;
+	u32 pad;
+	u64 ips[MAX_STACK_DEPTH];
+};
+
+/*
+ * Unique backtraces, keyed by a 64-bit hash of their frames. The value size
+ * is set by user space to hold exactly stack_depth frames, so it carries no
+ * BTF type.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, DEFAULT_MAX_STACKS);
+	__uint(key_size, sizeof(u64));
+	__uint(value_size, sizeof(struct stack));
+} stacks SEC(".maps");
+
+/* Scratch space for one backtrace per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct stack);
+} stack_scratch SEC(".maps");
+
+/* Loss and event counters, per CPU, summed by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+/*
+ * The allocator call a thread is in, saved by the entry probe for the return
+ * probe. Task storage goes away with the thread, so nothing is left over
+ * when a thread exits in the middle of a call.
+ */
+struct thread_state {
+	u64 args[3];	     /* the call's arguments */
+	u64 start_ns;	     /* time of the entry */
+	u64 entry_sp;	     /* stack pointer at the entry: tells nested calls and the outer return apart */
+	struct alloc_info old; /* realloc: the old block's entry, restored if the realloc fails */
+	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
+	u32 old_valid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+static __always_inline void count(u32 idx)
+{
+	u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline u64 mix64(u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/*
+ * Takes the user backtrace at a return probe, where the instruction pointer
+ * is the return address in the allocator's caller, so the caller is the first
+ * frame and the allocator's own frames are not in the stack. Returns the
+ * stack id, or 0 when no backtrace was stored (counted).
+ */
+static __always_inline u64 take_stack(struct pt_regs *ctx)
+{
+	u32 zero = 0;
+	struct stack *st, *old;
+	long n;
+	u64 h;
+	u32 i, nr;
+
+	if (stack_depth == 0)
+		return 0;
+	st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!st)
+		return 0;
+	n = bpf_get_stack(ctx, st->ips, stack_depth * sizeof(u64), BPF_F_USER_STACK);
+	if (n <= 0) {
+		count(COUNTER_STACK_ERROR);
+		return 0;
+	}
+	nr = n / sizeof(u64);
+	st->nr = nr;
+	st->pad = 0;
+	h = nr;
+	for (i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i >= nr)
+			break;
+		h = mix64(h ^ st->ips[i]);
+	}
+	if (h == 0)
+		h = 1;
+	old = bpf_map_lookup_elem(&stacks, &h);
+	if (old) {
+		if (old->nr != nr || old->ips[0] != st->ips[0]) {
+			count(COUNTER_STACK_COLLISION);
+			return 0;
+		}
+		return h;
+	}
+	if (bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) != 0) {
+		/* Another CPU may have stored the same stack just now. */
+		if (bpf_map_lookup_elem(&stacks, &h))
+			return h;
+		count(COUNTER_STACK_FULL);
+		return 0;
+	}
+	return h;
+}
+
+static __always_inline struct thread_state *thread_state(void)
+{
+	struct thread_state *ts;
+
+	ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts)
+		count(COUNTER_STATE_ERROR);
+	return ts;
+}
+
+/* Adds a live allocation made by the current thread. */
+static __always_inline void add_alloc(struct pt_regs *ctx, struct thread_state *ts, u64 ptr, u64 size)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct alloc_key key = { .tgid = pid_tgid >> 32, .ptr = ptr };
+	struct alloc_info info = {
+		.size = size,
+		.time_ns = ts->start_ns,
+		.tid = (u32)pid_tgid,
+	};
+
+	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
+		info.stack_id = take_stack(ctx);
+	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
+		count(COUNTER_TABLE_FULL);
+		return;
+	}
+	count(COUNTER_ALLOCS);
+}
+
+/*
+ * Removes a block from the live table before the allocator can hand its
+ * address to another thread. With save, the entry is kept in ts so that a
+ * failed realloc can put it back.
+ */
+static __always_inline void remove_alloc(u64 ptr, struct thread_state *ts)
+{
+	struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr };
+	struct alloc_info *info;
+
+	if (ts) {
+		ts->old_valid = 0;
+		info = bpf_map_lookup_elem(&allocs, &key);
+		if (info) {
+			ts->old = *info;
+			ts->old_valid = 1;
+		}
+	}
+	if (bpf_map_delete_elem(&allocs, &key) == 0)
+		count(COUNTER_FREES);
+	else
+		count(COUNTER_UNKNOWN_FREES);
+}
+
+static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
+{
+	struct thread_state *ts = thread_state();
+	u64 sp = PT_REGS_SP(ctx);
+
+	if (!ts)
+		return 0;
+	if (ts->call != CALL_NONE) {
+		/*
+		 * A call below the one in flight, or at the same stack
+		 * pointer (a tail call), is the allocator calling itself
+		 * (realloc(NULL, n) calls malloc): the outer call accounts
+		 * for it.
+		 */
+		if (sp <= ts->entry_sp) {
+			count(COUNTER_NESTED);
+			return 0;
+		}
+		/* The call in flight returned without its return probe. */
+		count(COUNTER_MISSED_RETURN);
+	}
+	ts->call = call;
+	ts->args[0] = a0;
+	ts->args[1] = a1;
+	ts->args[2] = a2;
+	ts->entry_sp = sp;
+	ts->old_valid = 0;
+	ts->start_ns = bpf_ktime_get_ns();
+	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
+		remove_alloc(a0, ts);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(malloc_entry, u64 size)
+{
+	return enter(ctx, CALL_MALLOC, size, 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(calloc_entry, u64 nmemb, u64 size)
+{
+	return enter(ctx, CALL_CALLOC, nmemb, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(realloc_entry, u64 ptr, u64 size)
+{
+	return enter(ctx, CALL_REALLOC, ptr, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(reallocarray_entry, u64 ptr, u64 nmemb, u64 size)
+{
+	return enter(ctx, CALL_REALLOCARRAY, ptr, nmemb, size);
+}
+
+/* memalign and aligned_alloc: (alignment, size). */
+SEC("uprobe")
+int BPF_KPROBE(memalign_entry, u64 align, u64 size)
+{
+	return enter(ctx, CALL_MEMALIGN, align, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(posix_memalign_entry, u64 memptr, u64 align, u64 size)
+{
+	return enter(ctx, CALL_POSIX_MEMALIGN, memptr, align, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(valloc_entry, u64 size)
+{
+	return enter(ctx, CALL_VALLOC, size, 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(pvalloc_entry, u64 size)
+{
+	return enter(ctx, CALL_PVALLOC, size, 0, 0);
+}
+
+/*
+ * free needs no return probe: the block leaves the table before the
+ * allocator can reuse its address. free(NULL) is nothing.
+ */
+SEC("uprobe")
+int BPF_KPROBE(free_entry, u64 ptr)
+{
+	if (ptr)
+		remove_alloc(ptr, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(usable_size_entry, u64 ptr)
+{
+	count(COUNTER_USABLE_SIZE);
+	return 0;
+}
+
+/* The one return probe of every allocating entry point. */
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_return, u64 ret)
+{
+	struct thread_state *ts = thread_state();
+	u64 size, ptr = ret, n;
+	u32 call;
+
+	if (!ts || ts->call == CALL_NONE)
+		return 0;
+	/* A nested call returns with the stack below the outer call's entry. */
+	if (PT_REGS_SP(ctx) <= ts->entry_sp)
+		return 0;
+	call = ts->call;
+	ts->call = CALL_NONE;
+
+	switch (call) {
+	case CALL_MALLOC:
+	case CALL_VALLOC:
+		size = ts->args[0];
+		break;
+	case CALL_CALLOC:
+		size = ts->args[0] * ts->args[1];
+		break;
+	case CALL_MEMALIGN:
+		size = ts->args[1];
+		break;
+	case CALL_PVALLOC:
+		size = (ts->args[0] + page_size - 1) & ~(page_size - 1);
+		if (size == 0)
+			size = page_size;
+		break;
+	case CALL_POSIX_MEMALIGN:
+		if (ret != 0)
+			return 0;
+		if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)ts->args[0]) != 0)
+			return 0;
+		size = ts->args[2];
+		break;
+	case CALL_REALLOC:
+	case CALL_REALLOCARRAY:
+		size = ts->args[1];
+		if (call == CALL_REALLOCARRAY) {
+			n = ts->args[1];
+			size = n * ts->args[2];
+			/* The barrier keeps clang from turning the check into a 128-bit multiply. */
+			barrier_var(size);
+			if (n != 0 && size / n != ts->args[2]) {
+				/* Overflow: reallocarray failed, the block is untouched. */
+				ptr = 0;
+				size = ~0ULL;
+			}
+		}
+		if (ptr == 0) {
+			/* realloc(p, 0) freed p; a failed realloc keeps it. */
+			if (size != 0 && ts->old_valid) {
+				struct alloc_key key = {
+					.tgid = bpf_get_current_pid_tgid() >> 32,
+					.ptr = ts->args[0],
+				};
+				bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
+			}
+			return 0;
+		}
+		break;
+	default:
+		return 0;
+	}
+	if (ptr)
+		add_alloc(ctx, ts, ptr, size);
+	return 0;
+}

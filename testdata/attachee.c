@@ -1,0 +1,47 @@
+// attachee is a target for attach mode. It allocates blocks, says "ready",
+// waits for a line on standard input (the tracer attaches meanwhile), then
+// frees the blocks it made before, leaks three new ones from known
+// functions, churns, and exits when standard input closes or a second line
+// arrives.
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void *volatile before[5];
+static void *volatile leaks[3];
+
+NOINLINE void allocate_before(void)
+{
+	for (int i = 0; i < 5; i++)
+		before[i] = malloc(2001 + i);
+}
+
+NOINLINE void attach_leak_one(void) { leaks[0] = malloc(3001); }
+NOINLINE void attach_leak_two(void) { leaks[1] = calloc(1, 3002); }
+NOINLINE void attach_leak_three(void) { leaks[2] = realloc(NULL, 3003); }
+
+static void wait_line(void)
+{
+	char c;
+	while (read(0, &c, 1) == 1 && c != '\n')
+		;
+}
+
+int main(void)
+{
+	allocate_before();
+	write(1, "ready\n", 6);
+	wait_line();
+	for (int i = 0; i < 5; i++)
+		free(before[i]);
+	attach_leak_one();
+	attach_leak_two();
+	attach_leak_three();
+	for (int i = 0; i < 1000; i++)
+		free(malloc(64));
+	write(1, "done\n", 5);
+	wait_line();
+	return 0;
+}

@@ -1,0 +1,420 @@
+//go:build linux
+
+package tracer
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/leak"
+)
+
+// Sizes of the BPF maps.
+const (
+	// DefaultMaxAllocs is the default capacity of the live table (--max-allocs).
+	DefaultMaxAllocs = 4 << 20
+	// DefaultMaxStacks is the default number of unique backtraces kept.
+	DefaultMaxStacks = 1 << 18
+)
+
+// Counter indexes; they mirror enum counter in bpf/mdtrace.bpf.c.
+const (
+	counterAllocs = iota
+	counterFrees
+	counterUnknownFrees
+	counterTableFull
+	counterStackFull
+	counterStackCollision
+	counterStackError
+	counterStateError
+	counterMissedReturn
+	counterNested
+	counterUsableSize
+	counterMax
+)
+
+// Counters are the totals of the BPF counters.
+type Counters struct {
+	Allocs         uint64 // allocations added to the live table
+	Frees          uint64 // frees of tracked blocks
+	UnknownFrees   uint64 // frees of blocks the table did not hold (allocated before the attach)
+	TableFull      uint64 // allocations not tracked: the live table was full
+	StackFull      uint64 // backtraces lost: the stack map was full
+	StackCollision uint64 // backtraces lost: hash collision
+	StackError     uint64 // backtraces lost: the kernel could not walk the stack
+	StateError     uint64 // calls not seen: no per-thread storage
+	MissedReturn   uint64 // calls whose return probe never ran
+	Nested         uint64 // allocator calls made by the allocator itself
+	UsableSize     uint64 // malloc_usable_size calls
+}
+
+// ProbeConfig sets what the BPF programs record.
+type ProbeConfig struct {
+	// StackDepth is the number of frames per backtrace; 0 takes none.
+	StackDepth int
+	// BacktraceMinSize and BacktraceMaxSize bound the sizes that get a
+	// backtrace (inclusive); a zero BacktraceMaxSize means no bound.
+	BacktraceMinSize, BacktraceMaxSize uint64
+	// BacktraceOff starts with backtrace capture off (backtrace_enable_on_signal).
+	BacktraceOff bool
+	// MaxAllocs is the capacity of the live table; 0 means DefaultMaxAllocs.
+	MaxAllocs uint32
+	// MaxStacks is the number of unique backtraces kept; 0 means DefaultMaxStacks.
+	MaxStacks uint32
+}
+
+// Probes are mdtrace's loaded BPF programs and maps, and the uprobes that
+// attach them to processes. Probes are safe for concurrent use.
+//
+// Loading needs CAP_BPF and CAP_PERFMON (or root); uprobes need kernel 4.17
+// or later, task storage 5.11 or later.
+type Probes struct {
+	objs       bpf.MdtraceObjects
+	stackDepth int
+
+	mu    sync.Mutex
+	links []link.Link
+	// Attached lists, for each attached process, the entry points probed.
+	attached map[int][]string
+}
+
+// LoadProbes loads the BPF programs and maps into the kernel.
+func LoadProbes(cfg ProbeConfig) (*Probes, error) {
+	if cfg.StackDepth < 0 || cfg.StackDepth > MaxBacktraceFrames {
+		return nil, fmt.Errorf("backtrace depth %d out of range 0..%d", cfg.StackDepth, MaxBacktraceFrames)
+	}
+	if cfg.MaxAllocs == 0 {
+		cfg.MaxAllocs = DefaultMaxAllocs
+	}
+	if cfg.MaxStacks == 0 {
+		cfg.MaxStacks = DefaultMaxStacks
+	}
+	if cfg.BacktraceMaxSize == 0 {
+		cfg.BacktraceMaxSize = math.MaxUint64
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("removing the memlock limit: %w", err)
+	}
+	spec, err := bpf.LoadMdtrace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the BPF programs: %w", err)
+	}
+	vars := map[string]any{
+		"stack_depth":  uint32(cfg.StackDepth),
+		"bt_min_size":  cfg.BacktraceMinSize,
+		"bt_max_size":  cfg.BacktraceMaxSize,
+		"page_size":    uint64(os.Getpagesize()),
+		"backtrace_on": boolU32(!cfg.BacktraceOff),
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
+	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
+	// A stack is its frame count (with padding) and then its frames.
+	depth := cfg.StackDepth
+	if depth == 0 {
+		depth = 1
+	}
+	spec.Maps["stacks"].ValueSize = uint32(8 + 8*depth)
+
+	p := &Probes{stackDepth: cfg.StackDepth, attached: map[int][]string{}}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("loading the BPF programs: %+v", verr)
+		}
+		return nil, fmt.Errorf("loading the BPF programs: %w", err)
+	}
+	return p, nil
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// entryPoint is one allocator function and the programs that trace it.
+type entryPoint struct {
+	symbol   string
+	entry    func(*bpf.MdtracePrograms) *ebpf.Program
+	ret      bool // also a return probe
+	required bool // attaching fails without it
+}
+
+// entryPoints are the allocator's functions in the order they are probed.
+// Functions exported at one address (memalign and aligned_alloc in glibc
+// 2.36) are probed once.
+var entryPoints = []entryPoint{
+	{"malloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MallocEntry }, true, true},
+	{"free", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.FreeEntry }, false, true},
+	{"calloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.CallocEntry }, true, true},
+	{"realloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.ReallocEntry }, true, true},
+	{"reallocarray", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.ReallocarrayEntry }, true, false},
+	{"posix_memalign", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.PosixMemalignEntry }, true, false},
+	{"memalign", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MemalignEntry }, true, false},
+	{"aligned_alloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MemalignEntry }, true, false},
+	{"valloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.VallocEntry }, true, false},
+	{"pvalloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.PvallocEntry }, true, false},
+}
+
+// AttachError reports entry points that could not be probed. Tracing goes
+// on without them; the caller reports them to the user.
+type AttachError struct {
+	Failed []string // "symbol: reason"
+}
+
+func (e *AttachError) Error() string {
+	return fmt.Sprintf("could not probe %d allocator functions: %s", len(e.Failed), strings.Join(e.Failed, "; "))
+}
+
+// Attach puts the probes on the allocator in the ELF file lib for process
+// pid only: other processes that map the same file pay nothing. It fails
+// when malloc, free, calloc or realloc cannot be probed; an *AttachError
+// lists optional functions that could not be.
+func (p *Probes) Attach(pid int, lib string) error {
+	offsets, err := funcOffsets(lib)
+	if err != nil {
+		return err
+	}
+	ex, err := link.OpenExecutable(lib)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", lib, err)
+	}
+	var (
+		links  []link.Link
+		done   = map[uint64]bool{}
+		failed []string
+		names  []string
+	)
+	cleanup := func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}
+	for _, ep := range entryPoints {
+		off, ok := offsets[ep.symbol]
+		if !ok {
+			if ep.required {
+				cleanup()
+				return fmt.Errorf("%s has no %s function", lib, ep.symbol)
+			}
+			continue
+		}
+		if done[off] {
+			names = append(names, ep.symbol)
+			continue
+		}
+		opts := &link.UprobeOptions{Address: off, PID: pid}
+		l, err := ex.Uprobe(ep.symbol, ep.entry(&p.objs.MdtracePrograms), opts)
+		if err == nil && ep.ret {
+			links = append(links, l)
+			l, err = ex.Uretprobe(ep.symbol, p.objs.AllocReturn, opts)
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+				cleanup()
+				return fmt.Errorf("probing %s in %s: %w", ep.symbol, lib, ErrProcessGone)
+			}
+			if ep.required {
+				cleanup()
+				return fmt.Errorf("probing %s in %s: %w", ep.symbol, lib, err)
+			}
+			failed = append(failed, ep.symbol+": "+err.Error())
+			continue
+		}
+		links = append(links, l)
+		done[off] = true
+		names = append(names, ep.symbol)
+	}
+	p.mu.Lock()
+	p.links = append(p.links, links...)
+	p.attached[pid] = names
+	p.mu.Unlock()
+	if len(failed) > 0 {
+		return &AttachError{Failed: failed}
+	}
+	return nil
+}
+
+// funcOffsets returns the file offsets of the defined functions of an ELF
+// file, from .dynsym and .symtab.
+func funcOffsets(path string) (map[string]uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	defer f.Close()
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%s is not an x86-64 ELF file: %w", path, ErrNot64Bit)
+	}
+	syms, _ := f.DynamicSymbols()
+	st, _ := f.Symbols()
+	syms = append(syms, st...)
+	out := map[string]uint64{}
+	for _, s := range syms {
+		t := elf.ST_TYPE(s.Info)
+		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Section == elf.SHN_UNDEF || s.Value == 0 {
+			continue
+		}
+		name := s.Name
+		if i := strings.IndexByte(name, '@'); i >= 0 {
+			name = name[:i]
+		}
+		if _, ok := out[name]; ok {
+			continue
+		}
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_LOAD && prog.Flags&elf.PF_X != 0 &&
+				prog.Vaddr <= s.Value && s.Value < prog.Vaddr+prog.Memsz {
+				out[name] = s.Value - prog.Vaddr + prog.Off
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Attached returns the allocator functions probed for pid.
+func (p *Probes) Attached(pid int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.attached[pid]...)
+}
+
+// SetBacktrace turns backtrace capture on or off while tracing.
+func (p *Probes) SetBacktrace(on bool) error {
+	return p.objs.BacktraceOn.Set(boolU32(on))
+}
+
+// Detach removes the uprobes; the maps stay readable until Close.
+func (p *Probes) Detach() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+}
+
+// Close detaches the probes and frees the programs and maps.
+func (p *Probes) Close() error {
+	p.Detach()
+	return p.objs.Close()
+}
+
+// Counters returns the BPF counters summed over all CPUs.
+func (p *Probes) Counters() (Counters, error) {
+	var vals [counterMax]uint64
+	for i := range vals {
+		var per []uint64
+		if err := p.objs.Counters.Lookup(uint32(i), &per); err != nil {
+			return Counters{}, fmt.Errorf("reading counter %d: %w", i, err)
+		}
+		for _, v := range per {
+			vals[i] += v
+		}
+	}
+	return Counters{
+		Allocs:         vals[counterAllocs],
+		Frees:          vals[counterFrees],
+		UnknownFrees:   vals[counterUnknownFrees],
+		TableFull:      vals[counterTableFull],
+		StackFull:      vals[counterStackFull],
+		StackCollision: vals[counterStackCollision],
+		StackError:     vals[counterStackError],
+		StateError:     vals[counterStateError],
+		MissedReturn:   vals[counterMissedReturn],
+		Nested:         vals[counterNested],
+		UsableSize:     vals[counterUsableSize],
+	}, nil
+}
+
+// Snapshot reads the live allocations of process tgid and their backtraces.
+// Frames are return addresses minus one, as Android stores them.
+func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
+	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
+	var (
+		key  bpf.MdtraceAllocKey
+		info bpf.MdtraceAllocInfo
+	)
+	it := p.objs.Allocs.Iterate()
+	for it.Next(&key, &info) {
+		if int(key.Tgid) != tgid {
+			continue
+		}
+		snap.Allocs = append(snap.Allocs, leak.Alloc{
+			Ptr:     key.Ptr,
+			Size:    info.Size,
+			Zygote:  info.Flags&1 != 0,
+			StackID: info.StackId,
+			TID:     info.Tid,
+			TimeNS:  info.TimeNs,
+		})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("reading the live table: %w", err)
+	}
+	sort.Slice(snap.Allocs, func(i, j int) bool { return snap.Allocs[i].Ptr < snap.Allocs[j].Ptr })
+	buf := make([]byte, 8+8*max(p.stackDepth, 1))
+	for i := range snap.Allocs {
+		id := snap.Allocs[i].StackID
+		if id == 0 {
+			continue
+		}
+		if _, ok := snap.Stacks[id]; ok {
+			continue
+		}
+		if err := p.objs.Stacks.Lookup(id, &buf); err != nil {
+			snap.Allocs[i].StackID = 0
+			continue
+		}
+		nr := int(le32(buf))
+		if nr > p.stackDepth {
+			nr = p.stackDepth
+		}
+		frames := make([]uint64, 0, nr)
+		for j := 0; j < nr; j++ {
+			pc := le64(buf[8+8*j:])
+			if pc == 0 {
+				break
+			}
+			frames = append(frames, pc-1)
+		}
+		snap.Stacks[id] = frames
+	}
+	return snap, nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func le64(b []byte) uint64 {
+	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
+}
+
+// formatCount renders n with thousands separators for messages.
+func formatCount(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,389 @@
+//go:build linux
+
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var errESRCH = unix.ESRCH
+
+// Hooks are called by a Process from its control goroutine.
+type Hooks struct {
+	// Ready is called once the process can be probed: a launched command
+	// is stopped before its first instruction (its executable and loader
+	// are mapped, its libraries are not yet); an attached process runs on.
+	// An error stops mdtrace; a launched command is killed.
+	Ready func(pid int) error
+	// Exit is called when the process is about to exit, while its memory,
+	// maps and files can still be read. The process waits until it returns.
+	Exit func(pid int)
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	// Code is the exit code, or 128+signal for a process killed by a signal.
+	Code int
+	// Signal is the signal that killed the process, 0 if none.
+	Signal syscall.Signal
+	// Known is false when the process was reaped by someone else (an
+	// attached process whose parent waited for it first).
+	Known bool
+}
+
+// Process is a process under mdtrace's control: launched by it, or
+// attached to. It is traced with ptrace (PTRACE_SEIZE) only to be held at
+// its exit while the reports are written; signals pass through unchanged
+// and job control (stop, continue) keeps working.
+//
+// All ptrace requests come from one goroutine locked to its OS thread, as
+// ptrace requires. Process methods are safe for concurrent use.
+type Process struct {
+	PID int
+
+	launched bool
+	hooks    Hooks
+	detachq  chan chan error
+	done     chan struct{}
+	status   ExitStatus
+	err      error
+}
+
+// LaunchError is an error starting the command, with the exit code a shell
+// would give (127: not found, 126: not executable).
+type LaunchError struct {
+	Code int
+	Err  error
+}
+
+func (e *LaunchError) Error() string { return e.Err.Error() }
+func (e *LaunchError) Unwrap() error { return e.Err }
+
+// Launch starts argv with the given environment (nil: mdtrace's own) and
+// standard streams inherited, calls hooks.Ready while it is stopped before
+// its first instruction, then lets it run.
+func Launch(argv []string, env []string, hooks Hooks) (*Process, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command to run")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		code := 127
+		if errors.Is(err, os.ErrPermission) {
+			code = 126
+		}
+		return nil, &LaunchError{Code: code, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+	}
+	p := newProcess(hooks)
+	started := make(chan error, 1)
+	go p.control(func() error { return p.launch(path, argv, env) }, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Attach traces the running process pid and calls hooks.Ready.
+func Attach(pid int, hooks Hooks) (*Process, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("invalid PID %d", pid)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return nil, fmt.Errorf("no process with PID %d", pid)
+	}
+	if pid == os.Getpid() {
+		return nil, fmt.Errorf("PID %d is mdtrace itself", pid)
+	}
+	p := newProcess(hooks)
+	started := make(chan error, 1)
+	go p.control(func() error { return p.attach(pid) }, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newProcess(h Hooks) *Process {
+	return &Process{hooks: h, detachq: make(chan chan error), done: make(chan struct{})}
+}
+
+// Done is closed when the process has exited or has been detached.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits until the process has exited (or has been detached) and
+// returns how it ended.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.done
+	return p.status, p.err
+}
+
+// Detach stops tracing the process and lets it run on. It is a no-op once
+// the process has exited.
+func (p *Process) Detach() error {
+	reply := make(chan error, 1)
+	select {
+	case p.detachq <- reply:
+		return <-reply
+	case <-p.done:
+		return nil
+	}
+}
+
+// control runs on a locked OS thread: it starts tracing, then handles the
+// process's stops until it exits or is detached.
+func (p *Process) control(start func() error, started chan<- error) {
+	// The thread stays locked: it is the tracer, and dies with the goroutine.
+	runtime.LockOSThread()
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	defer signal.Stop(sigchld)
+	if err := start(); err != nil {
+		started <- err
+		close(p.done)
+		return
+	}
+	if err := p.hooks.Ready(p.PID); err != nil {
+		p.abort()
+		started <- err
+		close(p.done)
+		return
+	}
+	if err := p.resume(); err != nil {
+		started <- err
+		close(p.done)
+		return
+	}
+	started <- nil
+	p.loop(sigchld)
+	close(p.done)
+}
+
+// launch starts the command stopped at its exec, then re-attaches with
+// PTRACE_SEIZE so that job control works while it is traced.
+func (p *Process) launch(path string, argv, env []string) error {
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		code := 126
+		if errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return &LaunchError{Code: code, Err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+	}
+	pid := cmd.Process.Pid
+	p.PID = pid
+	p.launched = true
+	var ws unix.WaitStatus
+	if _, err := wait4(pid, &ws, unix.WALL); err != nil {
+		return fmt.Errorf("waiting for %s to start: %w", argv[0], err)
+	}
+	if !ws.Stopped() {
+		return fmt.Errorf("%s exited before it started", argv[0])
+	}
+	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		p.kill()
+		exe, _ := procExe(pid)
+		if exe == "" {
+			exe = path
+		}
+		return fmt.Errorf("cannot trace %s: %w", exe, errors.Unwrap(err))
+	}
+	// Hand the stop over to job control (SIGSTOP), then seize the stopped
+	// process: it has not run an instruction of its own yet.
+	if err := ptrace(unix.PTRACE_DETACH, pid, 0, uintptr(unix.SIGSTOP)); err != nil {
+		p.kill()
+		return fmt.Errorf("detaching from %s: %w", argv[0], err)
+	}
+	if _, err := wait4(pid, &ws, unix.WALL|unix.WUNTRACED); err != nil || !ws.Stopped() {
+		p.kill()
+		return fmt.Errorf("%s did not stop before its start", argv[0])
+	}
+	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, unix.PTRACE_O_TRACEEXIT); err != nil {
+		p.kill()
+		return fmt.Errorf("tracing %s: %w", argv[0], err)
+	}
+	return nil
+}
+
+func (p *Process) attach(pid int) error {
+	p.PID = pid
+	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
+		}
+		exe, _ := procExe(pid)
+		return fmt.Errorf("cannot trace process %d (%s): %w", pid, exe, errors.Unwrap(err))
+	}
+	err := ptrace(unix.PTRACE_SEIZE, pid, 0, unix.PTRACE_O_TRACEEXIT)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("not permitted to trace process %d: it is traced by another debugger, or ptrace is restricted (needs CAP_SYS_PTRACE)", pid)
+	case err != nil:
+		return fmt.Errorf("tracing process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// resume lets a launched command run; an attached process already runs.
+func (p *Process) resume() error {
+	if err := unix.Kill(p.PID, unix.SIGCONT); err != nil {
+		return fmt.Errorf("resuming process %d: %w", p.PID, err)
+	}
+	return nil
+}
+
+// abort gives up on a process after a failed Ready: a launched command is
+// killed (it never ran), an attached one is left alone.
+func (p *Process) abort() {
+	if p.launched {
+		p.kill()
+		return
+	}
+	p.detachNow(0)
+}
+
+func (p *Process) kill() {
+	unix.Kill(p.PID, unix.SIGKILL)
+	var ws unix.WaitStatus
+	wait4(p.PID, &ws, unix.WALL)
+}
+
+// loop handles the process's ptrace stops until it is gone.
+func (p *Process) loop(sigchld <-chan os.Signal) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for {
+			var ws unix.WaitStatus
+			wpid, err := wait4(p.PID, &ws, unix.WALL|unix.WNOHANG)
+			if err != nil {
+				// Reaped by its parent first: the exit status is not ours.
+				p.status = ExitStatus{}
+				return
+			}
+			if wpid == 0 {
+				break
+			}
+			if p.handle(ws) {
+				return
+			}
+		}
+		select {
+		case <-sigchld:
+		case <-tick.C:
+		case reply := <-p.detachq:
+			reply <- p.detachRunning()
+			return
+		}
+	}
+}
+
+// handle acts on one wait status; it reports whether the process is gone.
+func (p *Process) handle(ws unix.WaitStatus) bool {
+	switch {
+	case ws.Exited():
+		p.status = ExitStatus{Code: ws.ExitStatus(), Known: true}
+		return true
+	case ws.Signaled():
+		p.status = ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Known: true}
+		return true
+	case !ws.Stopped():
+		return false
+	}
+	sig := ws.StopSignal()
+	switch event := int(ws>>16) & 0xff; event {
+	case unix.PTRACE_EVENT_EXIT:
+		if p.hooks.Exit != nil {
+			p.hooks.Exit(p.PID)
+		}
+		ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+	case unix.PTRACE_EVENT_STOP:
+		if isStopSignal(sig) {
+			// Group stop: stay stopped, but let SIGCONT through.
+			ptrace(unix.PTRACE_LISTEN, p.PID, 0, 0)
+		} else {
+			ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+		}
+	default:
+		// A signal on its way to the process: deliver it.
+		ptrace(unix.PTRACE_CONT, p.PID, 0, uintptr(sig))
+	}
+	return false
+}
+
+func isStopSignal(s syscall.Signal) bool {
+	return s == unix.SIGSTOP || s == unix.SIGTSTP || s == unix.SIGTTIN || s == unix.SIGTTOU
+}
+
+// detachRunning interrupts the running tracee and detaches from it,
+// delivering any signal it was stopped for.
+func (p *Process) detachRunning() error {
+	if err := ptrace(unix.PTRACE_INTERRUPT, p.PID, 0, 0); err != nil {
+		return nil // already gone
+	}
+	for i := 0; i < 100; i++ {
+		var ws unix.WaitStatus
+		wpid, err := wait4(p.PID, &ws, unix.WALL)
+		if err != nil || wpid == 0 {
+			return nil
+		}
+		if ws.Exited() || ws.Signaled() {
+			p.handle(ws)
+			return nil
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		sig := 0
+		switch event := int(ws>>16) & 0xff; event {
+		case unix.PTRACE_EVENT_EXIT:
+			if p.hooks.Exit != nil {
+				p.hooks.Exit(p.PID)
+			}
+		case unix.PTRACE_EVENT_STOP:
+		default:
+			sig = int(ws.StopSignal())
+		}
+		return p.detachNow(sig)
+	}
+	return fmt.Errorf("process %d did not stop to be detached", p.PID)
+}
+
+func (p *Process) detachNow(sig int) error {
+	if err := ptrace(unix.PTRACE_DETACH, p.PID, 0, uintptr(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("detaching from process %d: %w", p.PID, err)
+	}
+	return nil
+}
+
+func ptrace(req int, pid int, addr, data uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(pid), addr, data, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func wait4(pid int, ws *unix.WaitStatus, opts int) (int, error) {
+	for {
+		wpid, err := unix.Wait4(pid, ws, opts, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return wpid, err
+	}
+}

@@ -1,0 +1,210 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+// needProbes skips a test that needs root and uprobes where they are
+// really missing, and says why.
+func needProbes(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE) to load BPF programs and attach uprobes")
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		t.Skip("needs a kernel with BTF (/sys/kernel/btf/vmlinux)")
+	}
+}
+
+var buildOnce sync.Once
+
+// testProg builds the C test programs once and returns the path of one.
+func testProg(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := filepath.Abs("../testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	buildOnce.Do(func() {
+		out, err = exec.Command("make", "-s", "-C", dir).CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("building test programs: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, name)
+}
+
+// leakSite is an allocation the test expects to be live at exit.
+type leakSite struct {
+	size uint64
+	fn   string
+}
+
+// exitSnapshot launches prog under the probes and returns the live table,
+// its frames' function names and the counters, read at the process's exit.
+func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot, map[uint64][]string, Counters, ExitStatus) {
+	t.Helper()
+	probes, err := LoadProbes(cfg)
+	if err != nil {
+		t.Fatalf("LoadProbes: %v", err)
+	}
+	defer probes.Close()
+	var (
+		snap  *leak.Snapshot
+		names = map[uint64][]string{}
+	)
+	sym := stacks.NewSymbolizer()
+	proc, err := Launch(argv, nil, Hooks{
+		Ready: func(pid int) error {
+			lib, err := AllocatorOfExec(pid)
+			if err != nil {
+				return err
+			}
+			return probes.Attach(pid, lib)
+		},
+		Exit: func(pid int) {
+			snap, err = probes.Snapshot(pid)
+			if err != nil {
+				t.Errorf("Snapshot: %v", err)
+				return
+			}
+			maps, err := stacks.ReadMaps(pid)
+			if err != nil {
+				t.Errorf("ReadMaps: %v", err)
+				return
+			}
+			for id, pcs := range snap.Stacks {
+				for _, f := range sym.Symbolize(pid, maps, pcs) {
+					names[id] = append(names[id], f.Func)
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	st, err := proc.Wait()
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	c, err := probes.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap == nil {
+		t.Fatal("the exit hook did not run")
+	}
+	return snap, names, c, st
+}
+
+func TestLaunchLeaks(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "leaky")
+	snap, names, c, st := exitSnapshot(t, ProbeConfig{StackDepth: 16}, prog, "7")
+	if !st.Known || st.Code != 7 {
+		t.Errorf("exit status = %+v, want code 7", st)
+	}
+	want := []leakSite{
+		{4096, "leak_pvalloc"}, {1024, "leak_aligned_alloc"}, {1012, "leak_failed_realloc"},
+		{1011, "leak_failed_reallocarray"}, {1009, "leak_valloc"}, {1008, "leak_posix_memalign"},
+		{1006, "leak_memalign"}, {1005, "leak_reallocarray"}, {1004, "leak_realloc_grow"},
+		{1003, "leak_realloc_new"}, {1002, "leak_calloc"}, {1001, "leak_malloc"},
+	}
+	got := snap.Allocs
+	sort.Slice(got, func(i, j int) bool { return got[i].Size > got[j].Size })
+	var gotSites []leakSite
+	for _, a := range got {
+		fn := ""
+		if n := names[a.StackID]; len(n) > 0 {
+			fn = n[0]
+			if len(n) < 2 || n[1] != "main" {
+				t.Errorf("leak of %d: frames %v, want %s then main", a.Size, n, fn)
+			}
+		}
+		gotSites = append(gotSites, leakSite{a.Size, fn})
+	}
+	if fmt.Sprint(gotSites) != fmt.Sprint(want) {
+		t.Errorf("live at exit:\n got %v\nwant %v", gotSites, want)
+	}
+	if c.TableFull != 0 || c.StackFull != 0 || c.StackCollision != 0 || c.StackError != 0 || c.StateError != 0 || c.MissedReturn != 0 {
+		t.Errorf("losses counted: %+v", c)
+	}
+	// 12 leaks + 2 blocks grown or moved by realloc + 1 freed by realloc(p, 0)
+	// + 10000 churn + 3 calloc/realloc + 1 memalign in churn.
+	if c.Allocs < 10000 {
+		t.Errorf("allocations counted = %d, want at least 10000", c.Allocs)
+	}
+	t.Logf("counters: %+v", c)
+}
+
+func TestAttachSeesOnlyNewBlocks(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "attachee")
+	cmd := exec.Command(prog)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(stdout)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("attachee said %q", line)
+	}
+	probes, err := LoadProbes(ProbeConfig{StackDepth: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probes.Close()
+	var snap *leak.Snapshot
+	proc, err := Attach(cmd.Process.Pid, Hooks{
+		Ready: func(pid int) error {
+			lib, err := AllocatorOfRunning(pid)
+			if err != nil {
+				return err
+			}
+			return probes.Attach(pid, lib)
+		},
+		Exit: func(pid int) { snap, _ = probes.Snapshot(pid) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "go\n")
+	if line, _ := r.ReadString('\n'); line != "done\n" {
+		t.Fatalf("attachee said %q", line)
+	}
+	stdin.Close()
+	cmd.Wait()
+	proc.Wait()
+	if snap == nil {
+		t.Fatal("no snapshot at exit")
+	}
+	var sizes []string
+	for _, a := range snap.Allocs {
+		sizes = append(sizes, fmt.Sprint(a.Size))
+	}
+	sort.Strings(sizes)
+	if got := strings.Join(sizes, " "); got != "3001 3002 3003" {
+		t.Errorf("live at exit: %s, want 3001 3002 3003", got)
+	}
+	c, _ := probes.Counters()
+	if c.UnknownFrees < 5 {
+		t.Errorf("frees of blocks from before the attach = %d, want >= 5", c.UnknownFrees)
+	}
+}
