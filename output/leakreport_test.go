@@ -1,0 +1,109 @@
+package output
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+func TestLeakReportGolden(t *testing.T) {
+	snap := &leak.Snapshot{
+		PID: 7412,
+		Allocs: []leak.Alloc{
+			{Ptr: 0x55d0c2a412a0, Size: 100, StackID: 1},
+			{Ptr: 0x55d0c2a41ec0, Size: 24}, // no backtrace
+			{Ptr: 0x55d0c2a41310, Size: 128, StackID: 2},
+			{Ptr: 0x55d0c2a41ab0, Size: 1024, StackID: 3},
+		},
+		Stacks: map[uint64][]uint64{
+			1: {0x1000, 0x2000, 0x3000},
+			2: {0xa000, 0xb000, 0xc000, 0xd000},
+			3: {0xfe000, 0xde000, 0xce000, 0xbe000, 0xae000},
+		},
+		BacktraceSize: 16,
+	}
+	known := map[uint64]stacks.Frame{
+		0x2000: {PC: 0x2000, RelPC: 0x1139, MapName: "/usr/local/bin/malloc_testing", Func: "main", FuncOff: 41},
+		0x3000: {PC: 0x3000, RelPC: 0x271ca, MapName: "/usr/lib/x86_64-linux-gnu/libc.so.6", Func: "__libc_start_call_main", FuncOff: 122},
+		0xa000: {PC: 0xa000, RelPC: 0x29310, MapName: "/system/lib/libc.so"},
+		0xb000: {PC: 0xb000, RelPC: 0x21438, MapName: "/system/lib/libc.so", Func: "newlocale", FuncOff: 160},
+		0xc000: {PC: 0xc000, RelPC: 0xa9e38, MapName: "/system/app/Foo.apk", ElfOffset: 0x5000, Func: "_ZN3foo3barEv", FuncOff: 12},
+		0xd000: {PC: 0xd000, RelPC: 0xa28a8, MapName: "/system/app/Foo.apk", ElfOffset: 0x5000},
+	}
+	frames := func(pcs []uint64) []stacks.Frame {
+		// The third stack stays unresolved: frames returns nothing for it.
+		if pcs[0] == 0xfe000 {
+			return nil
+		}
+		var fs []stacks.Frame
+		for _, pc := range pcs {
+			f, ok := known[pc]
+			if !ok {
+				f = stacks.Frame{PC: pc, RelPC: pc}
+			}
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	var buf bytes.Buffer
+	l := NewLog(&buf)
+	l.SetClock(fixedClock)
+	if n := LeakReport(l, "/usr/local/bin/malloc_testing", 7412, 7412, snap, frames); n != 4 {
+		t.Errorf("LeakReport = %d, want 4", n)
+	}
+	checkGolden(t, "leak_report.txt", buf.Bytes())
+}
+
+// TestLeakReportAndroid ports leak_track_no_frees: no backtrace, one line
+// per leak, biggest first.
+func TestLeakReportAndroid(t *testing.T) {
+	snap := &leak.Snapshot{Allocs: []leak.Alloc{
+		{Ptr: 0x1000, Size: 200},
+		{Ptr: 0x2000, Size: 128},
+		{Ptr: 0x3000, Size: 1024},
+	}}
+	var buf bytes.Buffer
+	l := NewLog(&buf)
+	l.SetClock(fixedClock)
+	if n := LeakReport(l, "malloc_testing", 1, 1, snap, nil); n != 3 {
+		t.Errorf("LeakReport = %d, want 3", n)
+	}
+	h := "04-15 12:35:33.304     1     1 E malloc_debug: "
+	want := h + "+++ malloc_testing leaked block of size 1024 at 0x3000 (leak 1 of 3)\n" +
+		h + "+++ malloc_testing leaked block of size 200 at 0x1000 (leak 2 of 3)\n" +
+		h + "+++ malloc_testing leaked block of size 128 at 0x2000 (leak 3 of 3)\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+
+	buf.Reset()
+	if n := LeakReport(l, "malloc_testing", 1, 1, &leak.Snapshot{}, nil); n != 0 || buf.Len() != 0 {
+		t.Errorf("empty snapshot: LeakReport = %d, logged %q", n, buf.String())
+	}
+}
+
+// TestLeakReportEmptyStack checks that an allocation whose backtrace came
+// out empty prints no "Backtrace at time of allocation:", and that frames
+// beyond the backtrace size are not shown.
+func TestLeakReportEmptyStack(t *testing.T) {
+	snap := &leak.Snapshot{
+		Allocs:        []leak.Alloc{{Ptr: 0x10, Size: 8, StackID: 1}, {Ptr: 0x20, Size: 4, StackID: 2}},
+		Stacks:        map[uint64][]uint64{1: {}, 2: {0x1, 0x2, 0x3}},
+		BacktraceSize: 2,
+	}
+	var buf bytes.Buffer
+	l := NewLog(&buf)
+	l.SetClock(fixedClock)
+	LeakReport(l, "p", 1, 1, snap, nil)
+	h := "04-15 12:35:33.304     1     1 E malloc_debug: "
+	want := h + "+++ p leaked block of size 8 at 0x10 (leak 1 of 2)\n" +
+		h + "+++ p leaked block of size 4 at 0x20 (leak 2 of 2)\n" +
+		h + "Backtrace at time of allocation:\n" +
+		h + "          #00  pc 0000000000000001  <unknown>\n" +
+		h + "          #01  pc 0000000000000002  <unknown>\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}

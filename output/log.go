@@ -1,0 +1,104 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LogTag is the tag of every malloc debug log line.
+const LogTag = "malloc_debug"
+
+// Log writes malloc debug messages as logcat prints them in its
+// "threadtime" format:
+//
+//	MM-DD HH:MM:SS.mmm  PID  TID P malloc_debug: MESSAGE
+//
+// where PID and TID are right-aligned in five columns (longer numbers take
+// more) and P is the priority, E for errors and I for information. The time
+// is the local time of the clock.
+//
+// A message that spans several lines becomes one log line per non-empty
+// line, each with the same header, as logcat shows a whole backtrace that
+// Android logs in one call. A message without any non-empty line is written
+// as one line with an empty message.
+//
+// A Log is safe for concurrent use: the lines of one message reach the
+// writer in one Write call, never interleaved with another message's.
+// Write errors are ignored, as logging cannot report them anywhere better.
+type Log struct {
+	mu    sync.Mutex
+	w     io.Writer
+	clock func() time.Time
+}
+
+// NewLog returns a Log that writes to w and stamps lines with time.Now.
+func NewLog(w io.Writer) *Log {
+	return &Log{w: w, clock: time.Now}
+}
+
+// SetClock replaces the clock that stamps the lines; tests use it to fix
+// the time.
+func (l *Log) SetClock(clock func() time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clock = clock
+}
+
+// Errorf logs a message at error priority (E), formatted as fmt.Sprintf
+// does, for process pid and thread tid.
+func (l *Log) Errorf(pid, tid int, format string, args ...any) {
+	l.log('E', pid, tid, fmt.Sprintf(format, args...))
+}
+
+// Infof logs a message at information priority (I), formatted as
+// fmt.Sprintf does, for process pid and thread tid.
+func (l *Log) Infof(pid, tid int, format string, args ...any) {
+	l.log('I', pid, tid, fmt.Sprintf(format, args...))
+}
+
+func (l *Log) log(prio byte, pid, tid int, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	header := appendHeader(nil, l.clock(), prio, pid, tid)
+	var buf []byte
+	for line := range strings.SplitSeq(msg, "\n") {
+		if line == "" {
+			continue
+		}
+		buf = append(buf, header...)
+		buf = append(buf, line...)
+		buf = append(buf, '\n')
+	}
+	if buf == nil {
+		buf = append(header, '\n')
+	}
+	_, _ = l.w.Write(buf)
+}
+
+// appendHeader appends "MM-DD HH:MM:SS.mmm  PID  TID P malloc_debug: ".
+func appendHeader(b []byte, t time.Time, prio byte, pid, tid int) []byte {
+	b = t.AppendFormat(b, "01-02 15:04:05")
+	b = append(b, '.')
+	b = appendPad(b, strconv.AppendInt(nil, int64(t.Nanosecond()/int(time.Millisecond)), 10), 3, '0')
+	b = append(b, ' ')
+	b = appendPad(b, strconv.AppendInt(nil, int64(pid), 10), 5, ' ')
+	b = append(b, ' ')
+	b = appendPad(b, strconv.AppendInt(nil, int64(tid), 10), 5, ' ')
+	b = append(b, ' ', prio, ' ')
+	b = append(b, LogTag...)
+	b = append(b, ':', ' ')
+	return b
+}
+
+// appendPad appends s right-aligned in width columns, filled with pad.
+func appendPad(b, s []byte, width int, pad byte) []byte {
+	for i := len(s); i < width; i++ {
+		b = append(b, pad)
+	}
+	return append(b, s...)
+}
