@@ -1,5 +1,6 @@
 // leaky leaks exactly known blocks, each from a known function, through
-// every allocation function of glibc, and frees everything else.
+// every allocation function of glibc and from a constructor, and frees
+// everything else.
 //
 //   leaky [EXIT_CODE | abort | hold]
 //
@@ -25,6 +26,9 @@ static void keep(void *p)
 {
 	sink[nsink++] = p;
 }
+
+// Runs before main: launch mode must see it.
+__attribute__((constructor)) NOINLINE void leak_in_constructor(void) { keep(malloc(1013)); }
 
 NOINLINE void leak_malloc(void) { keep(malloc(1001)); }
 NOINLINE void leak_calloc(void) { keep(calloc(3, 334)); }

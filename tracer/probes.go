@@ -172,6 +172,7 @@ var entryPoints = []entryPoint{
 	{"aligned_alloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MemalignEntry }, true, false},
 	{"valloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.VallocEntry }, true, false},
 	{"pvalloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.PvallocEntry }, true, false},
+	{"malloc_usable_size", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.UsableSizeEntry }, false, false},
 }
 
 // AttachError reports entry points that could not be probed. Tracing goes

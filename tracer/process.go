@@ -240,6 +240,9 @@ func (p *Process) attach(pid int) error {
 
 // resume lets a launched command run; an attached process already runs.
 func (p *Process) resume() error {
+	if !p.launched {
+		return nil
+	}
 	if err := unix.Kill(p.PID, unix.SIGCONT); err != nil {
 		return fmt.Errorf("resuming process %d: %w", p.PID, err)
 	}

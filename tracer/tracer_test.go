@@ -120,7 +120,7 @@ func TestLaunchLeaks(t *testing.T) {
 		t.Errorf("exit status = %+v, want code 7", st)
 	}
 	want := []leakSite{
-		{4096, "leak_pvalloc"}, {1024, "leak_aligned_alloc"}, {1012, "leak_failed_realloc"},
+		{4096, "leak_pvalloc"}, {1024, "leak_aligned_alloc"}, {1013, "leak_in_constructor"}, {1012, "leak_failed_realloc"},
 		{1011, "leak_failed_reallocarray"}, {1009, "leak_valloc"}, {1008, "leak_posix_memalign"},
 		{1006, "leak_memalign"}, {1005, "leak_reallocarray"}, {1004, "leak_realloc_grow"},
 		{1003, "leak_realloc_new"}, {1002, "leak_calloc"}, {1001, "leak_malloc"},
@@ -132,7 +132,7 @@ func TestLaunchLeaks(t *testing.T) {
 		fn := ""
 		if n := names[a.StackID]; len(n) > 0 {
 			fn = n[0]
-			if len(n) < 2 || n[1] != "main" {
+			if fn != "leak_in_constructor" && (len(n) < 2 || n[1] != "main") {
 				t.Errorf("leak of %d: frames %v, want %s then main", a.Size, n, fn)
 			}
 		}
@@ -155,7 +155,9 @@ func TestLaunchLeaks(t *testing.T) {
 func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 	needProbes(t)
 	prog := testProg(t, "attachee")
-	cmd := exec.Command(prog)
+	// The target is a grandchild: were the test both its parent and its
+	// tracer, the test's own wait would take the tracer's stops.
+	cmd := exec.Command("sh", "-c", `exec 3<&0; "$0" <&3 3<&- & echo $!; wait`, prog)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -163,6 +165,10 @@ func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	r := bufio.NewReader(stdout)
+	var pid int
+	if _, err := fmt.Fscanf(r, "%d\n", &pid); err != nil {
+		t.Fatal(err)
+	}
 	if line, _ := r.ReadString('\n'); line != "ready\n" {
 		t.Fatalf("attachee said %q", line)
 	}
@@ -172,7 +178,7 @@ func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 	}
 	defer probes.Close()
 	var snap *leak.Snapshot
-	proc, err := Attach(cmd.Process.Pid, Hooks{
+	proc, err := Attach(pid, Hooks{
 		Ready: func(pid int) error {
 			lib, err := AllocatorOfRunning(pid)
 			if err != nil {
@@ -206,5 +212,47 @@ func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 	c, _ := probes.Counters()
 	if c.UnknownFrees < 5 {
 		t.Errorf("frees of blocks from before the attach = %d, want >= 5", c.UnknownFrees)
+	}
+}
+
+func TestFullMapsAreCounted(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "leaky")
+	// Room for 4 live blocks and 3 unique backtraces.
+	snap, _, c, _ := exitSnapshot(t, ProbeConfig{StackDepth: 16, MaxAllocs: 4, MaxStacks: 3}, prog)
+	if len(snap.Allocs) != 4 {
+		t.Errorf("%d live blocks in a table of 4", len(snap.Allocs))
+	}
+	if c.TableFull == 0 || c.StackFull == 0 {
+		t.Errorf("losses not counted: %+v", c)
+	}
+	if len(snap.Stacks) > 3 {
+		t.Errorf("%d stacks in a map of 3", len(snap.Stacks))
+	}
+	t.Logf("counters: %+v", c)
+}
+
+func TestWrongPIDSeesNothing(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "leaky")
+	probes, err := LoadProbes(ProbeConfig{StackDepth: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probes.Close()
+	// Probes for another process (this test) do not fire in leaky.
+	lib, err := AllocatorOfRunning(os.Getpid())
+	if err == nil {
+		t.Fatalf("the Go test binary has no malloc, yet %s was found", lib)
+	}
+	if err := probes.Attach(os.Getpid(), "/lib/x86_64-linux-gnu/libc.so.6"); err != nil {
+		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	if out, err := exec.Command(prog).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	c, _ := probes.Counters()
+	if c.Allocs != 0 || c.Frees != 0 || c.UnknownFrees != 0 {
+		t.Errorf("probes for PID %d fired in another process: %+v", os.Getpid(), c)
 	}
 }

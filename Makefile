@@ -1,0 +1,83 @@
+# mdtrace: Android's malloc debug for Linux, with eBPF.
+#
+#   make demo      build, then trace a leaking program and show its reports
+#   make test      every test: unit, golden and real-eBPF integration (as root)
+#   make bench     side-by-side overhead measurements
+#   make generate  rebuild the committed BPF objects with clang
+#
+# The targets install what they need (Debian packages) when it is missing.
+
+GO      ?= go
+CC      ?= cc
+SHELL   := /bin/bash
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+GOFLAGS_BUILD := -trimpath -ldflags "-X main.version=$(VERSION)"
+
+# Packages needed to build and test: C compiler for the test programs and the
+# shim, clang and bpftool to regenerate and check the BPF objects.
+DEBIAN_PACKAGES := clang llvm libbpf-dev bpftool gcc make
+FUZZTIME ?= 10s
+
+.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in clang bpftool gcc; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for:$$missing"; \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBIAN_PACKAGES) >/dev/null; \
+		else \
+			echo "missing:$$missing; install: apt-get install $(DEBIAN_PACKAGES)" >&2; exit 1; \
+		fi; \
+	fi
+
+build: bin/mdtrace bin/libmdshim.so
+
+bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o go.mod go.sum
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/mdtrace
+
+bin/libmdshim.so: $(wildcard shim/*.c shim/*.h)
+	@mkdir -p bin
+	$(CC) -shared -fPIC -O2 -g -Wall -Wextra -Werror -o $@ shim/*.c
+
+generate: deps
+	$(GO) generate ./...
+
+testprogs:
+	$(MAKE) -s -C testdata
+
+# Unit and golden tests need no kernel; the integration tests load real BPF
+# programs and attach real uprobes, so they need root.
+test: deps build testprogs
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -count=1 -timeout 10m ./...
+	$(MAKE) fuzz
+
+# Bounded fuzzing of every parser.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./tracer
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMaps$$' -fuzztime $(FUZZTIME) ./stacks
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenELF$$' -fuzztime $(FUZZTIME) ./stacks
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHeapDump$$' -fuzztime $(FUZZTIME) ./output
+
+DEMO_DIR := /tmp/mdtrace-demo
+demo: deps build testprogs
+	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@echo '$$ sudo bin/mdtrace -o "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix=$(DEMO_DIR)/heap" -- testdata/leaky'
+	@bin/mdtrace -o "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix=$(DEMO_DIR)/heap" -- testdata/leaky
+	@echo
+	@echo "--- the heap dump, $$(ls $(DEMO_DIR)/heap.*.exit.txt) (maps cut to 8 lines):"
+	@awk '/^MAPS$$/{m=1; n=0} m&&n++>8&&!/^END$$/{next} {print}' $(DEMO_DIR)/heap.*.exit.txt
+
+bench: deps build testprogs
+	@scripts/bench.sh
+
+clean:
+	rm -rf bin
+	$(MAKE) -s -C testdata clean

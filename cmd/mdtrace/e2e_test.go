@@ -1,0 +1,656 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// mdtraceBin is the mdtrace binary under test, built once by TestMain.
+var mdtraceBin string
+
+// testdataDir holds the C test programs, built once by TestMain.
+var testdataDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "mdtrace-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Other users run it too (TestNotRoot).
+	os.Chmod(dir, 0o755)
+	mdtraceBin = filepath.Join(dir, "mdtrace")
+	build := exec.Command("go", "build", "-o", mdtraceBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building mdtrace: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	testdataDir, _ = filepath.Abs("../../testdata")
+	if out, err := exec.Command("make", "-s", "-C", testdataDir).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the test programs: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needRoot skips a test that loads BPF programs when it cannot, and says why.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE) to load BPF programs and attach uprobes")
+	}
+}
+
+func prog(name string) string { return filepath.Join(testdataDir, name) }
+
+// result is what one run of mdtrace did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runMdtrace runs mdtrace to completion with a timeout.
+func runMdtrace(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(mdtraceBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("mdtrace %v hung; stderr:\n%s", args, errb.String())
+	}
+	return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+}
+
+// logRe splits a logcat threadtime line into its header and message.
+var logRe = regexp.MustCompile(`^\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +(\d+) +(\d+) ([EI]) malloc_debug: (.*)$`)
+
+// logMessages returns the messages of a malloc_debug log, checking that
+// every line has the logcat header with the given pid.
+func logMessages(t *testing.T, log string, pid string) []string {
+	t.Helper()
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		m := logRe.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("not a malloc_debug log line: %q", line)
+			continue
+		}
+		if pid != "" && (m[1] != pid || m[2] != pid) {
+			t.Errorf("log line for pid %s/%s, want %s: %q", m[1], m[2], pid, line)
+		}
+		msgs = append(msgs, m[4])
+	}
+	return msgs
+}
+
+var (
+	ptrRe   = regexp.MustCompile(`at 0x[0-9a-f]+ \(leak`)
+	frameRe = regexp.MustCompile(`^          #(\d\d)  pc ([0-9a-f]{16})  (\S+)(?: \((.+)\+(\d+)\))?$`)
+)
+
+// normalizeLeakReport keeps the leak report's lines whole, but for the
+// pointers and, in frames, the pc and offset, which depend on the compiler
+// and on address randomization; frames outside the test program (libc's,
+// whose names depend on the distribution) are dropped.
+func normalizeLeakReport(t *testing.T, msgs []string, progPath string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, m := range msgs {
+		if fm := frameRe.FindStringSubmatch(m); fm != nil {
+			if fm[3] != progPath {
+				continue
+			}
+			fmt.Fprintf(&b, "          #%s  pc PC  %s (%s+OFF)\n", fm[1], filepath.Base(fm[3]), fm[4])
+			continue
+		}
+		m = ptrRe.ReplaceAllString(m, "at 0xPTR (leak")
+		fmt.Fprintln(&b, strings.ReplaceAll(m, testdataDir+"/", "testdata/"))
+	}
+	return b.String()
+}
+
+// golden compares got with testdata/golden/NAME, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join(testdataDir, "golden", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestLaunchLeakReport(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "log")
+	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", prog("leaky"), "3")
+	if r.code != 3 {
+		t.Fatalf("exit status %d, want the command's 3; stderr:\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "leaky: done\n" {
+		t.Errorf("the command's output = %q", r.stdout)
+	}
+	log, _ := os.ReadFile(logPath)
+	msgs := logMessages(t, string(log), "")
+	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+	// Every leak has its backtrace, the leaking function first, then main.
+	if n := strings.Count(string(log), "Backtrace at time of allocation:"); n != 13 {
+		t.Errorf("%d backtraces, want 13", n)
+	}
+}
+
+func TestLeakTrackWithoutBacktrace(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "--leak-track", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	log, _ := os.ReadFile(logPath)
+	msgs := logMessages(t, string(log), "")
+	got := normalizeLeakReport(t, msgs, prog("leaky"))
+	want := ""
+	for i, size := range []int{4096, 1024, 1013, 1012, 1011, 1009, 1008, 1006, 1005, 1004, 1003, 1002, 1001} {
+		want += fmt.Sprintf("+++ testdata/leaky leaked block of size %d at 0xPTR (leak %d of 13)\n", size, i+1)
+	}
+	if got != want {
+		t.Errorf("leak report:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestBacktraceSizeFilter(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "bt leak_track bt_min_sz=1005 bt_max_sz=1010", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	log, _ := os.ReadFile(logPath)
+	msgs := logMessages(t, string(log), "")
+	// Only sizes 1005..1010 have a backtrace; all 12 leaks are reported.
+	var withBT []string
+	for i, m := range msgs {
+		if m == "Backtrace at time of allocation:" {
+			withBT = append(withBT, strings.Fields(msgs[i-1])[6])
+		}
+	}
+	if got := strings.Join(withBT, " "); got != "1009 1008 1006 1005" {
+		t.Errorf("sizes with a backtrace: %s, want 1009 1008 1006 1005", got)
+	}
+	if n := strings.Count(string(log), "leaked block"); n != 13 {
+		t.Errorf("%d leaks, want 13", n)
+	}
+}
+
+// heapDumpFunctions symbolizes the first frame of each record of a heap
+// dump with the dump's own MAPS section, as a developer would offline.
+func heapDumpFunctions(t *testing.T, d *output.ParsedHeapDump) []string {
+	t.Helper()
+	maps, err := stacks.ParseMaps([]byte(d.Maps))
+	if err != nil {
+		t.Fatalf("the dump's maps: %v", err)
+	}
+	sym := stacks.NewSymbolizer()
+	var out []string
+	for _, r := range d.Records {
+		if len(r.Frames) == 0 {
+			out = append(out, "")
+			continue
+		}
+		fr := sym.Symbolize(0, maps, r.Frames[:1])
+		out = append(out, fr[0].Func)
+	}
+	return out
+}
+
+var dumpRecordRe = regexp.MustCompile(`^z 0  sz +(\d+)  num    1  bt( [0-9a-f]+)+$`)
+
+func TestHeapDumpOnExit(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "backtrace backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h", "--ready-file", dir+"/ready", "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+	path := fmt.Sprintf("%s/h.%s.exit.txt", dir, pid)
+	data := readFile(t, path)
+	checkHeapDump(t, data, prog("leaky"))
+	// The log names the file as Android does.
+	if !strings.Contains(r.stderr, "E malloc_debug: Dumping to file: "+path+"\n") {
+		t.Errorf("no 'Dumping to file' line in:\n%s", r.stderr)
+	}
+}
+
+// checkHeapDump checks a heap dump of leaky byte for byte, with frames and
+// maps normalized.
+func checkHeapDump(t *testing.T, data, progPath string) {
+	t.Helper()
+	lines := strings.Split(data, "\n")
+	head := strings.Join(lines[:8], "\n")
+	wantHead := fmt.Sprintf("Android Native Heap Dump v1.2\n\nBuild fingerprint: '%s'\n\nTotal memory: %d\nAllocation records: 13\nBacktrace size: 16\n\n",
+		output.BuildFingerprint(), 4096+1024+1013+1012+1011+1009+1008+1006+1005+1004+1003+1002+1001)
+	if head != strings.TrimSuffix(wantHead, "\n") {
+		t.Errorf("header:\n%s\nwant:\n%s", head, wantHead)
+	}
+	var sizes []string
+	for _, l := range lines[8:21] {
+		m := dumpRecordRe.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("record line %q", l)
+			continue
+		}
+		sizes = append(sizes, m[1])
+	}
+	if got := strings.Join(sizes, " "); got != "4096 1024 1013 1012 1011 1009 1008 1006 1005 1004 1003 1002 1001" {
+		t.Errorf("record sizes %s", got)
+	}
+	if lines[21] != "MAPS" || lines[len(lines)-2] != "END" || lines[len(lines)-1] != "" {
+		t.Errorf("maps section: %q ... %q", lines[21], lines[len(lines)-2:])
+	}
+	if !strings.Contains(data, " "+progPath+"\n") {
+		t.Errorf("the maps do not list %s", progPath)
+	}
+	d, err := output.ParseHeapDump(strings.NewReader(data))
+	if err != nil {
+		t.Fatalf("ParseHeapDump: %v", err)
+	}
+	got := strings.Join(heapDumpFunctions(t, d), " ")
+	want := "leak_pvalloc leak_aligned_alloc leak_in_constructor leak_failed_realloc leak_failed_reallocarray leak_valloc leak_posix_memalign leak_memalign leak_reallocarray leak_realloc_grow leak_realloc_new leak_calloc leak_malloc"
+	if got != want {
+		t.Errorf("first frames:\n got %s\nwant %s", got, want)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitFile waits for a file to exist.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+// background is a process started by a test and waited for later.
+type background struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+func start(t *testing.T, name string, args ...string) *background {
+	t.Helper()
+	b := &background{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	b.stdin, _ = b.cmd.StdinPipe()
+	out, _ := b.cmd.StdoutPipe()
+	b.stdout = bufio.NewReader(out)
+	b.cmd.Stderr = &b.stderr
+	// A command mdtrace leaves running keeps the output pipes open.
+	b.cmd.WaitDelay = 2 * time.Second
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.cmd.Process.Kill()
+		<-b.done
+	})
+	go func() { b.cmd.Wait(); close(b.done) }()
+	return b
+}
+
+func (b *background) expectLine(t *testing.T, want string) {
+	t.Helper()
+	line, err := b.stdout.ReadString('\n')
+	if line != want+"\n" {
+		t.Fatalf("read %q (%v), want %q; stderr:\n%s", line, err, want, b.stderr.String())
+	}
+}
+
+func (b *background) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s hung; stderr:\n%s", b.cmd.Path, b.stderr.String())
+	}
+	return b.cmd.ProcessState.ExitCode()
+}
+
+func TestSignal47WritesHeapDump(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "-o", "backtrace backtrace_dump_prefix="+dir+"/h", "--ready-file", dir+"/ready", "--", prog("leaky"), "hold")
+	m.expectLine(t, "leaky: done")
+	waitFile(t, dir+"/ready")
+	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+	m.cmd.Process.Signal(syscall.Signal(47))
+	path := fmt.Sprintf("%s/h.%s.txt", dir, pid)
+	waitFile(t, path)
+	checkHeapDump(t, readFile(t, path), prog("leaky"))
+	m.stdin.Close()
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if _, err := os.Stat(fmt.Sprintf("%s/h.%s.exit.txt", dir, pid)); err == nil {
+		t.Error("an exit dump was written without backtrace_dump_on_exit")
+	}
+}
+
+func TestAttach(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	got := normalizeLeakReport(t, msgs, prog("attachee"))
+	golden(t, "attachee_leak_report.txt", got)
+}
+
+func TestAttachInterrupted(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--leak-track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	// The report is written at the interrupt; the process runs on, untraced.
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	want := "+++ testdata/attachee leaked block of size 3003 at 0xPTR (leak 1 of 3)\n" +
+		"+++ testdata/attachee leaked block of size 3002 at 0xPTR (leak 2 of 3)\n" +
+		"+++ testdata/attachee leaked block of size 3001 at 0xPTR (leak 3 of 3)\n"
+	if got := normalizeLeakReport(t, msgs, prog("attachee")); got != want {
+		t.Errorf("report:\n%s\nwant:\n%s", got, want)
+	}
+	status := readFile(t, "/proc/"+pid+"/status")
+	if !strings.Contains(status, "TracerPid:\t0\n") {
+		t.Errorf("the process is still traced after mdtrace exited")
+	}
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d after the detach", code)
+	}
+}
+
+func TestLaunchTerminated(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--leak-track", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("leaky"), "hold")
+	m.expectLine(t, "leaky: done")
+	waitFile(t, dir+"/ready")
+	child := strings.TrimSpace(readFile(t, dir+"/ready"))
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if code := m.wait(t); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d, want 143; stderr:\n%s", code, m.stderr.String())
+	}
+	if n := strings.Count(readFile(t, dir+"/log"), "leaked block"); n != 13 {
+		t.Errorf("%d leaks reported at SIGTERM, want 13", n)
+	}
+	// The command was left running, untraced; it exits when its input closes.
+	status := readFile(t, "/proc/"+child+"/status")
+	if !strings.Contains(status, "TracerPid:\t0\n") {
+		t.Errorf("the command is still traced after mdtrace exited:\n%s", status)
+	}
+	m.stdin.Close()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat("/proc/" + child); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("the command %s did not exit when its input closed", child)
+}
+
+func TestExitStatus(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		arg  string
+		code int
+	}{{"0", 0}, {"7", 7}, {"abort", 128 + int(syscall.SIGABRT)}} {
+		r := runMdtrace(t, "--leak-track", "--log", "/dev/null", "--", prog("leaky"), tc.arg)
+		if r.code != tc.code {
+			t.Errorf("leaky %s: exit status %d, want %d; stderr:\n%s", tc.arg, r.code, tc.code, r.stderr)
+		}
+	}
+	// A device given as the log is written to, never replaced.
+	if fi, err := os.Lstat("/dev/null"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("/dev/null is no longer a device: %v %v", fi.Mode(), err)
+	}
+}
+
+// zombie returns the PID of a process that has exited and not been reaped.
+func zombie(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Wait() })
+	for i := 0; i < 100; i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if strings.Contains(string(b), ") Z ") {
+			return cmd.Process.Pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no zombie")
+	return 0
+}
+
+// i386Program writes a minimal 32-bit x86 program that exits at once.
+func i386Program(t *testing.T) string {
+	t.Helper()
+	var b bytes.Buffer
+	// ELF header.
+	b.Write([]byte{0x7f, 'E', 'L', 'F', 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	le := func(v any) { binaryWrite(&b, v) }
+	le(uint16(elf.ET_EXEC))
+	le(uint16(elf.EM_386))
+	le(uint32(1))          // version
+	le(uint32(0x08048054)) // entry
+	le(uint32(52))         // phoff
+	le(uint32(0))          // shoff
+	le(uint32(0))          // flags
+	le(uint16(52))         // ehsize
+	le(uint16(32))         // phentsize
+	le(uint16(1))          // phnum
+	le(uint16(0))          // shentsize
+	le(uint16(0))          // shnum
+	le(uint16(0))          // shstrndx
+	// One PT_LOAD of the whole file.
+	le(uint32(elf.PT_LOAD))
+	le(uint32(0))
+	le(uint32(0x08048000))
+	le(uint32(0x08048000))
+	le(uint32(84 + 12))
+	le(uint32(84 + 12))
+	le(uint32(elf.PF_R | elf.PF_X))
+	le(uint32(0x1000))
+	// exit(0): mov eax,1; xor ebx,ebx; int 0x80
+	b.Write([]byte{0xb8, 1, 0, 0, 0, 0x31, 0xdb, 0xcd, 0x80, 0x90, 0x90, 0x90})
+	path := filepath.Join(t.TempDir(), "prog32")
+	if err := os.WriteFile(path, b.Bytes(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func binaryWrite(b *bytes.Buffer, v any) {
+	switch x := v.(type) {
+	case uint16:
+		b.Write([]byte{byte(x), byte(x >> 8)})
+	case uint32:
+		b.Write([]byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	z := zombie(t)
+	prog32 := i386Program(t)
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // the whole of standard error
+	}{
+		{"unknown pid", []string{"-p", "2147483000"}, 1, "mdtrace: no process with PID 2147483000\n"},
+		{"negative pid", []string{"-p", "-5"}, 2, "mdtrace: invalid PID -5\nRun 'mdtrace --help' for usage.\n"},
+		{"not a number", []string{"-p", "abc"}, 2, "mdtrace: invalid argument \"abc\" for \"-p, --pid\" flag: strconv.ParseInt: parsing \"abc\": invalid syntax\nRun 'mdtrace --help' for usage.\n"},
+		{"exited process", []string{"-p", fmt.Sprint(z)}, 1, fmt.Sprintf("mdtrace: process %d: the process exited\n", z)},
+		{"nothing to trace", nil, 2, "mdtrace: nothing to trace: give -p PID or a command after --\nRun 'mdtrace --help' for usage.\n"},
+		{"pid and command", []string{"-p", "1", "--", "true"}, 2, "mdtrace: give either -p PID or a command, not both\nRun 'mdtrace --help' for usage.\n"},
+		{"unknown flag", []string{"--frobnicate", "--", "true"}, 2, "mdtrace: unknown flag: --frobnicate\nRun 'mdtrace --help' for usage.\n"},
+		{"bad option value", []string{"-o", "backtrace=XXX", "--", "true"}, 2,
+			"mdtrace: bad value for option 'backtrace'\nmdtrace: For malloc debug option descriptions go to:\nmdtrace:   https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md\n"},
+		{"option out of range", []string{"-o", "backtrace=300", "--", "true"}, 2,
+			"mdtrace: bad value for option 'backtrace', value must be <= 256: 300\nmdtrace: For malloc debug option descriptions go to:\nmdtrace:   https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md\n"},
+		{"unknown option", []string{"-o", "backtrace unknown_option", "--", "true"}, 2,
+			"mdtrace: unknown option unknown_option\nmdtrace: For malloc debug option descriptions go to:\nmdtrace:   https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md\n"},
+		{"flag option value", []string{"--leak-track=12", "--", "true"}, 2, "mdtrace: value set for option 'leak_track' which does not take a value\nRun 'mdtrace --help' for usage.\n"},
+		{"option not supported yet", []string{"-o", "backtrace guard", "--", "true"}, 2, "mdtrace: option guard is not supported yet\n"},
+		{"command not found", []string{"--", dir + "/nonexistent"}, 127, "mdtrace: cannot run " + dir + "/nonexistent: exec: \"" + dir + "/nonexistent\": stat " + dir + "/nonexistent: no such file or directory\n"},
+		{"no malloc", []string{"--", mdtraceBin, "--version"}, 1, "mdtrace: " + mdtraceBin + ": neither it nor its libraries define malloc: no malloc to trace\n"},
+		{"32-bit program", []string{"--", prog32}, 1, "mdtrace: cannot trace " + prog32 + ": not a 64-bit x86-64 program\n"},
+		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMdtrace(t, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit status %d, want %d", r.code, tc.code)
+			}
+			if tc.stderr != "" && r.stderr != tc.stderr {
+				t.Errorf("stderr:\n%q\nwant:\n%q", r.stderr, tc.stderr)
+			}
+			if tc.stderr == "" && !strings.HasPrefix(r.stderr, "mdtrace: opening the log: creating "+dir+"/no/such/log: ") {
+				t.Errorf("stderr: %q", r.stderr)
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine") {
+				t.Errorf("mdtrace panicked:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func TestNotRoot(t *testing.T) {
+	needRoot(t)
+	cmd := exec.Command(mdtraceBin, "--", "true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, _ := cmd.CombinedOutput()
+	want := "mdtrace: needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE); try sudo\n"
+	if string(out) != want || cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("as nobody: status %d, output %q, want 1 and %q", cmd.ProcessState.ExitCode(), out, want)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	r := runMdtrace(t, "--version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "mdtrace ") {
+		t.Errorf("--version: %d %q", r.code, r.stdout)
+	}
+	r = runMdtrace(t, "-h")
+	if r.code != 0 || !strings.Contains(r.stderr, "Examples:") || !strings.Contains(r.stderr, "--backtrace-dump-prefix") {
+		t.Errorf("-h: %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestLogFileIsSafe(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep me\n"), 0o644)
+	logPath := filepath.Join(dir, "log")
+	os.Symlink(victim, logPath)
+	cmd := exec.Command(mdtraceBin, "--leak-track", "--log", logPath, "--", prog("leaky"))
+	cmd.Env = append(os.Environ(), "SUDO_UID=4242", "SUDO_GID=4343")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := readFile(t, victim); got != "keep me\n" {
+		t.Errorf("the symlink's target was written: %q", got)
+	}
+	fi, err := os.Lstat(logPath)
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the log is not a regular file: %v %v", fi.Mode(), err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 4242 || st.Gid != 4343 {
+		t.Errorf("log owned by %d:%d, want 4242:4343", st.Uid, st.Gid)
+	}
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// DefaultOptions are the malloc debug options used when none are given.
+const DefaultOptions = "backtrace leak_track"
+
+// optionsEnv is the environment variable Android reads its options from.
+const optionsEnv = "LIBC_DEBUG_MALLOC_OPTIONS"
+
+// Flags are mdtrace's command-line settings.
+type Flags struct {
+	// Options is the malloc debug option string, assembled from -o (or
+	// LIBC_DEBUG_MALLOC_OPTIONS) and the kebab-case option flags, in the
+	// order they were given.
+	Options   string
+	PID       int
+	Log       string
+	ReadyFile string
+	MaxAllocs uint32
+	Version   bool
+	Help      bool
+	// Command is the program to launch and its arguments.
+	Command []string
+}
+
+// usageError is a command-line error: mdtrace prints it with a hint and
+// exits with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+const longHelp = `mdtrace brings Android's malloc debug to Linux: it traces every allocation
+of a process with eBPF uprobes, without rebuilding or restarting anything,
+and writes Android's leak reports and native heap dumps.
+
+Usage:
+  mdtrace [flags] -p PID              attach to a running process
+  mdtrace [flags] -- COMMAND [ARGS]   launch a command under malloc debug
+
+Examples:
+  sudo mdtrace -p 1234 --backtrace
+      attach to process 1234 and record a backtrace of every allocation;
+      kill -47 <mdtrace's pid> writes a heap dump to /tmp/backtrace_heap.1234.txt
+  sudo mdtrace -o "backtrace leak_track" -- ./prog args
+      launch; at exit, log every block still allocated with its backtrace
+  sudo mdtrace -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=/tmp/h" -- ./prog
+      write an Android Native Heap Dump to /tmp/h.PID.exit.txt at exit
+  sudo mdtrace --backtrace=32 --leak-track --log leaks.txt -- ./prog
+
+Options are Android's malloc debug option string (-o, or the environment
+variable LIBC_DEBUG_MALLOC_OPTIONS), with the same names, aliases, ranges and
+error messages; every option is also a flag. Without any, mdtrace uses
+"` + DefaultOptions + `".
+
+Signals sent to mdtrace: 47 writes a heap dump (PREFIX.PID.txt) with the
+backtrace option; 45 toggles backtraces with backtrace_enable_on_signal;
+SIGINT and SIGTERM write the reports that were asked for and detach.
+
+Requirements: Linux with BTF and uprobes; root, or CAP_BPF, CAP_PERFMON and
+CAP_SYS_PTRACE. Traced programs: 64-bit x86-64, using glibc's malloc (or
+another allocator that exports malloc).
+
+Flags:
+`
+
+// parseFlags parses mdtrace's command line.
+func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
+	f := &Flags{MaxAllocs: tracer.DefaultMaxAllocs}
+	fs := pflag.NewFlagSet("mdtrace", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetInterspersed(false)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+optionsEnv+", else \""+DefaultOptions+"\")")
+	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
+	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
+	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
+	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity of the live allocation table; allocations beyond it are counted, not tracked")
+	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
+	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
+
+	// Every malloc debug option is also a kebab-case flag.
+	const noValue = "\x00"
+	kebab := map[string]tracer.OptionInfo{}
+	for _, o := range tracer.Options {
+		name := strings.ReplaceAll(o.Name, "_", "-")
+		kebab[name] = o
+		help := o.Help
+		switch o.Value {
+		case tracer.ValueNone:
+			fs.Bool(name, false, help)
+		case tracer.ValueOptional:
+			fs.String(name, "", help)
+			fs.Lookup(name).NoOptDefVal = noValue
+		case tracer.ValueRequired:
+			fs.String(name, "", help)
+		}
+		if o.Numeric {
+			fs.Lookup(name).Usage += " (a number)"
+		}
+	}
+
+	var fromFlags []string
+	err := fs.ParseAll(args, func(fl *pflag.Flag, value string) error {
+		if o, ok := kebab[fl.Name]; ok {
+			switch {
+			case o.Value == tracer.ValueNone:
+				if value != "true" && value != "false" {
+					return fmt.Errorf("value set for option '%s' which does not take a value", o.Name)
+				}
+				if value == "true" {
+					fromFlags = append(fromFlags, o.Name)
+				}
+			case value == noValue:
+				fromFlags = append(fromFlags, o.Name)
+				value = ""
+			default:
+				if value == "" || strings.ContainsFunc(value, isSpace) {
+					return fmt.Errorf("bad value for option '%s'", o.Name)
+				}
+				fromFlags = append(fromFlags, o.Name+"="+value)
+			}
+		}
+		return fs.Set(fl.Name, value)
+	})
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	if f.Help {
+		fmt.Fprint(stderr, longHelp)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return f, nil
+	}
+	if f.Version {
+		return f, nil
+	}
+	f.Command = fs.Args()
+
+	opts := *optString
+	if !fs.Changed("options") {
+		opts = os.Getenv(optionsEnv)
+	}
+	opts = strings.TrimSpace(opts + " " + strings.Join(fromFlags, " "))
+	if opts == "" {
+		opts = DefaultOptions
+	}
+	f.Options = opts
+
+	switch {
+	case f.PID != 0 && len(f.Command) > 0:
+		return nil, &usageError{"give either -p PID or a command, not both"}
+	case fs.Changed("pid") && f.PID <= 0:
+		return nil, &usageError{fmt.Sprintf("invalid PID %d", f.PID)}
+	case f.PID == 0 && len(f.Command) == 0:
+		return nil, &usageError{"nothing to trace: give -p PID or a command after --"}
+	case f.MaxAllocs == 0:
+		return nil, &usageError{"--max-allocs must be at least 1"}
+	}
+	return f, nil
+}
+
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r'
+}
+
+// supported are the options this version of mdtrace implements; the others
+// are recognized, and refused with "not supported yet" rather than ignored.
+var supported = map[string]bool{
+	"backtrace":                  true,
+	"backtrace_enable_on_signal": true,
+	"backtrace_dump_on_exit":     true,
+	"backtrace_dump_prefix":      true,
+	"backtrace_size":             true,
+	"backtrace_min_size":         true,
+	"backtrace_max_size":         true,
+	"leak_track":                 true,
+}
+
+// errUnsupported is returned for an option a later version implements.
+var errUnsupported = errors.New("not supported yet")
+
+// parseOptions parses the option string and refuses options mdtrace does
+// not implement yet.
+func parseOptions(s string) (*tracer.Config, error) {
+	cfg, err := tracer.ParseConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range cfg.Set {
+		if !supported[name] {
+			return nil, fmt.Errorf("option %s is %w", name, errUnsupported)
+		}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,56 @@
+// Command mdtrace brings Android's malloc debug to Linux: it traces the
+// allocations of a process with eBPF uprobes and writes Android's leak
+// reports and native heap dumps.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+func main() {
+	os.Exit(mainStatus(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainStatus runs mdtrace and returns its exit status: the traced
+// command's status in launch mode, 1 for a failure, 2 for bad usage.
+func mainStatus(args []string, stdout, stderr io.Writer) int {
+	flags, err := parseFlags(args, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'mdtrace --help' for usage.")
+		return 2
+	}
+	if flags.Help {
+		return 0
+	}
+	if flags.Version {
+		fmt.Fprintf(stdout, "mdtrace %s\n", version)
+		return 0
+	}
+	cfg, err := parseOptions(flags.Options)
+	if err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		var cerr *tracer.ConfigError
+		if errors.As(err, &cerr) {
+			for _, l := range tracer.UsageLines {
+				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
+			}
+		}
+		return 2
+	}
+	status, err := run(flags, cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		var lerr *tracer.LaunchError
+		if errors.As(err, &lerr) {
+			return lerr.Code
+		}
+		return 1
+	}
+	return status
+}

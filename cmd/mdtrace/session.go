@@ -1,0 +1,396 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// session is one run of mdtrace on one process.
+type session struct {
+	flags  *Flags
+	cfg    *tracer.Config
+	stderr io.Writer
+	log    *output.Log
+	// logToStderr is set when the log is standard error, so that summaries
+	// are not printed twice.
+	logToStderr bool
+
+	probes *tracer.Probes
+	sym    *stacks.Symbolizer
+	proc   *tracer.Process
+
+	mu       sync.Mutex
+	pid      int
+	prog     string
+	finished bool // the exit reports are written
+	btOn     bool
+}
+
+// launchGrace is how long mdtrace waits, after SIGINT or SIGTERM, for a
+// launched command to exit by itself (a terminal's Ctrl-C reaches both).
+const launchGrace = time.Second
+
+// run traces the process the flags name and returns the exit status.
+func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
+	if err := checkPrivileges(); err != nil {
+		return 1, err
+	}
+	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer()}
+	logw := stderr
+	if flags.Log != "" {
+		f, err := output.CreateFile(flags.Log, 0o644)
+		if err != nil {
+			return 1, fmt.Errorf("opening the log: %w", err)
+		}
+		defer f.Close()
+		logw = f
+	} else {
+		s.logToStderr = true
+	}
+	s.log = output.NewLog(logw)
+
+	depth := 0
+	if cfg.Has(tracer.Backtrace) {
+		depth = cfg.BacktraceFrames
+	}
+	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
+	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
+		StackDepth:       depth,
+		BacktraceMinSize: cfg.BacktraceMinSizeBytes,
+		BacktraceMaxSize: cfg.BacktraceMaxSizeBytes,
+		BacktraceOff:     !s.btOn,
+		MaxAllocs:        flags.MaxAllocs,
+	})
+	if err != nil {
+		return 1, err
+	}
+	defer probes.Close()
+	s.probes = probes
+	if depth > 0 {
+		if err := ensureStackDepth(depth); err != nil {
+			fmt.Fprintf(stderr, "mdtrace: warning: %v\n", err)
+		}
+	}
+
+	// Signals are caught from here on: none may kill mdtrace while a
+	// launched command is held stopped.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
+		syscall.Signal(tracer.BacktraceEnableSignal), syscall.Signal(tracer.RecordAllocsSignal),
+		syscall.Signal(tracer.BacktraceDumpSignal), syscall.Signal(tracer.CheckUnreachableSignal),
+		syscall.Signal(tracer.LogAllocatorStatsSignal))
+	defer signal.Stop(sigs)
+
+	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting}
+	if flags.PID != 0 {
+		s.proc, err = tracer.Attach(flags.PID, hooks)
+	} else {
+		s.proc, err = tracer.Launch(flags.Command, nil, hooks)
+	}
+	if err != nil {
+		return 1, err
+	}
+
+	interrupted := syscall.Signal(0)
+loop:
+	for {
+		select {
+		case <-s.proc.Done():
+			break loop
+		case sig := <-sigs:
+			if s.handleSignal(sig.(syscall.Signal)) {
+				interrupted = sig.(syscall.Signal)
+				break loop
+			}
+		}
+	}
+	if interrupted != 0 {
+		if flags.PID == 0 {
+			select {
+			case <-s.proc.Done():
+				interrupted = 0
+			case <-time.After(launchGrace):
+			}
+		}
+		if interrupted != 0 {
+			s.finish()
+			if err := s.proc.Detach(); err != nil {
+				fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+			}
+		}
+	}
+	st, _ := s.proc.Wait()
+	s.finish()
+	probes.Detach()
+	s.reportLosses()
+	if flags.PID != 0 {
+		// Interrupting is how tracing an attached process normally ends.
+		return 0, nil
+	}
+	if interrupted != 0 {
+		return 128 + int(interrupted), nil
+	}
+	if st.Known {
+		return st.Code, nil
+	}
+	return 0, nil
+}
+
+// ready attaches the probes to the process; the Process calls it before a
+// launched command runs its first instruction.
+func (s *session) ready(pid int) error {
+	var (
+		lib string
+		err error
+	)
+	if s.flags.PID != 0 {
+		lib, err = tracer.AllocatorOfRunning(pid)
+	} else {
+		lib, err = tracer.AllocatorOfExec(pid)
+	}
+	if err != nil {
+		return err
+	}
+	prog := tracer.ProgName(pid)
+	s.mu.Lock()
+	s.pid, s.prog = pid, prog
+	s.mu.Unlock()
+	if err := s.probes.Attach(pid, lib); err != nil {
+		var aerr *tracer.AttachError
+		if !errors.As(err, &aerr) {
+			return err
+		}
+		// Tracing goes on without the functions that could not be probed.
+		for _, f := range aerr.Failed {
+			s.notice("could not probe %s; its allocations are not tracked", f)
+		}
+	}
+	if s.flags.ReadyFile != "" {
+		content := fmt.Sprintf("%d\n", pid)
+		if err := output.WriteFileAtomic(s.flags.ReadyFile, 0o644, func(w io.Writer) error {
+			_, err := io.WriteString(w, content)
+			return err
+		}); err != nil {
+			return fmt.Errorf("writing the ready file: %w", err)
+		}
+	}
+	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	return nil
+}
+
+// exiting writes the exit reports while the process is held at its exit.
+func (s *session) exiting(pid int) {
+	s.finish()
+}
+
+// handleSignal acts on a signal sent to mdtrace; it reports whether mdtrace
+// should stop.
+func (s *session) handleSignal(sig syscall.Signal) bool {
+	switch int(sig) {
+	case int(unix.SIGINT), int(unix.SIGTERM), int(unix.SIGHUP):
+		return true
+	case tracer.BacktraceDumpSignal:
+		if !s.cfg.Has(tracer.Backtrace) {
+			s.notice("signal %d ignored: heap dumps need the backtrace option", sig)
+			return false
+		}
+		s.dump(fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, s.pid))
+	case tracer.BacktraceEnableSignal:
+		if !s.cfg.BacktraceEnableOnSignal {
+			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
+			return false
+		}
+		s.mu.Lock()
+		s.btOn = !s.btOn
+		on := s.btOn
+		s.mu.Unlock()
+		if err := s.probes.SetBacktrace(on); err != nil {
+			s.notice("toggling backtraces: %v", err)
+		}
+	default:
+		s.notice("signal %d ignored: its option is not supported yet", sig)
+	}
+	return false
+}
+
+// finish writes the reports that the options ask for at exit, once.
+func (s *session) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished || s.pid == 0 {
+		return
+	}
+	s.finished = true
+	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) {
+		return
+	}
+	snap, maps, err := s.snapshot()
+	if err != nil {
+		s.notice("%v", err)
+		return
+	}
+	if s.cfg.Has(tracer.LeakTrack) {
+		output.LeakReport(s.log, s.prog, s.pid, s.pid, snap, s.frames(maps))
+	}
+	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
+		s.writeDump(fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, s.pid), snap, maps)
+	}
+}
+
+// snapshot reads the live table and the process's maps.
+func (s *session) snapshot() (*leak.Snapshot, *stacks.Maps, error) {
+	snap, err := s.probes.Snapshot(s.pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap.BacktraceSize = s.cfg.BacktraceFrames
+	maps, err := stacks.ReadMaps(s.pid)
+	if err != nil {
+		// The process is gone: frames are printed with what is known.
+		maps = nil
+	}
+	return snap, maps, nil
+}
+
+func (s *session) frames(maps *stacks.Maps) func([]uint64) []stacks.Frame {
+	return func(pcs []uint64) []stacks.Frame {
+		return s.sym.Symbolize(s.pid, maps, pcs)
+	}
+}
+
+// dump writes a heap dump of the live table now.
+func (s *session) dump(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished || s.pid == 0 {
+		return
+	}
+	snap, maps, err := s.snapshot()
+	if err != nil {
+		s.notice("%v", err)
+		return
+	}
+	s.writeDump(path, snap, maps)
+}
+
+func (s *session) writeDump(path string, snap *leak.Snapshot, maps *stacks.Maps) {
+	d := &output.HeapDump{
+		Fingerprint:   output.BuildFingerprint(),
+		BacktraceSize: s.cfg.BacktraceFrames,
+		Records:       snap.UniqueList(false),
+	}
+	if maps != nil {
+		d.Maps = maps.Raw
+	}
+	s.log.Errorf(s.pid, s.pid, "Dumping to file: %s\n", path)
+	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
+		s.log.Errorf(s.pid, s.pid, "Unable to create file: %s", path)
+		if !s.logToStderr {
+			fmt.Fprintf(s.stderr, "mdtrace: %v\n", err)
+		}
+	}
+}
+
+// notice reports one of mdtrace's own conditions in the log, and on
+// standard error when the log is elsewhere.
+func (s *session) notice(format string, args ...any) {
+	msg := "mdtrace: " + fmt.Sprintf(format, args...)
+	s.log.Errorf(s.pid, s.pid, "%s", msg)
+	if !s.logToStderr {
+		fmt.Fprintln(s.stderr, msg)
+	}
+}
+
+// reportLosses reports everything the probes could not record.
+func (s *session) reportLosses() {
+	c, err := s.probes.Counters()
+	if err != nil {
+		s.notice("reading the loss counters: %v", err)
+		return
+	}
+	for _, l := range lossLines(c, s.flags.MaxAllocs) {
+		s.notice("%s", l)
+	}
+}
+
+// lossLines describes the non-zero loss counters.
+func lossLines(c tracer.Counters, maxAllocs uint32) []string {
+	var out []string
+	add := func(n uint64, format string, args ...any) {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, fmt.Sprintf(format, args...)))
+		}
+	}
+	add(c.TableFull, "allocations were not tracked: the live table was full (--max-allocs %d)", maxAllocs)
+	add(c.StackFull, "backtraces were lost: the stack table was full")
+	add(c.StackCollision, "backtraces were lost to hash collisions in the stack table")
+	add(c.StackError, "backtraces could not be taken (the kernel could not walk the stack)")
+	add(c.StateError, "allocator calls were missed: no per-thread storage")
+	add(c.MissedReturn, "allocator calls were missed: their return was not seen")
+	return out
+}
+
+// checkPrivileges verifies the capabilities mdtrace needs: CAP_BPF and
+// CAP_PERFMON (or CAP_SYS_ADMIN) to load programs and attach uprobes,
+// CAP_SYS_PTRACE to hold processes at their exit.
+func checkPrivileges() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	admin := has(unix.CAP_SYS_ADMIN)
+	var missing []string
+	if !has(unix.CAP_BPF) && !admin {
+		missing = append(missing, "CAP_BPF")
+	}
+	if !has(unix.CAP_PERFMON) && !admin {
+		missing = append(missing, "CAP_PERFMON")
+	}
+	if !has(unix.CAP_SYS_PTRACE) {
+		missing = append(missing, "CAP_SYS_PTRACE")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing %s); try sudo", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// stackSysctl limits the frames the kernel walks for any stack capture.
+const stackSysctl = "/proc/sys/kernel/perf_event_max_stack"
+
+// ensureStackDepth raises kernel.perf_event_max_stack when the backtrace
+// option asks for more frames than the kernel walks.
+func ensureStackDepth(depth int) error {
+	b, err := os.ReadFile(stackSysctl)
+	if err != nil {
+		return nil
+	}
+	var cur int
+	fmt.Sscanf(string(b), "%d", &cur)
+	if cur >= depth {
+		return nil
+	}
+	if err := os.WriteFile(stackSysctl, []byte(fmt.Sprintf("%d\n", depth)), 0o644); err != nil {
+		return fmt.Errorf("backtraces are cut at %d frames: raising %s to %d: %v", cur, filepath.Base(stackSysctl), depth, err)
+	}
+	return nil
+}
