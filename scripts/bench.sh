@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Side-by-side cost of tracing malloc/free pairs, as ratios measured in one
+# run: the same program natively and under mdtrace with several options.
+# Each configuration runs ROUNDS times, interleaved, and the median counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-20000}
+ROUNDS=${ROUNDS:-5}
+prog=testdata/pairs
+
+declare -A label=(
+	[native]="native"
+	[leak]="mdtrace leak_track (no backtraces)"
+	[bt16]="mdtrace backtrace=16"
+	[bt64]="mdtrace backtrace=64"
+)
+declare -A cmd=(
+	[native]="$prog $N"
+	[leak]="bin/mdtrace -o leak_track --log /dev/null -- $prog $N"
+	[bt16]="bin/mdtrace -o backtrace=16 --log /dev/null -- $prog $N"
+	[bt64]="bin/mdtrace -o backtrace=64 --log /dev/null -- $prog $N"
+)
+order=(native leak bt16 bt64)
+declare -A samples
+for ((r = 0; r < ROUNDS; r++)); do
+	for k in "${order[@]}"; do
+		ns=$(${cmd[$k]} 2>/dev/null | awk '/^pairs/ {print $3}')
+		samples[$k]+="$ns "
+	done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+base=$(echo "${samples[native]}" | median)
+printf '%-40s %12s %10s\n' "malloc/free pairs ($N, median of $ROUNDS)" "ns/pair" "x native"
+for k in "${order[@]}"; do
+	m=$(echo "${samples[$k]}" | median)
+	printf '%-40s %12.1f %10.1f\n' "${label[$k]}" "$m" "$(echo "$m $base" | awk '{print $1/$2}')"
+done
