@@ -654,3 +654,25 @@ func TestLogFileIsSafe(t *testing.T) {
 		t.Errorf("log owned by %d:%d, want 4242:4343", st.Uid, st.Gid)
 	}
 }
+
+func TestFullTableIsReported(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "--leak-track", "--max-allocs", "4", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	lineRe := regexp.MustCompile(`(?m)^mdtrace: (\d+) allocations were not tracked: the live table was full \(--max-allocs 4\)$`)
+	m := lineRe.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no loss line on stderr:\n%s", r.stderr)
+	}
+	// The same line is in the log, and only the 4 tracked blocks are reported.
+	log := readFile(t, logPath)
+	if !strings.Contains(log, "E malloc_debug: "+m[0]+"\n") {
+		t.Errorf("the log lacks %q:\n%s", m[0], log)
+	}
+	if n := strings.Count(log, "leaked block"); n != 4 {
+		t.Errorf("%d leaks reported from a table of 4", n)
+	}
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+func TestOptionStringFromFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--", "prog"}, "", "backtrace leak_track"},
+		{[]string{"--", "prog"}, "bt=8", "bt=8"},
+		{[]string{"-o", "backtrace=4", "--", "prog"}, "leak_track", "backtrace=4"},
+		{[]string{"-o", "", "--leak-track", "--", "prog"}, "guard", "leak_track"},
+		{[]string{"--backtrace", "--leak-track", "-p", "12"}, "", "backtrace leak_track"},
+		{[]string{"--leak-track", "--backtrace=32", "--backtrace-dump-prefix=/tmp/h", "--", "p"}, "", "leak_track backtrace=32 backtrace_dump_prefix=/tmp/h"},
+		{[]string{"-o", "bt", "--backtrace-size", "100", "--leak-track=false", "--", "p"}, "", "bt backtrace_size=100"},
+		{[]string{"--", "prog", "--leak-track"}, "", "backtrace leak_track"},
+	} {
+		t.Setenv(optionsEnv, tc.env)
+		f, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if f.Options != tc.want {
+			t.Errorf("%v (env %q): options %q, want %q", tc.args, tc.env, f.Options, tc.want)
+		}
+	}
+}
+
+func TestCommandKeepsItsFlags(t *testing.T) {
+	f, err := parseFlags([]string{"-o", "bt", "--", "prog", "-p", "3", "--backtrace"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Command, " "); got != "prog -p 3 --backtrace" || f.PID != 0 {
+		t.Errorf("command %q, pid %d", got, f.PID)
+	}
+}
+
+func TestEveryOptionIsAFlag(t *testing.T) {
+	for _, o := range tracer.Options {
+		arg := "--" + strings.ReplaceAll(o.Name, "_", "-")
+		if o.Value == tracer.ValueRequired {
+			arg += "=5"
+		}
+		f, err := parseFlags([]string{arg, "-p", "1"}, io.Discard)
+		if err != nil {
+			t.Errorf("%s: %v", arg, err)
+			continue
+		}
+		want := o.Name
+		if o.Value == tracer.ValueRequired {
+			want += "=5"
+		}
+		if f.Options != want {
+			t.Errorf("%s gives %q, want %q", arg, f.Options, want)
+		}
+		if _, err := tracer.ParseConfig(f.Options); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+	}
+}
+
+func TestUnsupportedOptions(t *testing.T) {
+	for _, o := range tracer.Options {
+		s := o.Name
+		if o.Value == tracer.ValueRequired {
+			s += "=5"
+		}
+		_, err := parseOptions(s)
+		if supported[o.Name] {
+			if err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		} else if err == nil || err.Error() != "option "+o.Name+" is not supported yet" {
+			t.Errorf("%s: error %v", s, err)
+		}
+	}
+	// Aliases are refused under their canonical name.
+	if _, err := parseOptions("bt_full"); err == nil || err.Error() != "option backtrace_full is not supported yet" {
+		t.Errorf("bt_full: %v", err)
+	}
+}
+
+func TestLossLines(t *testing.T) {
+	got := lossLines(tracer.Counters{TableFull: 3, StackFull: 2, StackCollision: 1, StackError: 4, StateError: 5, MissedReturn: 6, Allocs: 99}, 1000)
+	want := []string{
+		"3 allocations were not tracked: the live table was full (--max-allocs 1000)",
+		"2 backtraces were lost: the stack table was full",
+		"1 backtraces were lost to hash collisions in the stack table",
+		"4 backtraces could not be taken (the kernel could not walk the stack)",
+		"5 allocator calls were missed: no per-thread storage",
+		"6 allocator calls were missed: their return was not seen",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if l := lossLines(tracer.Counters{Allocs: 5, Frees: 5}, 1); len(l) != 0 {
+		t.Errorf("no losses gave %q", l)
+	}
+}
