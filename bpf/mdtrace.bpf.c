@@ -21,7 +21,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define DEFAULT_MAX_ALLOCS 1000000
 #define DEFAULT_MAX_STACKS 65536
 
-/* The allocator entry points, as recorded in struct thread_state.call. */
+/*
+ * The allocator entry points: the attach cookie of the entry probe, and the
+ * call in flight in struct thread_state.
+ */
 enum call {
 	CALL_NONE = 0,
 	CALL_MALLOC,
@@ -32,6 +35,8 @@ enum call {
 	CALL_POSIX_MEMALIGN,
 	CALL_VALLOC,
 	CALL_PVALLOC,
+	CALL_FREE,	  /* entry only */
+	CALL_USABLE_SIZE, /* malloc_usable_size: entry only */
 };
 
 /* Indexes into the counters map. */
@@ -300,72 +305,31 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(malloc_entry, u64 size)
-{
-	return enter(ctx, CALL_MALLOC, size, 0, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(calloc_entry, u64 nmemb, u64 size)
-{
-	return enter(ctx, CALL_CALLOC, nmemb, size, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(realloc_entry, u64 ptr, u64 size)
-{
-	return enter(ctx, CALL_REALLOC, ptr, size, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(reallocarray_entry, u64 ptr, u64 nmemb, u64 size)
-{
-	return enter(ctx, CALL_REALLOCARRAY, ptr, nmemb, size);
-}
-
-/* memalign and aligned_alloc: (alignment, size). */
-SEC("uprobe")
-int BPF_KPROBE(memalign_entry, u64 align, u64 size)
-{
-	return enter(ctx, CALL_MEMALIGN, align, size, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(posix_memalign_entry, u64 memptr, u64 align, u64 size)
-{
-	return enter(ctx, CALL_POSIX_MEMALIGN, memptr, align, size);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(valloc_entry, u64 size)
-{
-	return enter(ctx, CALL_VALLOC, size, 0, 0);
-}
-
-SEC("uprobe")
-int BPF_KPROBE(pvalloc_entry, u64 size)
-{
-	return enter(ctx, CALL_PVALLOC, size, 0, 0);
-}
-
 /*
- * free needs no return probe: the block leaves the table before the
- * allocator can reuse its address. free(NULL) is nothing.
+ * The one entry probe of every allocator function. Its attach cookie names
+ * the function (enum call); the arguments are read by position.
  */
 SEC("uprobe")
-int BPF_KPROBE(free_entry, u64 ptr)
+int alloc_entry(struct pt_regs *ctx)
 {
-	if (ptr)
-		remove_alloc(ptr, 0);
-	return 0;
-}
+	u32 call = bpf_get_attach_cookie(ctx);
+	u64 a0 = PT_REGS_PARM1(ctx);
 
-SEC("uprobe")
-int BPF_KPROBE(usable_size_entry, u64 ptr)
-{
-	count(COUNTER_USABLE_SIZE);
-	return 0;
+	switch (call) {
+	case CALL_FREE:
+		/*
+		 * free needs no return probe: the block leaves the table
+		 * before the allocator can reuse its address. free(NULL) is
+		 * nothing.
+		 */
+		if (a0)
+			remove_alloc(a0, 0);
+		return 0;
+	case CALL_USABLE_SIZE:
+		count(COUNTER_USABLE_SIZE);
+		return 0;
+	}
+	return enter(ctx, call, a0, PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx));
 }
 
 /* The one return probe of every allocating entry point. */

@@ -50,27 +50,18 @@ type MdtraceThreadState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MdtraceMapAllocs              = "allocs"
-	MdtraceMapCounters            = "counters"
-	MdtraceMapStackScratch        = "stack_scratch"
-	MdtraceMapStacks              = "stacks"
-	MdtraceMapThreads             = "threads"
-	MdtraceProgAllocReturn        = "alloc_return"
-	MdtraceProgCallocEntry        = "calloc_entry"
-	MdtraceProgFreeEntry          = "free_entry"
-	MdtraceProgMallocEntry        = "malloc_entry"
-	MdtraceProgMemalignEntry      = "memalign_entry"
-	MdtraceProgPosixMemalignEntry = "posix_memalign_entry"
-	MdtraceProgPvallocEntry       = "pvalloc_entry"
-	MdtraceProgReallocEntry       = "realloc_entry"
-	MdtraceProgReallocarrayEntry  = "reallocarray_entry"
-	MdtraceProgUsableSizeEntry    = "usable_size_entry"
-	MdtraceProgVallocEntry        = "valloc_entry"
-	MdtraceVarBacktraceOn         = "backtrace_on"
-	MdtraceVarBtMaxSize           = "bt_max_size"
-	MdtraceVarBtMinSize           = "bt_min_size"
-	MdtraceVarPageSize            = "page_size"
-	MdtraceVarStackDepth          = "stack_depth"
+	MdtraceMapAllocs       = "allocs"
+	MdtraceMapCounters     = "counters"
+	MdtraceMapStackScratch = "stack_scratch"
+	MdtraceMapStacks       = "stacks"
+	MdtraceMapThreads      = "threads"
+	MdtraceProgAllocEntry  = "alloc_entry"
+	MdtraceProgAllocReturn = "alloc_return"
+	MdtraceVarBacktraceOn  = "backtrace_on"
+	MdtraceVarBtMaxSize    = "bt_max_size"
+	MdtraceVarBtMinSize    = "bt_min_size"
+	MdtraceVarPageSize     = "page_size"
+	MdtraceVarStackDepth   = "stack_depth"
 )
 
 // LoadMdtrace returns the embedded CollectionSpec for Mdtrace.
@@ -115,17 +106,8 @@ type MdtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceProgramSpecs struct {
-	AllocReturn        *ebpf.ProgramSpec `ebpf:"alloc_return"`
-	CallocEntry        *ebpf.ProgramSpec `ebpf:"calloc_entry"`
-	FreeEntry          *ebpf.ProgramSpec `ebpf:"free_entry"`
-	MallocEntry        *ebpf.ProgramSpec `ebpf:"malloc_entry"`
-	MemalignEntry      *ebpf.ProgramSpec `ebpf:"memalign_entry"`
-	PosixMemalignEntry *ebpf.ProgramSpec `ebpf:"posix_memalign_entry"`
-	PvallocEntry       *ebpf.ProgramSpec `ebpf:"pvalloc_entry"`
-	ReallocEntry       *ebpf.ProgramSpec `ebpf:"realloc_entry"`
-	ReallocarrayEntry  *ebpf.ProgramSpec `ebpf:"reallocarray_entry"`
-	UsableSizeEntry    *ebpf.ProgramSpec `ebpf:"usable_size_entry"`
-	VallocEntry        *ebpf.ProgramSpec `ebpf:"valloc_entry"`
+	AllocEntry  *ebpf.ProgramSpec `ebpf:"alloc_entry"`
+	AllocReturn *ebpf.ProgramSpec `ebpf:"alloc_return"`
 }
 
 // MdtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -202,32 +184,14 @@ type MdtraceVariables struct {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtracePrograms struct {
-	AllocReturn        *ebpf.Program `ebpf:"alloc_return"`
-	CallocEntry        *ebpf.Program `ebpf:"calloc_entry"`
-	FreeEntry          *ebpf.Program `ebpf:"free_entry"`
-	MallocEntry        *ebpf.Program `ebpf:"malloc_entry"`
-	MemalignEntry      *ebpf.Program `ebpf:"memalign_entry"`
-	PosixMemalignEntry *ebpf.Program `ebpf:"posix_memalign_entry"`
-	PvallocEntry       *ebpf.Program `ebpf:"pvalloc_entry"`
-	ReallocEntry       *ebpf.Program `ebpf:"realloc_entry"`
-	ReallocarrayEntry  *ebpf.Program `ebpf:"reallocarray_entry"`
-	UsableSizeEntry    *ebpf.Program `ebpf:"usable_size_entry"`
-	VallocEntry        *ebpf.Program `ebpf:"valloc_entry"`
+	AllocEntry  *ebpf.Program `ebpf:"alloc_entry"`
+	AllocReturn *ebpf.Program `ebpf:"alloc_return"`
 }
 
 func (p *MdtracePrograms) Close() error {
 	return _MdtraceClose(
+		p.AllocEntry,
 		p.AllocReturn,
-		p.CallocEntry,
-		p.FreeEntry,
-		p.MallocEntry,
-		p.MemalignEntry,
-		p.PosixMemalignEntry,
-		p.PvallocEntry,
-		p.ReallocEntry,
-		p.ReallocarrayEntry,
-		p.UsableSizeEntry,
-		p.VallocEntry,
 	)
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
@@ -73,6 +74,10 @@ type ProbeConfig struct {
 	MaxAllocs uint32
 	// MaxStacks is the number of unique backtraces kept; 0 means DefaultMaxStacks.
 	MaxStacks uint32
+	// PerProbeLinks attaches each probe with its own perf-event link, as on
+	// kernels without uprobe_multi links (before 6.6), even where the
+	// kernel has them.
+	PerProbeLinks bool
 }
 
 // Probes are mdtrace's loaded BPF programs and maps, and the uprobes that
@@ -83,6 +88,7 @@ type ProbeConfig struct {
 type Probes struct {
 	objs       bpf.MdtraceObjects
 	stackDepth int
+	multi      bool // uprobe_multi links
 
 	mu    sync.Mutex
 	links []link.Link
@@ -133,6 +139,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	spec.Maps["stacks"].ValueSize = uint32(8 + 8*depth)
 
 	p := &Probes{stackDepth: cfg.StackDepth, attached: map[int][]string{}}
+	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
+		p.multi = true
+		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["alloc_return"].AttachType = ebpf.AttachTraceUprobeMulti
+	}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
@@ -150,29 +161,43 @@ func boolU32(b bool) uint32 {
 	return 0
 }
 
-// entryPoint is one allocator function and the programs that trace it.
+// Allocator calls; they mirror enum call in bpf/mdtrace.bpf.c and are the
+// attach cookies of the entry probe.
+const (
+	callMalloc = iota + 1
+	callCalloc
+	callRealloc
+	callReallocarray
+	callMemalign
+	callPosixMemalign
+	callValloc
+	callPvalloc
+	callFree
+	callUsableSize
+)
+
+// entryPoint is one allocator function and how it is traced.
 type entryPoint struct {
 	symbol   string
-	entry    func(*bpf.MdtracePrograms) *ebpf.Program
-	ret      bool // also a return probe
-	required bool // attaching fails without it
+	call     uint64 // the entry probe's cookie
+	ret      bool   // also a return probe
+	required bool   // attaching fails without it
 }
 
-// entryPoints are the allocator's functions in the order they are probed.
-// Functions exported at one address (memalign and aligned_alloc in glibc
-// 2.36) are probed once.
+// entryPoints are the allocator's functions. Functions exported at one
+// address (memalign and aligned_alloc in glibc 2.36) are probed once.
 var entryPoints = []entryPoint{
-	{"malloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MallocEntry }, true, true},
-	{"free", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.FreeEntry }, false, true},
-	{"calloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.CallocEntry }, true, true},
-	{"realloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.ReallocEntry }, true, true},
-	{"reallocarray", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.ReallocarrayEntry }, true, false},
-	{"posix_memalign", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.PosixMemalignEntry }, true, false},
-	{"memalign", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MemalignEntry }, true, false},
-	{"aligned_alloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.MemalignEntry }, true, false},
-	{"valloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.VallocEntry }, true, false},
-	{"pvalloc", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.PvallocEntry }, true, false},
-	{"malloc_usable_size", func(p *bpf.MdtracePrograms) *ebpf.Program { return p.UsableSizeEntry }, false, false},
+	{"malloc", callMalloc, true, true},
+	{"free", callFree, false, true},
+	{"calloc", callCalloc, true, true},
+	{"realloc", callRealloc, true, true},
+	{"reallocarray", callReallocarray, true, false},
+	{"posix_memalign", callPosixMemalign, true, false},
+	{"memalign", callMemalign, true, false},
+	{"aligned_alloc", callMemalign, true, false},
+	{"valloc", callValloc, true, false},
+	{"pvalloc", callPvalloc, true, false},
+	{"malloc_usable_size", callUsableSize, false, false},
 }
 
 // AttachError reports entry points that could not be probed. Tracing goes
@@ -185,10 +210,20 @@ func (e *AttachError) Error() string {
 	return fmt.Sprintf("could not probe %d allocator functions: %s", len(e.Failed), strings.Join(e.Failed, "; "))
 }
 
+// probeSite is one address to probe.
+type probeSite struct {
+	entryPoint
+	offset uint64
+}
+
 // Attach puts the probes on the allocator in the ELF file lib for process
 // pid only: other processes that map the same file pay nothing. It fails
 // when malloc, free, calloc or realloc cannot be probed; an *AttachError
 // lists optional functions that could not be.
+//
+// Where the kernel has uprobe_multi links (6.6), all entry probes form one
+// link and all return probes another, so that attaching and detaching
+// cost two kernel grace periods instead of one per probe.
 func (p *Probes) Attach(pid int, lib string) error {
 	offsets, err := funcOffsets(lib)
 	if err != nil {
@@ -199,50 +234,38 @@ func (p *Probes) Attach(pid int, lib string) error {
 		return fmt.Errorf("opening %s: %w", lib, err)
 	}
 	var (
-		links  []link.Link
-		done   = map[uint64]bool{}
-		failed []string
-		names  []string
+		sites []probeSite
+		names []string
+		done  = map[uint64]bool{}
 	)
-	cleanup := func() {
-		for _, l := range links {
-			l.Close()
-		}
-	}
 	for _, ep := range entryPoints {
 		off, ok := offsets[ep.symbol]
 		if !ok {
 			if ep.required {
-				cleanup()
 				return fmt.Errorf("%s has no %s function", lib, ep.symbol)
 			}
 			continue
 		}
-		if done[off] {
-			names = append(names, ep.symbol)
-			continue
-		}
-		opts := &link.UprobeOptions{Address: off, PID: pid}
-		l, err := ex.Uprobe(ep.symbol, ep.entry(&p.objs.MdtracePrograms), opts)
-		if err == nil && ep.ret {
-			links = append(links, l)
-			l, err = ex.Uretprobe(ep.symbol, p.objs.AllocReturn, opts)
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-				cleanup()
-				return fmt.Errorf("probing %s in %s: %w", ep.symbol, lib, ErrProcessGone)
-			}
-			if ep.required {
-				cleanup()
-				return fmt.Errorf("probing %s in %s: %w", ep.symbol, lib, err)
-			}
-			failed = append(failed, ep.symbol+": "+err.Error())
-			continue
-		}
-		links = append(links, l)
-		done[off] = true
 		names = append(names, ep.symbol)
+		if !done[off] {
+			done[off] = true
+			sites = append(sites, probeSite{ep, off})
+		}
+	}
+	var (
+		links  []link.Link
+		failed []string
+	)
+	if p.multi {
+		links, err = p.attachMulti(ex, pid, sites)
+	} else {
+		links, failed, err = p.attachEach(ex, pid, sites)
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+			return fmt.Errorf("probing %s: %w", lib, ErrProcessGone)
+		}
+		return fmt.Errorf("probing %s: %w", lib, err)
 	}
 	p.mu.Lock()
 	p.links = append(p.links, links...)
@@ -252,6 +275,56 @@ func (p *Probes) Attach(pid int, lib string) error {
 		return &AttachError{Failed: failed}
 	}
 	return nil
+}
+
+// attachMulti attaches every site with two uprobe_multi links.
+func (p *Probes) attachMulti(ex *link.Executable, pid int, sites []probeSite) ([]link.Link, error) {
+	var entry, ret link.UprobeMultiOptions
+	entry.PID, ret.PID = uint32(pid), uint32(pid)
+	for _, s := range sites {
+		entry.Addresses = append(entry.Addresses, s.offset)
+		entry.Cookies = append(entry.Cookies, s.call)
+		if s.ret {
+			ret.Addresses = append(ret.Addresses, s.offset)
+		}
+	}
+	el, err := ex.UprobeMulti(nil, p.objs.AllocEntry, &entry)
+	if err != nil {
+		return nil, err
+	}
+	rl, err := ex.UretprobeMulti(nil, p.objs.AllocReturn, &ret)
+	if err != nil {
+		el.Close()
+		return nil, err
+	}
+	return []link.Link{el, rl}, nil
+}
+
+// attachEach attaches every site with its own perf-event uprobes, for
+// kernels without uprobe_multi. Optional functions that fail are listed.
+func (p *Probes) attachEach(ex *link.Executable, pid int, sites []probeSite) ([]link.Link, []string, error) {
+	var (
+		links  []link.Link
+		failed []string
+	)
+	for _, s := range sites {
+		opts := &link.UprobeOptions{Address: s.offset, PID: pid, Cookie: s.call}
+		l, err := ex.Uprobe(s.symbol, p.objs.AllocEntry, opts)
+		if err == nil && s.ret {
+			links = append(links, l)
+			l, err = ex.Uretprobe(s.symbol, p.objs.AllocReturn, opts)
+		}
+		if err != nil {
+			if s.required || errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
+				closeLinks(links)
+				return nil, nil, fmt.Errorf("%s: %w", s.symbol, err)
+			}
+			failed = append(failed, s.symbol+": "+err.Error())
+			continue
+		}
+		links = append(links, l)
+	}
+	return links, failed, nil
 }
 
 // funcOffsets returns the file offsets of the defined functions of an ELF
@@ -307,11 +380,16 @@ func (p *Probes) SetBacktrace(on bool) error {
 // Detach removes the uprobes; the maps stay readable until Close.
 func (p *Probes) Detach() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.links {
+	links := p.links
+	p.links = nil
+	p.mu.Unlock()
+	closeLinks(links)
+}
+
+func closeLinks(links []link.Link) {
+	for _, l := range links {
 		l.Close()
 	}
-	p.links = nil
 }
 
 // Close detaches the probes and frees the programs and maps.

@@ -113,9 +113,14 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 }
 
 func TestLaunchLeaks(t *testing.T) {
+	t.Run("uprobe_multi", func(t *testing.T) { testLaunchLeaks(t, false) })
+	t.Run("perf_links", func(t *testing.T) { testLaunchLeaks(t, true) })
+}
+
+func testLaunchLeaks(t *testing.T, perProbe bool) {
 	needProbes(t)
 	prog := testProg(t, "leaky")
-	snap, names, c, st := exitSnapshot(t, ProbeConfig{StackDepth: 16}, prog, "7")
+	snap, names, c, st := exitSnapshot(t, ProbeConfig{StackDepth: 16, PerProbeLinks: perProbe}, prog, "7")
 	if !st.Known || st.Code != 7 {
 		t.Errorf("exit status = %+v, want code 7", st)
 	}
