@@ -52,6 +52,7 @@ enum counter {
 	COUNTER_MISSED_RETURN,	   /* calls whose return probe never ran */
 	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
 	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
+	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
 	COUNTER_MAX,
 };
 
@@ -61,8 +62,12 @@ const volatile u64 bt_min_size = 0;		 /* backtrace only sizes in [bt_min_size, b
 const volatile u64 bt_max_size = ~0ULL;
 const volatile u64 page_size = 4096;
 
+const volatile u32 record = 0;			 /* record_allocs: send every call to user space */
+
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
 volatile u32 backtrace_on = 1;
+/* Cleared by user space when record_allocs has all the entries it may keep. */
+volatile u32 record_on = 1;
 
 /* A live allocation: which process, which pointer. */
 struct alloc_key {
@@ -117,6 +122,44 @@ struct {
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
 
+/* Kinds of records, as in Android's record_allocs file. */
+enum record_type {
+	RECORD_MALLOC = 1,
+	RECORD_CALLOC,
+	RECORD_MEMALIGN,
+	RECORD_REALLOC,
+	RECORD_FREE,
+	RECORD_THREAD_DONE,
+};
+
+/* One allocator call, for record_allocs. */
+struct record_event {
+	u64 start_ns; /* CLOCK_MONOTONIC at the entry probe; 0 for thread_done */
+	u64 end_ns;   /* at the return probe */
+	u64 ptr;      /* result (free: the freed pointer) */
+	u64 size;     /* size asked for (calloc: element size) */
+	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
+	u32 tid;
+	u32 type; /* enum record_type */
+};
+
+/* Names struct record_event in BTF, so that Go gets the type. */
+const struct record_event unused_record_event __attribute__((unused)) = {};
+
+/* record_allocs events; the size is set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} records SEC(".maps");
+
+/* The processes being traced, for the thread exit tracepoint. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u32);
+} traced SEC(".maps");
+
 /* Loss and event counters, per CPU, summed by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -152,6 +195,28 @@ static __always_inline void count(u32 idx)
 
 	if (v)
 		*v += 1;
+}
+
+/* Sends one record_allocs event. */
+static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+{
+	struct record_event *e;
+
+	if (!record || !record_on)
+		return;
+	e = bpf_ringbuf_reserve(&records, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RECORDS_LOST);
+		return;
+	}
+	e->start_ns = start_ns;
+	e->end_ns = bpf_ktime_get_ns();
+	e->ptr = ptr;
+	e->size = size;
+	e->arg = arg;
+	e->tid = (u32)bpf_get_current_pid_tgid();
+	e->type = type;
+	bpf_ringbuf_submit(e, 0);
 }
 
 static __always_inline u64 mix64(u64 h)
@@ -300,7 +365,7 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	ts->entry_sp = sp;
 	ts->old_valid = 0;
 	ts->start_ns = bpf_ktime_get_ns();
-	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
+	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) && a0 != 0)
 		remove_alloc(a0, ts);
 	return 0;
 }
@@ -322,8 +387,12 @@ int alloc_entry(struct pt_regs *ctx)
 		 * before the allocator can reuse its address. free(NULL) is
 		 * nothing.
 		 */
-		if (a0)
-			remove_alloc(a0, 0);
+		if (!a0)
+			return 0;
+		/* With record_allocs, free has a return probe for its end time. */
+		if (record)
+			break;
+		remove_alloc(a0, 0);
 		return 0;
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
@@ -349,27 +418,37 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	ts->call = CALL_NONE;
 
 	switch (call) {
+	case CALL_FREE:
+		emit(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns);
+		return 0;
 	case CALL_MALLOC:
+		size = ts->args[0];
+		emit(RECORD_MALLOC, ptr, size, 0, ts->start_ns);
+		break;
 	case CALL_VALLOC:
 		size = ts->args[0];
+		emit(RECORD_MEMALIGN, ptr, size, page_size, ts->start_ns);
 		break;
 	case CALL_CALLOC:
 		size = ts->args[0] * ts->args[1];
+		emit(RECORD_CALLOC, ptr, ts->args[1], ts->args[0], ts->start_ns);
 		break;
 	case CALL_MEMALIGN:
 		size = ts->args[1];
+		emit(RECORD_MEMALIGN, ptr, size, ts->args[0], ts->start_ns);
 		break;
 	case CALL_PVALLOC:
 		size = (ts->args[0] + page_size - 1) & ~(page_size - 1);
 		if (size == 0)
 			size = page_size;
+		emit(RECORD_MEMALIGN, ptr, size, page_size, ts->start_ns);
 		break;
 	case CALL_POSIX_MEMALIGN:
-		if (ret != 0)
-			return 0;
-		if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)ts->args[0]) != 0)
-			return 0;
+		ptr = 0;
+		if (ret == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)ts->args[0]) != 0)
+			ptr = 0;
 		size = ts->args[2];
+		emit(RECORD_MEMALIGN, ptr, size, ts->args[1], ts->start_ns);
 		break;
 	case CALL_REALLOC:
 	case CALL_REALLOCARRAY:
@@ -385,6 +464,9 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 				size = ~0ULL;
 			}
 		}
+		/* An overflowing reallocarray never reaches realloc: no record. */
+		if (size != ~0ULL)
+			emit(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns);
 		if (ptr == 0) {
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
 			if (size != 0 && ts->old_valid) {
@@ -402,5 +484,22 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	}
 	if (ptr)
 		add_alloc(ctx, ts, ptr, size);
+	return 0;
+}
+
+/*
+ * A thread of a traced process ends: record_allocs writes "TID: thread_done".
+ * The process's main thread ends with the process and gets no line, as in
+ * Android, where the line comes from a thread-local destructor.
+ */
+SEC("raw_tp/sched_process_exit")
+int thread_exit(void *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+
+	if (!record || (u32)id == tgid || !bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	emit(RECORD_THREAD_DONE, 0, 0, 0, 0);
 	return 0;
 }

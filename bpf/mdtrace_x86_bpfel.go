@@ -29,6 +29,17 @@ type MdtraceAllocKey struct {
 	Ptr  uint64
 }
 
+type MdtraceRecordEvent struct {
+	_       structs.HostLayout
+	StartNs uint64
+	EndNs   uint64
+	Ptr     uint64
+	Size    uint64
+	Arg     uint64
+	Tid     uint32
+	Type    uint32
+}
+
 type MdtraceStack struct {
 	_   structs.HostLayout
 	Nr  uint32
@@ -50,18 +61,24 @@ type MdtraceThreadState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MdtraceMapAllocs       = "allocs"
-	MdtraceMapCounters     = "counters"
-	MdtraceMapStackScratch = "stack_scratch"
-	MdtraceMapStacks       = "stacks"
-	MdtraceMapThreads      = "threads"
-	MdtraceProgAllocEntry  = "alloc_entry"
-	MdtraceProgAllocReturn = "alloc_return"
-	MdtraceVarBacktraceOn  = "backtrace_on"
-	MdtraceVarBtMaxSize    = "bt_max_size"
-	MdtraceVarBtMinSize    = "bt_min_size"
-	MdtraceVarPageSize     = "page_size"
-	MdtraceVarStackDepth   = "stack_depth"
+	MdtraceMapAllocs            = "allocs"
+	MdtraceMapCounters          = "counters"
+	MdtraceMapRecords           = "records"
+	MdtraceMapStackScratch      = "stack_scratch"
+	MdtraceMapStacks            = "stacks"
+	MdtraceMapThreads           = "threads"
+	MdtraceMapTraced            = "traced"
+	MdtraceProgAllocEntry       = "alloc_entry"
+	MdtraceProgAllocReturn      = "alloc_return"
+	MdtraceProgThreadExit       = "thread_exit"
+	MdtraceVarBacktraceOn       = "backtrace_on"
+	MdtraceVarBtMaxSize         = "bt_max_size"
+	MdtraceVarBtMinSize         = "bt_min_size"
+	MdtraceVarPageSize          = "page_size"
+	MdtraceVarRecord            = "record"
+	MdtraceVarRecordOn          = "record_on"
+	MdtraceVarStackDepth        = "stack_depth"
+	MdtraceVarUnusedRecordEvent = "unused_record_event"
 )
 
 // LoadMdtrace returns the embedded CollectionSpec for Mdtrace.
@@ -108,6 +125,7 @@ type MdtraceSpecs struct {
 type MdtraceProgramSpecs struct {
 	AllocEntry  *ebpf.ProgramSpec `ebpf:"alloc_entry"`
 	AllocReturn *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	ThreadExit  *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // MdtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -116,20 +134,25 @@ type MdtraceProgramSpecs struct {
 type MdtraceMapSpecs struct {
 	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Records      *ebpf.MapSpec `ebpf:"records"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	Traced       *ebpf.MapSpec `ebpf:"traced"`
 }
 
 // MdtraceVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceVariableSpecs struct {
-	BacktraceOn *ebpf.VariableSpec `ebpf:"backtrace_on"`
-	BtMaxSize   *ebpf.VariableSpec `ebpf:"bt_max_size"`
-	BtMinSize   *ebpf.VariableSpec `ebpf:"bt_min_size"`
-	PageSize    *ebpf.VariableSpec `ebpf:"page_size"`
-	StackDepth  *ebpf.VariableSpec `ebpf:"stack_depth"`
+	BacktraceOn       *ebpf.VariableSpec `ebpf:"backtrace_on"`
+	BtMaxSize         *ebpf.VariableSpec `ebpf:"bt_max_size"`
+	BtMinSize         *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	PageSize          *ebpf.VariableSpec `ebpf:"page_size"`
+	Record            *ebpf.VariableSpec `ebpf:"record"`
+	RecordOn          *ebpf.VariableSpec `ebpf:"record_on"`
+	StackDepth        *ebpf.VariableSpec `ebpf:"stack_depth"`
+	UnusedRecordEvent *ebpf.VariableSpec `ebpf:"unused_record_event"`
 }
 
 // MdtraceObjects contains all objects after they have been loaded into the kernel.
@@ -154,18 +177,22 @@ func (o *MdtraceObjects) Close() error {
 type MdtraceMaps struct {
 	Allocs       *ebpf.Map `ebpf:"allocs"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	Records      *ebpf.Map `ebpf:"records"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Threads      *ebpf.Map `ebpf:"threads"`
+	Traced       *ebpf.Map `ebpf:"traced"`
 }
 
 func (m *MdtraceMaps) Close() error {
 	return _MdtraceClose(
 		m.Allocs,
 		m.Counters,
+		m.Records,
 		m.StackScratch,
 		m.Stacks,
 		m.Threads,
+		m.Traced,
 	)
 }
 
@@ -173,11 +200,14 @@ func (m *MdtraceMaps) Close() error {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceVariables struct {
-	BacktraceOn *ebpf.Variable `ebpf:"backtrace_on"`
-	BtMaxSize   *ebpf.Variable `ebpf:"bt_max_size"`
-	BtMinSize   *ebpf.Variable `ebpf:"bt_min_size"`
-	PageSize    *ebpf.Variable `ebpf:"page_size"`
-	StackDepth  *ebpf.Variable `ebpf:"stack_depth"`
+	BacktraceOn       *ebpf.Variable `ebpf:"backtrace_on"`
+	BtMaxSize         *ebpf.Variable `ebpf:"bt_max_size"`
+	BtMinSize         *ebpf.Variable `ebpf:"bt_min_size"`
+	PageSize          *ebpf.Variable `ebpf:"page_size"`
+	Record            *ebpf.Variable `ebpf:"record"`
+	RecordOn          *ebpf.Variable `ebpf:"record_on"`
+	StackDepth        *ebpf.Variable `ebpf:"stack_depth"`
+	UnusedRecordEvent *ebpf.Variable `ebpf:"unused_record_event"`
 }
 
 // MdtracePrograms contains all programs after they have been loaded into the kernel.
@@ -186,12 +216,14 @@ type MdtraceVariables struct {
 type MdtracePrograms struct {
 	AllocEntry  *ebpf.Program `ebpf:"alloc_entry"`
 	AllocReturn *ebpf.Program `ebpf:"alloc_return"`
+	ThreadExit  *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *MdtracePrograms) Close() error {
 	return _MdtraceClose(
 		p.AllocEntry,
 		p.AllocReturn,
+		p.ThreadExit,
 	)
 }
 

@@ -18,6 +18,8 @@
 #define NOINLINE __attribute__((noinline))
 
 static void *volatile sink[16];
+// A null the compiler cannot see: it would turn realloc(NULL, n) into malloc(n).
+static void *volatile null;
 // Sizes the compiler cannot see, so that it does not warn of them.
 static volatile size_t huge = SIZE_MAX / 2;
 static int nsink;
@@ -32,7 +34,7 @@ __attribute__((constructor)) NOINLINE void leak_in_constructor(void) { keep(mall
 
 NOINLINE void leak_malloc(void) { keep(malloc(1001)); }
 NOINLINE void leak_calloc(void) { keep(calloc(3, 334)); }
-NOINLINE void leak_realloc_new(void) { keep(realloc(NULL, 1003)); }
+NOINLINE void leak_realloc_new(void) { keep(realloc(null, 1003)); }
 
 NOINLINE void leak_realloc_grow(void)
 {
@@ -40,7 +42,7 @@ NOINLINE void leak_realloc_grow(void)
 	keep(realloc(p, 1004));
 }
 
-NOINLINE void leak_reallocarray(void) { keep(reallocarray(NULL, 5, 201)); }
+NOINLINE void leak_reallocarray(void) { keep(reallocarray(null, 5, 201)); }
 NOINLINE void leak_memalign(void) { keep(memalign(64, 1006)); }
 NOINLINE void leak_aligned_alloc(void) { keep(aligned_alloc(64, 1024)); }
 

@@ -28,6 +28,10 @@ const (
 	DefaultMaxAllocs = 4 << 20
 	// DefaultMaxStacks is the default number of unique backtraces kept.
 	DefaultMaxStacks = 1 << 18
+	// DefaultRecordBuffer is the size of the record_allocs ring buffer: at
+	// about 5 us per probe hit, a thread makes at most a few MB of records a
+	// second, so 32 MiB absorbs several seconds without the reader.
+	DefaultRecordBuffer = 32 << 20
 )
 
 // Counter indexes; they mirror enum counter in bpf/mdtrace.bpf.c.
@@ -43,6 +47,7 @@ const (
 	counterMissedReturn
 	counterNested
 	counterUsableSize
+	counterRecordsLost
 	counterMax
 )
 
@@ -59,6 +64,7 @@ type Counters struct {
 	MissedReturn   uint64 // calls whose return probe never ran
 	Nested         uint64 // allocator calls made by the allocator itself
 	UsableSize     uint64 // malloc_usable_size calls
+	RecordsLost    uint64 // record_allocs records lost: the ring buffer was full
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -74,6 +80,11 @@ type ProbeConfig struct {
 	MaxAllocs uint32
 	// MaxStacks is the number of unique backtraces kept; 0 means DefaultMaxStacks.
 	MaxStacks uint32
+	// Record sends every allocator call to user space (record_allocs);
+	// RecordBufferBytes sizes the ring buffer (a power of two, 0 for
+	// DefaultRecordBuffer).
+	Record            bool
+	RecordBufferBytes uint32
 	// PerProbeLinks attaches each probe with its own perf-event link, as on
 	// kernels without uprobe_multi links (before 6.6), even where the
 	// kernel has them.
@@ -89,6 +100,8 @@ type Probes struct {
 	objs       bpf.MdtraceObjects
 	stackDepth int
 	multi      bool // uprobe_multi links
+	record     bool
+	exitLink   link.Link // the thread exit tracepoint, with record
 
 	mu    sync.Mutex
 	links []link.Link
@@ -123,12 +136,17 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		"bt_max_size":  cfg.BacktraceMaxSize,
 		"page_size":    uint64(os.Getpagesize()),
 		"backtrace_on": boolU32(!cfg.BacktraceOff),
+		"record":       boolU32(cfg.Record),
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	if cfg.RecordBufferBytes == 0 {
+		cfg.RecordBufferBytes = DefaultRecordBuffer
+	}
+	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
 	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
 	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
 	// A stack is its frame count (with padding) and then its frames.
@@ -138,7 +156,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	spec.Maps["stacks"].ValueSize = uint32(8 + 8*depth)
 
-	p := &Probes{stackDepth: cfg.StackDepth, attached: map[int][]string{}}
+	p := &Probes{stackDepth: cfg.StackDepth, record: cfg.Record, attached: map[int][]string{}}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
 		p.multi = true
 		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
@@ -247,6 +265,10 @@ func (p *Probes) Attach(pid int, lib string) error {
 			continue
 		}
 		names = append(names, ep.symbol)
+		// With record_allocs, free gets a return probe for its end time.
+		if ep.call == callFree && p.record {
+			ep.ret = true
+		}
 		if !done[off] {
 			done[off] = true
 			sites = append(sites, probeSite{ep, off})
@@ -266,6 +288,22 @@ func (p *Probes) Attach(pid int, lib string) error {
 			return fmt.Errorf("probing %s: %w", lib, ErrProcessGone)
 		}
 		return fmt.Errorf("probing %s: %w", lib, err)
+	}
+	if p.record {
+		if err := p.objs.Traced.Put(uint32(pid), uint32(1)); err != nil {
+			closeLinks(links)
+			return fmt.Errorf("tracing the threads of process %d: %w", pid, err)
+		}
+		p.mu.Lock()
+		if p.exitLink == nil {
+			// A raw tracepoint needs no tracefs.
+			p.exitLink, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.ThreadExit})
+		}
+		p.mu.Unlock()
+		if err != nil {
+			closeLinks(links)
+			return fmt.Errorf("attaching the thread exit tracepoint: %w", err)
+		}
 	}
 	p.mu.Lock()
 	p.links = append(p.links, links...)
@@ -381,6 +419,10 @@ func (p *Probes) SetBacktrace(on bool) error {
 func (p *Probes) Detach() {
 	p.mu.Lock()
 	links := p.links
+	if p.exitLink != nil {
+		links = append(links, p.exitLink)
+		p.exitLink = nil
+	}
 	p.links = nil
 	p.mu.Unlock()
 	closeLinks(links)
@@ -422,6 +464,7 @@ func (p *Probes) Counters() (Counters, error) {
 		MissedReturn:   vals[counterMissedReturn],
 		Nested:         vals[counterNested],
 		UsableSize:     vals[counterUsableSize],
+		RecordsLost:    vals[counterRecordsLost],
 	}, nil
 }
 

@@ -246,10 +246,6 @@ func TestWrongPIDSeesNothing(t *testing.T) {
 	}
 	defer probes.Close()
 	// Probes for another process (this test) do not fire in leaky.
-	lib, err := AllocatorOfRunning(os.Getpid())
-	if err == nil {
-		t.Fatalf("the Go test binary has no malloc, yet %s was found", lib)
-	}
 	if err := probes.Attach(os.Getpid(), "/lib/x86_64-linux-gnu/libc.so.6"); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
 	}

@@ -676,3 +676,5 @@ func TestFullTableIsReported(t *testing.T) {
 		t.Errorf("%d leaks reported from a table of 4", n)
 	}
 }
+
+func sleepBriefly() { time.Sleep(50 * time.Millisecond) }

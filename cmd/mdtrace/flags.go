@@ -60,6 +60,8 @@ Examples:
   sudo mdtrace -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=/tmp/h" -- ./prog
       write an Android Native Heap Dump to /tmp/h.PID.exit.txt at exit
   sudo mdtrace --backtrace=32 --leak-track --log leaks.txt -- ./prog
+  sudo mdtrace -o "record_allocs record_allocs_on_exit record_allocs_file=/tmp/r" -- ./prog
+      every allocation and free, in Android's record format, to /tmp/r.PID
 
 Options are Android's malloc debug option string (-o, or the environment
 variable LIBC_DEBUG_MALLOC_OPTIONS), with the same names, aliases, ranges and
@@ -67,8 +69,9 @@ error messages; every option is also a flag. Without any, mdtrace uses
 "` + DefaultOptions + `".
 
 Signals sent to mdtrace: 47 writes a heap dump (PREFIX.PID.txt) with the
-backtrace option; 45 toggles backtraces with backtrace_enable_on_signal;
-SIGINT and SIGTERM write the reports that were asked for and detach.
+backtrace option; 46 writes the record_allocs file and clears the records;
+45 toggles backtraces with backtrace_enable_on_signal; SIGINT and SIGTERM
+write the reports that were asked for and detach.
 
 Requirements: Linux with BTF and uprobes; root, or CAP_BPF, CAP_PERFMON and
 CAP_SYS_PTRACE. Traced programs: 64-bit x86-64, using glibc's malloc (or
@@ -189,6 +192,9 @@ var supported = map[string]bool{
 	"backtrace_min_size":         true,
 	"backtrace_max_size":         true,
 	"leak_track":                 true,
+	"record_allocs":              true,
+	"record_allocs_file":         true,
+	"record_allocs_on_exit":      true,
 }
 
 // errUnsupported is returned for an option a later version implements.

@@ -34,6 +34,7 @@ type session struct {
 
 	probes *tracer.Probes
 	sym    *stacks.Symbolizer
+	rec    *recorder // record_allocs
 	proc   *tracer.Process
 
 	mu       sync.Mutex
@@ -77,12 +78,19 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		BacktraceMaxSize: cfg.BacktraceMaxSizeBytes,
 		BacktraceOff:     !s.btOn,
 		MaxAllocs:        flags.MaxAllocs,
+		Record:           cfg.Has(tracer.RecordAllocs),
 	})
 	if err != nil {
 		return 1, err
 	}
 	defer probes.Close()
 	s.probes = probes
+	if cfg.Has(tracer.RecordAllocs) {
+		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries); err != nil {
+			return 1, err
+		}
+		defer s.rec.Close()
+	}
 	if depth > 0 {
 		if err := ensureStackDepth(depth); err != nil {
 			fmt.Fprintf(stderr, "mdtrace: warning: %v\n", err)
@@ -212,6 +220,12 @@ func (s *session) handleSignal(sig syscall.Signal) bool {
 			return false
 		}
 		s.dump(fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, s.pid))
+	case tracer.RecordAllocsSignal:
+		if s.rec == nil {
+			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
+			return false
+		}
+		s.rec.Write(s.cfg.RecordAllocsFile, true)
 	case tracer.BacktraceEnableSignal:
 		if !s.cfg.BacktraceEnableOnSignal {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
@@ -238,6 +252,9 @@ func (s *session) finish() {
 		return
 	}
 	s.finished = true
+	if s.rec != nil && s.cfg.RecordAllocsOnExit {
+		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, s.pid), false)
+	}
 	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) {
 		return
 	}
@@ -344,6 +361,7 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.StackError, "backtraces could not be taken (the kernel could not walk the stack)")
 	add(c.StateError, "allocator calls were missed: no per-thread storage")
 	add(c.MissedReturn, "allocator calls were missed: their return was not seen")
+	add(c.RecordsLost, "records were lost: the record ring buffer was full")
 	return out
 }
 

@@ -1,0 +1,235 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// normalizeRecords renders records with thread ids as T1 (the process) and
+// T2... in order of appearance, pointers as P1... in order of appearance
+// (0x0 stays), and checks and drops the times.
+func normalizeRecords(t *testing.T, recs []output.Record, pid int) string {
+	t.Helper()
+	tids := map[int32]string{int32(pid): "T1"}
+	ptrs := map[string]string{"0x0": "0x0"}
+	ptrRe := regexp.MustCompile(`0x[0-9a-f]+`)
+	var b strings.Builder
+	for i := range recs {
+		r := &recs[i]
+		if _, ok := tids[r.TID]; !ok {
+			tids[r.TID] = fmt.Sprintf("T%d", len(tids)+1)
+		}
+		if r.Type == output.RecordThreadDone {
+			if r.EndNS == 0 {
+				t.Errorf("thread_done without its time")
+			}
+		} else if r.StartNS == 0 || r.EndNS < r.StartNS {
+			t.Errorf("record %d: times %d %d", i, r.StartNS, r.EndNS)
+		}
+		line := string(output.AppendRecord(nil, r))
+		_, rest, _ := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		f := strings.Fields(rest)
+		// Drop the times: the last two fields, or the last one of thread_done.
+		if r.Type == output.RecordThreadDone {
+			f = f[:len(f)-1]
+		} else {
+			f = f[:len(f)-2]
+		}
+		rest = ptrRe.ReplaceAllStringFunc(strings.Join(f, " "), func(p string) string {
+			if _, ok := ptrs[p]; !ok {
+				ptrs[p] = fmt.Sprintf("P%d", len(ptrs))
+			}
+			return ptrs[p]
+		})
+		fmt.Fprintf(&b, "%s: %s\n", tids[r.TID], rest)
+	}
+	return b.String()
+}
+
+// between returns the records after the first of marker a's free and up to
+// marker b's allocation (excluded), plus every record of other threads.
+func markedSequence(t *testing.T, recs []output.Record, pid int) []output.Record {
+	t.Helper()
+	var out []output.Record
+	in := false
+	for _, r := range recs {
+		switch {
+		case r.Type == output.RecordMalloc && r.Size == 12345:
+			in = true
+			continue
+		case r.Type == output.RecordMalloc && r.Size == 12346:
+			in = false
+		}
+		if in && !(r.Type == output.RecordFree && r.TID == int32(pid) && len(out) == 0) {
+			out = append(out, r)
+		}
+		if !in && r.TID != int32(pid) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readRecords(t *testing.T, path string) []output.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := output.ReadRecords(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return recs
+}
+
+func TestRecordAllocsOnExit(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid))
+	golden(t, "record_sequence.txt", normalizeRecords(t, markedSequence(t, recs, pid), pid))
+}
+
+func TestRecordAllocsStress(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"), "stress", "2500")
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "lost") {
+		t.Errorf("records were lost:\n%s", r.stderr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid))
+	// Each thread's own pairs: a malloc, then the free of its block. The
+	// thread's other frees are libc's own, at thread exit.
+	type counts struct{ malloc, free, done int }
+	per := map[int32]*counts{}
+	last := map[int32]uint64{}
+	lastPtr := map[int32]uint64{}
+	for _, r := range recs {
+		if r.TID == int32(pid) {
+			continue
+		}
+		c := per[r.TID]
+		if c == nil {
+			c = &counts{}
+			per[r.TID] = c
+		}
+		switch r.Type {
+		case output.RecordMalloc:
+			c.malloc++
+			lastPtr[r.TID] = r.Ptr
+		case output.RecordFree:
+			if r.Ptr == lastPtr[r.TID] {
+				c.free++
+				lastPtr[r.TID] = 0
+			}
+		case output.RecordThreadDone:
+			c.done++
+		}
+		// Each thread's lines keep its call order.
+		if r.StartNS != 0 {
+			if r.StartNS < last[r.TID] {
+				t.Errorf("thread %d: out of order", r.TID)
+			}
+			last[r.TID] = r.StartNS
+		}
+	}
+	if len(per) != 4 {
+		t.Fatalf("%d threads recorded, want 4", len(per))
+	}
+	for tid, c := range per {
+		if *c != (counts{2500, 2500, 1}) {
+			t.Errorf("thread %d: %d malloc, %d free, %d thread_done; want 2500 2500 1", tid, c.malloc, c.free, c.done)
+		}
+	}
+}
+
+func TestRecordAllocsLimit(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "record_allocs=5 record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	if recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid)); len(recs) != 5 {
+		t.Errorf("%d records, want 5", len(recs))
+	}
+	msg := " I malloc_debug: Maximum number of records added, all new operations will be dropped.\n"
+	if n := strings.Count(r.stderr, msg); n != 1 {
+		t.Errorf("%d limit messages, want 1:\n%s", n, r.stderr)
+	}
+}
+
+func TestRecordAllocsSignal46(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "-o", "record_allocs record_allocs_file="+dir+"/rec", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("record"), "hold")
+	m.expectLine(t, "record: done")
+	waitFile(t, dir+"/ready")
+	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	m.cmd.Process.Signal(syscall.Signal(tracer.RecordAllocsSignal))
+	waitFile(t, dir+"/rec")
+	recs := readRecords(t, dir+"/rec")
+	golden(t, "record_sequence.txt", normalizeRecords(t, markedSequence(t, recs, pid), pid))
+	// The records were cleared: a second signal has nothing to write.
+	os.Remove(dir + "/rec")
+	m.cmd.Process.Signal(syscall.Signal(tracer.RecordAllocsSignal))
+	for i := 0; i < 100 && !strings.Contains(readFile(t, dir+"/log"), "No alloc entries to write."); i++ {
+		waitFile(t, dir+"/log")
+		sleepBriefly()
+	}
+	if !strings.Contains(readFile(t, dir+"/log"), " I malloc_debug: No alloc entries to write.\n") {
+		t.Errorf("no 'No alloc entries' line in the log:\n%s", readFile(t, dir+"/log"))
+	}
+	if _, err := os.Stat(dir + "/rec"); err == nil {
+		t.Error("a file was written without records")
+	}
+	m.stdin.Close()
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+}
+
+func TestRecordAllocsUnwritableFile(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "missing", "rec")
+	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+path, "--ready-file", dir+"/ready", "--", prog("record"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+	want := " E malloc_debug: Cannot create record alloc file " + path + "." + pid + ": No such file or directory\n"
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+	}
+}
+
+func TestRecordTypesMatch(t *testing.T) {
+	if tracer.RecordMalloc != int(output.RecordMalloc) || tracer.RecordThreadDone != int(output.RecordThreadDone) ||
+		tracer.RecordCalloc != int(output.RecordCalloc) || tracer.RecordMemalign != int(output.RecordMemalign) ||
+		tracer.RecordRealloc != int(output.RecordRealloc) || tracer.RecordFree != int(output.RecordFree) {
+		t.Error("the tracer's record types differ from the output package's")
+	}
+}
