@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"sort"
 	"syscall"
 	"time"
 
@@ -21,8 +20,10 @@ type recorder struct {
 	s    *session
 	rd   *tracer.RecordReader
 	max  uint64
-	recs []output.Record
+	recs *recordStore
 	full bool
+	// spillFailed is set when records could not be spilled to disk.
+	spillFailed bool
 
 	reqs chan recordRequest
 	stop chan struct{}
@@ -45,7 +46,7 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, rd: rd, max: max, reqs: make(chan recordRequest), stop: make(chan struct{}), done: make(chan struct{})}
+	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit), reqs: make(chan recordRequest), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r, nil
 }
@@ -59,7 +60,7 @@ func (r *recorder) run() {
 			r.drain()
 			r.write(q.path)
 			if q.clear {
-				r.recs = r.recs[:0]
+				r.recs.Clear()
 				if r.full {
 					r.full = false
 					r.s.probes.SetRecording(true)
@@ -91,7 +92,7 @@ func (r *recorder) drain() {
 }
 
 func (r *recorder) add(ev *tracer.Record) {
-	if uint64(len(r.recs)) >= r.max {
+	if r.recs.Len() >= r.max {
 		if !r.full {
 			r.full = true
 			r.s.probes.SetRecording(false)
@@ -99,7 +100,7 @@ func (r *recorder) add(ev *tracer.Record) {
 		}
 		return
 	}
-	r.recs = append(r.recs, output.Record{
+	err := r.recs.Add(output.Record{
 		TID:     int32(ev.Tid),
 		Type:    output.RecordType(ev.Type),
 		Ptr:     ev.Ptr,
@@ -109,28 +110,24 @@ func (r *recorder) add(ev *tracer.Record) {
 		EndNS:   ev.EndNs,
 		Present: -1,
 	})
+	if err != nil && !r.spillFailed {
+		r.spillFailed = true
+		r.s.notice("%v: records stay in memory", err)
+		r.recs.memLimit = int(r.max) + 1
+	}
 }
 
 // write writes the records to path, each thread's in call order and the
 // threads interleaved by start time, as Android's messages say.
 func (r *recorder) write(path string) {
-	if len(r.recs) == 0 {
+	if r.recs.Len() == 0 {
 		r.s.log.Infof(r.s.pid, r.s.pid, "No alloc entries to write.")
 		return
 	}
-	key := func(rec *output.Record) uint64 {
-		if rec.StartNS != 0 {
-			return rec.StartNS
-		}
-		return rec.EndNS // thread_done has only its end
-	}
-	sort.SliceStable(r.recs, func(i, j int) bool { return key(&r.recs[i]) < key(&r.recs[j]) })
 	err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
 		rw := output.NewRecordWriter(w)
-		for i := range r.recs {
-			if err := rw.Write(&r.recs[i]); err != nil {
-				return err
-			}
+		if err := r.recs.Each(rw.Write); err != nil {
+			return err
 		}
 		return rw.Flush()
 	})
@@ -159,6 +156,7 @@ func (r *recorder) Close() {
 	close(r.stop)
 	<-r.done
 	r.rd.Close()
+	r.recs.Close()
 }
 
 // strerror renders an error's errno as glibc's strerror does.

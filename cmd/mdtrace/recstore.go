@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/mdtrace/mdtrace/output"
+)
+
+// recordStore keeps record_allocs records with bounded memory: past
+// memLimit records, they are sorted and spilled to an unlinked temporary
+// file as a run, and Each merges the runs with what is in memory.
+//
+// Records are ordered by start time (thread_done by its end time); records
+// with the same key keep their arrival order, so each thread's records keep
+// its call order.
+type recordStore struct {
+	memLimit int
+	mem      []output.Record
+	file     *os.File // runs, one after the other
+	runs     []spillRun
+	n        uint64
+}
+
+// spillRun is one sorted run in the spill file.
+type spillRun struct{ off, count int64 }
+
+// spilledSize is the size of one record in the spill file.
+const spilledSize = 8 * 7
+
+// defaultRecordMemLimit is how many records stay in memory (about 56 MB).
+const defaultRecordMemLimit = 1 << 20
+
+func newRecordStore(memLimit int) *recordStore {
+	return &recordStore{memLimit: memLimit}
+}
+
+// Len returns the number of records kept.
+func (s *recordStore) Len() uint64 { return s.n }
+
+func recordKey(r *output.Record) uint64 {
+	if r.StartNS != 0 {
+		return r.StartNS
+	}
+	return r.EndNS
+}
+
+// Add keeps one record.
+func (s *recordStore) Add(r output.Record) error {
+	s.mem = append(s.mem, r)
+	s.n++
+	if len(s.mem) >= s.memLimit {
+		return s.spill()
+	}
+	return nil
+}
+
+// spill writes the records in memory as one sorted run.
+func (s *recordStore) spill() error {
+	if s.file == nil {
+		f, err := os.CreateTemp("", "mdtrace-records-*")
+		if err != nil {
+			return fmt.Errorf("creating the record spill file: %w", err)
+		}
+		os.Remove(f.Name()) // gone with mdtrace, whatever happens
+		s.file = f
+	}
+	off, err := s.file.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(s.mem, func(i, j int) bool { return recordKey(&s.mem[i]) < recordKey(&s.mem[j]) })
+	w := bufio.NewWriterSize(s.file, 1<<20)
+	var b [spilledSize]byte
+	for i := range s.mem {
+		encodeRecord(b[:], &s.mem[i])
+		if _, err := w.Write(b[:]); err != nil {
+			return fmt.Errorf("writing the record spill file: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing the record spill file: %w", err)
+	}
+	s.runs = append(s.runs, spillRun{off, int64(len(s.mem))})
+	s.mem = s.mem[:0]
+	return nil
+}
+
+func encodeRecord(b []byte, r *output.Record) {
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], uint64(uint32(r.TID))|uint64(r.Type)<<32)
+	le.PutUint64(b[8:], r.Ptr)
+	le.PutUint64(b[16:], r.Size)
+	le.PutUint64(b[24:], r.Arg)
+	le.PutUint64(b[32:], r.StartNS)
+	le.PutUint64(b[40:], r.EndNS)
+	le.PutUint64(b[48:], uint64(r.Present))
+}
+
+func decodeRecord(b []byte, r *output.Record) {
+	le := binary.LittleEndian
+	v := le.Uint64(b[0:])
+	r.TID = int32(uint32(v))
+	r.Type = output.RecordType(v >> 32)
+	r.Ptr = le.Uint64(b[8:])
+	r.Size = le.Uint64(b[16:])
+	r.Arg = le.Uint64(b[24:])
+	r.StartNS = le.Uint64(b[32:])
+	r.EndNS = le.Uint64(b[40:])
+	r.Present = int64(le.Uint64(b[48:]))
+}
+
+// Each calls fn with every record in order.
+func (s *recordStore) Each(fn func(*output.Record) error) error {
+	sort.SliceStable(s.mem, func(i, j int) bool { return recordKey(&s.mem[i]) < recordKey(&s.mem[j]) })
+	if len(s.runs) == 0 {
+		for i := range s.mem {
+			if err := fn(&s.mem[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Merge the runs, in spill order, and the memory, last.
+	h := &runHeap{}
+	for i, run := range s.runs {
+		c := &runCursor{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, run.off, run.count*spilledSize), 1<<16), left: run.count}
+		if err := c.next(); err != nil {
+			return err
+		}
+		heap.Push(h, c)
+	}
+	mem := &runCursor{idx: len(s.runs), mem: s.mem, left: int64(len(s.mem))}
+	if err := mem.next(); err != nil {
+		return err
+	}
+	heap.Push(h, mem)
+	for h.Len() > 0 {
+		c := (*h)[0]
+		if c.done {
+			heap.Pop(h)
+			continue
+		}
+		if err := fn(&c.cur); err != nil {
+			return err
+		}
+		if err := c.next(); err != nil {
+			return err
+		}
+		heap.Fix(h, 0)
+	}
+	return nil
+}
+
+// Clear forgets every record.
+func (s *recordStore) Clear() {
+	s.mem = s.mem[:0]
+	s.runs = nil
+	s.n = 0
+	if s.file != nil {
+		s.file.Truncate(0)
+	}
+}
+
+// Close releases the spill file.
+func (s *recordStore) Close() {
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+}
+
+// runCursor reads one sorted run.
+type runCursor struct {
+	idx  int
+	r    *bufio.Reader
+	mem  []output.Record
+	left int64
+	cur  output.Record
+	done bool
+	buf  [spilledSize]byte
+}
+
+func (c *runCursor) next() error {
+	if c.left == 0 {
+		c.done = true
+		return nil
+	}
+	c.left--
+	if c.r == nil {
+		c.cur = c.mem[0]
+		c.mem = c.mem[1:]
+		return nil
+	}
+	if _, err := io.ReadFull(c.r, c.buf[:]); err != nil {
+		return fmt.Errorf("reading the record spill file: %w", err)
+	}
+	decodeRecord(c.buf[:], &c.cur)
+	return nil
+}
+
+// runHeap orders cursors by their current record's key, then by run.
+type runHeap []*runCursor
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if h[i].done != h[j].done {
+		return h[i].done
+	}
+	ki, kj := recordKey(&h[i].cur), recordKey(&h[j].cur)
+	if ki != kj {
+		return ki < kj
+	}
+	return h[i].idx < h[j].idx
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*runCursor)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
