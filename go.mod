@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/spf13/pflag v1.0.10
+	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/sys v0.49.0
 )
 

@@ -62,6 +62,8 @@ type ELFFile struct {
 
 	symbols   []Symbol // ascending Value, one per address
 	hasSymtab bool     // the file has a .symtab section
+
+	dbg *debugInfo // separate debug information; nil for a file from OpenELF
 }
 
 // OpenELF reads the program headers, build-id and function symbols (from

@@ -34,6 +34,12 @@ type Symbolizer struct {
 	// []Resolver{SymbolTable{}}. Set it before the first call to Symbolize
 	// and do not change it afterwards.
 	Resolvers []Resolver
+	// DebugDirs are directories searched for separate debug files of
+	// files without a .symtab, before DefaultDebugDir: by build-id as
+	// DIR/.build-id/xx/rest.debug and by .gnu_debuglink as
+	// DIR/<directory of the file>/<link name>. Set it before the first
+	// call to Symbolize and do not change it afterwards.
+	DebugDirs []string
 
 	mu        sync.Mutex
 	byKey     map[fileKey]*fileEntry    // every file opened
@@ -42,6 +48,8 @@ type Symbolizer struct {
 	last      *snapshotMemo             // the files of the last maps snapshot seen
 	parsed    atomic.Int64
 	hits      atomic.Int64
+
+	debugCache map[fileKey]*debugEntry // separate debug files parsed, guarded by mu
 }
 
 // fileKey identifies one version of one file.
@@ -330,6 +338,7 @@ func (s *Symbolizer) parse(r io.ReaderAt, name string) (f *ELFFile, reused bool,
 	if err := f.loadSymbols(ef); err != nil {
 		return nil, false, err
 	}
+	s.addDebugInfo(ef, f)
 	if f.BuildID != "" {
 		s.mu.Lock()
 		if s.byBuildID == nil {
