@@ -32,7 +32,7 @@ func FormatFrame(i int, f stacks.Frame) string {
 	}
 	if f.Func != "" {
 		b = append(b, " ("...)
-		b = append(b, f.Func...)
+		b = append(b, stacks.Demangle(f.Func)...)
 		b = append(b, '+')
 		b = strconv.AppendUint(b, f.FuncOff, 10)
 		b = append(b, ')')
@@ -61,7 +61,7 @@ func FormatFrameFull(i int, f stacks.Frame) string {
 	b = appendMapName(b, f.MapName)
 	if f.Func != "" {
 		b = append(b, " ("...)
-		b = append(b, f.Func...)
+		b = append(b, stacks.Demangle(f.Func)...)
 		if f.FuncOff != 0 {
 			b = append(b, '+')
 			b = strconv.AppendUint(b, f.FuncOff, 10)

@@ -46,8 +46,8 @@ func TestFormatFrame(t *testing.T) {
 			name:     "elf offset",
 			i:        12,
 			f:        stacks.Frame{RelPC: 0xa9e38, MapName: "/system/app/Foo.apk", ElfOffset: 0x5000, Func: "_ZN3foo3barEv", FuncOff: 12},
-			want:     "          #12  pc 00000000000a9e38  /system/app/Foo.apk (offset 0x5000) (_ZN3foo3barEv+12)",
-			wantFull: "          #12  pc 00000000000a9e38  (offset 0x5000) /system/app/Foo.apk (_ZN3foo3barEv+12)",
+			want:     "          #12  pc 00000000000a9e38  /system/app/Foo.apk (offset 0x5000) (foo::bar()+12)",
+			wantFull: "          #12  pc 00000000000a9e38  (offset 0x5000) /system/app/Foo.apk (foo::bar()+12)",
 		},
 		{
 			name:     "elf offset without function",
@@ -73,5 +73,15 @@ func TestFormatFrame(t *testing.T) {
 				t.Errorf("FormatFrameFull =\n%q\nwant\n%q", got, tt.wantFull)
 			}
 		})
+	}
+}
+
+func TestFormatFrameDemangles(t *testing.T) {
+	f := stacks.Frame{PC: 0x5000, RelPC: 0x1234, MapName: "/usr/lib/libgeo.so", Func: "_ZN3geo5ArenaIcE3rawEm", FuncOff: 12}
+	if got, want := FormatFrame(3, f), "          #03  pc 0000000000001234  /usr/lib/libgeo.so (geo::Arena<char>::raw(unsigned long)+12)"; got != want {
+		t.Errorf("FormatFrame:\n got %q\nwant %q", got, want)
+	}
+	if got, want := FormatFrameFull(3, f), "          #3  pc 0000000000001234  /usr/lib/libgeo.so (geo::Arena<char>::raw(unsigned long)+12)"; got != want {
+		t.Errorf("FormatFrameFull:\n got %q\nwant %q", got, want)
 	}
 }

@@ -150,7 +150,7 @@ func appendBtInfo(b []byte, frames []stacks.Frame) []byte {
 			continue
 		}
 		b = append(b, ` "`...)
-		b = append(b, f.Func...)
+		b = append(b, stacks.Demangle(f.Func)...)
 		b = append(b, `" `...)
 		b = strconv.AppendUint(b, f.FuncOff, 16)
 		b = append(b, '}')

@@ -678,3 +678,88 @@ func TestFullTableIsReported(t *testing.T) {
 }
 
 func sleepBriefly() { time.Sleep(50 * time.Millisecond) }
+
+func TestCPlusPlusNames(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", prog("cppleak"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	msgs := logMessages(t, readFile(t, logPath), "")
+	var got []string
+	for i, m := range msgs {
+		if strings.Contains(m, "leaked block of size 777 ") || strings.Contains(m, "leaked block of size 555 ") {
+			for _, f := range msgs[i+2 : i+4] {
+				fm := frameRe.FindStringSubmatch(f)
+				if fm == nil {
+					t.Fatalf("frame line %q", f)
+				}
+				got = append(got, fmt.Sprintf("%s %s", filepath.Base(fm[3]), fm[4]))
+			}
+		}
+	}
+	// libstdc++'s operator new keeps no frame pointer, so the function that
+	// called it is not in the frame chain: Arena::fresh is missing.
+	want := []string{
+		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
+		"libstdc++.so.6.0.30 operator new(unsigned long)", "cppleak main",
+	}
+	if len(got) != 4 || got[0] != want[0] || got[1] != want[1] || !strings.HasSuffix(got[2], " operator new(unsigned long)") || got[3] != want[3] {
+		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestStrippedWithDebugDir(t *testing.T) {
+	needRoot(t)
+	for _, tool := range []string{"objcopy", "strip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "leaky")
+	debug := filepath.Join(dir, "leaky.debug")
+	run := func(args ...string) {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	run("cp", prog("leaky"), bin)
+	run("objcopy", "--only-keep-debug", bin, debug)
+	run("strip", "--strip-all", bin)
+	f, err := elf.Open(debug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id []byte
+	for _, s := range f.Sections {
+		if s.Name == ".note.gnu.build-id" {
+			b, _ := s.Data()
+			id = b[16:]
+		}
+	}
+	f.Close()
+	if len(id) < 2 {
+		t.Fatal("no build-id in leaky")
+	}
+	hexID := fmt.Sprintf("%x", id)
+	ddir := filepath.Join(dir, "debug", ".build-id", hexID[:2])
+	os.MkdirAll(ddir, 0o755)
+	run("cp", debug, filepath.Join(ddir, hexID[2:]+".debug"))
+
+	report := func(args ...string) string {
+		logPath := filepath.Join(dir, "log")
+		r := runMdtrace(t, append(append([]string{"-o", "backtrace leak_track", "--log", logPath}, args...), "--", bin)...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		return readFile(t, logPath)
+	}
+	if log := report(); strings.Contains(log, "(leak_malloc+") {
+		t.Errorf("a stripped binary resolved local names without its debug file")
+	}
+	if log := report("--debug-dir", filepath.Join(dir, "debug")); !strings.Contains(log, bin+" (leak_malloc+") || !strings.Contains(log, bin+" (main+") {
+		t.Errorf("names not resolved through --debug-dir:\n%s", log)
+	}
+}

@@ -31,6 +31,9 @@ type Flags struct {
 	Log       string
 	ReadyFile string
 	MaxAllocs uint32
+	// DebugDirs are searched for separate debug files, by build-id and
+	// .gnu_debuglink, before /usr/lib/debug.
+	DebugDirs []string
 	Version   bool
 	Help      bool
 	// Command is the program to launch and its arguments.
@@ -93,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity of the live allocation table; allocations beyond it are counted, not tracked")
+	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
 

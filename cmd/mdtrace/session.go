@@ -54,6 +54,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer()}
+	s.sym.DebugDirs = flags.DebugDirs
 	logw := stderr
 	if flags.Log != "" {
 		f, err := output.CreateFile(flags.Log, 0o644)
