@@ -35,3 +35,10 @@ for k in "${order[@]}"; do
 	m=$(echo "${samples[$k]}" | median)
 	printf '%-40s %12.1f %10.1f\n' "${label[$k]}" "$m" "$(echo "$m $base" | awk '{print $1/$2}')"
 done
+
+echo
+echo "record_allocs in user space, on a recorded fixture (one core):"
+GOMAXPROCS=1 go test -run '^$' -bench 'AppendRecord|RecordWriter|ReadRecords' -benchmem ./output | grep -E '^Benchmark'
+echo
+echo "symbolization:"
+go test -run '^$' -bench 'Symbolize' -benchmem ./stacks | grep -E '^Benchmark'
