@@ -95,14 +95,26 @@ func readRecords(t *testing.T, path string) []output.Record {
 	return recs
 }
 
-func TestRecordAllocsOnExit(t *testing.T) {
-	needRoot(t)
-	dir := t.TempDir()
-	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"))
+// launchOK runs mdtrace on a command to completion with a ready file in
+// dir, fails the test unless it exits with status 0, and returns the
+// traced process's PID and mdtrace's standard error.
+func launchOK(t *testing.T, dir string, args ...string) (int, string) {
+	t.Helper()
+	r := runMdtrace(t, append([]string{"--ready-file", dir + "/ready"}, args...)...)
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid, r.stderr
+}
+
+func TestRecordAllocsOnExit(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	pid, _ := launchOK(t, dir, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--", prog("record"))
 	recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid))
 	golden(t, "record_sequence.txt", normalizeRecords(t, markedSequence(t, recs, pid), pid))
 }
@@ -110,14 +122,10 @@ func TestRecordAllocsOnExit(t *testing.T) {
 func TestRecordAllocsStress(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"), "stress", "2500")
-	if r.code != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	pid, stderr := launchOK(t, dir, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--", prog("record"), "stress", "2500")
+	if strings.Contains(stderr, "lost") {
+		t.Errorf("records were lost:\n%s", stderr)
 	}
-	if strings.Contains(r.stderr, "lost") {
-		t.Errorf("records were lost:\n%s", r.stderr)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
 	recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid))
 	// Each thread's own pairs: a malloc, then the free of its block. The
 	// thread's other frees are libc's own, at thread exit.
@@ -167,17 +175,13 @@ func TestRecordAllocsStress(t *testing.T) {
 func TestRecordAllocsLimit(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	r := runMdtrace(t, "-o", "record_allocs=5 record_allocs_on_exit record_allocs_file="+dir+"/rec", "--ready-file", dir+"/ready", "--", prog("record"))
-	if r.code != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	pid, stderr := launchOK(t, dir, "-o", "record_allocs=5 record_allocs_on_exit record_allocs_file="+dir+"/rec", "--", prog("record"))
 	if recs := readRecords(t, fmt.Sprintf("%s/rec.%d", dir, pid)); len(recs) != 5 {
 		t.Errorf("%d records, want 5", len(recs))
 	}
 	msg := " I malloc_debug: Maximum number of records added, all new operations will be dropped.\n"
-	if n := strings.Count(r.stderr, msg); n != 1 {
-		t.Errorf("%d limit messages, want 1:\n%s", n, r.stderr)
+	if n := strings.Count(stderr, msg); n != 1 {
+		t.Errorf("%d limit messages, want 1:\n%s", n, stderr)
 	}
 }
 
@@ -215,14 +219,10 @@ func TestRecordAllocsUnwritableFile(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "missing", "rec")
-	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+path, "--ready-file", dir+"/ready", "--", prog("record"))
-	if r.code != 0 {
-		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-	}
-	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
-	want := " E malloc_debug: Cannot create record alloc file " + path + "." + pid + ": No such file or directory\n"
-	if !strings.Contains(r.stderr, want) {
-		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+	pid, stderr := launchOK(t, dir, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+path, "--", prog("record"))
+	want := fmt.Sprintf(" E malloc_debug: Cannot create record alloc file %s.%d: No such file or directory\n", path, pid)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
 
