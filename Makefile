@@ -65,6 +65,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMaps$$' -fuzztime $(FUZZTIME) ./stacks
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenELF$$' -fuzztime $(FUZZTIME) ./stacks
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHeapDump$$' -fuzztime $(FUZZTIME) ./output
+	$(GO) test -run '^$$' -fuzz '^FuzzWriteHeapDump$$' -fuzztime $(FUZZTIME) ./output
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRecord$$' -fuzztime $(FUZZTIME) ./output
+	$(GO) test -run '^$$' -fuzz '^FuzzDemangle$$' -fuzztime $(FUZZTIME) ./stacks
 
 DEMO_DIR := /tmp/mdtrace-demo
 demo: deps build testprogs
