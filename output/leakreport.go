@@ -25,6 +25,17 @@ import (
 // prog is the program name as Android's getprogname gives it: the full
 // argv[0] of the traced process.
 func LeakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame) int {
+	return leakReport(l, prog, pid, tid, snap, frames, false)
+}
+
+// LeakReportFull is LeakReport with the backtrace_full option: each frame is
+// formatted with FormatFrameFull and logged on its own, as Android's
+// UnwindLog does.
+func LeakReportFull(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame) int {
+	return leakReport(l, prog, pid, tid, snap, frames, true)
+}
+
+func leakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, full bool) int {
 	list := snap.SortList()
 	for i := range list {
 		a := &list[i]
@@ -34,7 +45,13 @@ func LeakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames f
 			continue
 		}
 		l.Errorf(pid, tid, "Backtrace at time of allocation:")
-		l.Errorf(pid, tid, "%s", backtraceString(resolve(pcs, frames)))
+		if !full {
+			l.Errorf(pid, tid, "%s", backtraceString(resolve(pcs, frames)))
+			continue
+		}
+		for j, f := range resolve(pcs, frames) {
+			l.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
+		}
 	}
 	return len(list)
 }

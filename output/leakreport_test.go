@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/stacks"
@@ -105,5 +106,30 @@ func TestLeakReportEmptyStack(t *testing.T) {
 		h + "          #01  pc 0000000000000002  <unknown>\n"
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func TestLeakReportFull(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewLog(&buf)
+	l.SetClock(func() time.Time { return time.Date(2026, 4, 15, 12, 35, 33, 304e6, time.UTC) })
+	snap := &leak.Snapshot{
+		Allocs:        []leak.Alloc{{Ptr: 0x1000, Size: 24, StackID: 1}},
+		Stacks:        map[uint64][]uint64{1: {0x5010, 0x6020}},
+		BacktraceSize: 16,
+	}
+	frames := func(pcs []uint64) []stacks.Frame {
+		return []stacks.Frame{
+			{PC: pcs[0], RelPC: 0x10, MapName: "/system/lib64/libc.so", Func: "malloc", FuncOff: 16},
+			{PC: pcs[1], RelPC: 0x20, MapName: "/system/bin/app"},
+		}
+	}
+	LeakReportFull(l, "app", 7412, 7412, snap, frames)
+	want := "04-15 12:35:33.304  7412  7412 E malloc_debug: +++ app leaked block of size 24 at 0x1000 (leak 1 of 1)\n" +
+		"04-15 12:35:33.304  7412  7412 E malloc_debug: Backtrace at time of allocation:\n" +
+		"04-15 12:35:33.304  7412  7412 E malloc_debug:           #0  pc 0000000000000010  /system/lib64/libc.so (malloc+16)\n" +
+		"04-15 12:35:33.304  7412  7412 E malloc_debug:           #1  pc 0000000000000020  /system/bin/app\n"
+	if buf.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }

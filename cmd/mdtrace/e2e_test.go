@@ -763,3 +763,45 @@ func TestStrippedWithDebugDir(t *testing.T) {
 		t.Errorf("names not resolved through --debug-dir:\n%s", log)
 	}
 }
+
+func TestBacktraceFull(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "log")
+	pid, _ := launchOK(t, dir, "-o", "bt bt_full leak_track bt_dmp_on_ex bt_dmp_pre="+dir+"/h", "--log", logPath, "--", prog("leaky"))
+	// The leak report's frames in the backtrace_full form: "#0", not "#00".
+	fullRe := regexp.MustCompile(`^          #(\d+)  pc ([0-9a-f]{16})  (\S+)(?: \((.+)\+(\d+)\))?$`)
+	msgs := logMessages(t, readFile(t, logPath), "")
+	var first []string
+	for i, m := range msgs {
+		if m == "Backtrace at time of allocation:" {
+			fm := fullRe.FindStringSubmatch(msgs[i+1])
+			if fm == nil || fm[1] != "0" {
+				t.Fatalf("frame line %q", msgs[i+1])
+			}
+			first = append(first, fm[4])
+		}
+	}
+	if got := strings.Join(first, " "); !strings.HasPrefix(got, "leak_pvalloc leak_aligned_alloc leak_in_constructor") {
+		t.Errorf("first frames: %s", got)
+	}
+	// Every record of the heap dump is followed by its bt_info line.
+	dump := strings.Split(readFile(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, pid)), "\n")
+	infoRe := regexp.MustCompile(`^  bt_info( \{"[^"]*" [0-9a-f]+ "[^"]*" [0-9a-f]+\})+$`)
+	records := 0
+	for i, l := range dump {
+		if strings.HasPrefix(l, "z 0  sz ") {
+			records++
+			if !infoRe.MatchString(dump[i+1]) {
+				t.Errorf("record %q followed by %q", l, dump[i+1])
+			}
+		}
+	}
+	if records != 13 {
+		t.Errorf("%d records", records)
+	}
+	want := fmt.Sprintf(`  bt_info {"%s" `, prog("leaky"))
+	if !strings.HasPrefix(dump[9], want) || !strings.Contains(dump[9], `"leak_pvalloc" `) {
+		t.Errorf("first bt_info line %q", dump[9])
+	}
+}

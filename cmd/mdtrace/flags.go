@@ -192,6 +192,7 @@ var supported = map[string]bool{
 	"backtrace_enable_on_signal": true,
 	"backtrace_dump_on_exit":     true,
 	"backtrace_dump_prefix":      true,
+	"backtrace_full":             true,
 	"backtrace_size":             true,
 	"backtrace_min_size":         true,
 	"backtrace_max_size":         true,

@@ -85,8 +85,8 @@ func TestUnsupportedOptions(t *testing.T) {
 		}
 	}
 	// Aliases are refused under their canonical name.
-	if _, err := parseOptions("bt_full"); err == nil || err.Error() != "option backtrace_full is not supported yet" {
-		t.Errorf("bt_full: %v", err)
+	if _, err := parseOptions("verbose front_guard"); err == nil || err.Error() != "option verbose is not supported yet" {
+		t.Errorf("verbose: %v", err)
 	}
 }
 

@@ -265,7 +265,11 @@ func (s *session) finish() {
 		return
 	}
 	if s.cfg.Has(tracer.LeakTrack) {
-		output.LeakReport(s.log, s.prog, s.pid, s.pid, snap, s.frames(maps))
+		report := output.LeakReport
+		if s.cfg.Has(tracer.BacktraceFull) {
+			report = output.LeakReportFull
+		}
+		report(s.log, s.prog, s.pid, s.pid, snap, s.frames(maps))
 	}
 	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, s.pid), snap, maps)
@@ -313,6 +317,9 @@ func (s *session) writeDump(path string, snap *leak.Snapshot, maps *stacks.Maps)
 		Fingerprint:   output.BuildFingerprint(),
 		BacktraceSize: s.cfg.BacktraceFrames,
 		Records:       snap.UniqueList(false),
+	}
+	if s.cfg.Has(tracer.BacktraceFull) {
+		d.BtInfo = s.frames(maps)
 	}
 	if maps != nil {
 		d.Maps = maps.Raw
