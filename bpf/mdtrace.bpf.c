@@ -53,6 +53,7 @@ enum counter {
 	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
 	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
 	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
+	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
 	COUNTER_MAX,
 };
 
@@ -151,6 +152,12 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 24);
 } records SEC(".maps");
+
+/* The libraries of a process, after it loaded or unloaded some (struct lib_event). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} notify SEC(".maps");
 
 /* The processes being traced, for the thread exit tracepoint. */
 struct {
@@ -501,5 +508,77 @@ int thread_exit(void *ctx)
 	if (!record || (u32)id == tgid || !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	emit(RECORD_THREAD_DONE, 0, 0, 0, 0);
+	return 0;
+}
+
+/* The largest library path reported. */
+#define LIB_NAME_LEN 256
+/* The most libraries walked in one list. */
+#define MAX_LIBS 512
+
+/* A library in the loader's list: where it is loaded and its path. */
+struct lib_event {
+	u32 tgid;
+	u32 pad;
+	u64 base; /* l_addr: the load bias */
+	char name[LIB_NAME_LEN];
+};
+
+/* Names struct lib_event in BTF, so that Go gets the type. */
+const struct lib_event unused_lib_event __attribute__((unused)) = {};
+
+/* Where the loader's r_debug is in each traced process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u32);
+	__type(value, u64);
+} rdebug SEC(".maps");
+
+/*
+ * The dynamic loader calls _dl_debug_state around every change of its list
+ * of libraries (the debuggers' hook). Once the list is consistent again,
+ * this walks it and reports every library with its load address, so that
+ * user space can name the frames of a library unloaded (dlclose) before
+ * the report, however quickly that happens.
+ */
+SEC("uprobe")
+int libraries_changed(struct pt_regs *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u64 *rd = bpf_map_lookup_elem(&rdebug, &tgid);
+	u64 lm = 0, name = 0;
+	int state = -1;
+	u32 i;
+
+	if (!rd)
+		return 0;
+	/* struct r_debug: int r_version; link_map *r_map (8); r_brk (16); r_state (24). */
+	if (bpf_probe_read_user(&state, sizeof(state), (void *)(*rd + 24)) != 0 || state != 0)
+		return 0;
+	if (bpf_probe_read_user(&lm, sizeof(lm), (void *)(*rd + 8)) != 0)
+		return 0;
+	for (i = 0; i < MAX_LIBS && lm; i++) {
+		struct lib_event *e;
+
+		/* struct link_map: l_addr (0), l_name (8), l_ld (16), l_next (24). */
+		if (bpf_probe_read_user(&name, sizeof(name), (void *)(lm + 8)) != 0)
+			break;
+		e = bpf_ringbuf_reserve(&notify, sizeof(*e), 0);
+		if (!e) {
+			count(COUNTER_NOTIFY_LOST);
+			break;
+		}
+		e->tgid = tgid;
+		e->pad = 0;
+		e->name[0] = 0;
+		if (bpf_probe_read_user(&e->base, sizeof(e->base), (void *)lm) != 0)
+			e->base = 0;
+		if (name)
+			bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)name);
+		bpf_ringbuf_submit(e, 0);
+		if (bpf_probe_read_user(&lm, sizeof(lm), (void *)(lm + 24)) != 0)
+			break;
+	}
 	return 0;
 }

@@ -29,6 +29,14 @@ type MdtraceAllocKey struct {
 	Ptr  uint64
 }
 
+type MdtraceLibEvent struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Base uint64
+	Name [256]int8
+}
+
 type MdtraceRecordEvent struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -63,6 +71,8 @@ type MdtraceThreadState struct {
 const (
 	MdtraceMapAllocs            = "allocs"
 	MdtraceMapCounters          = "counters"
+	MdtraceMapNotify            = "notify"
+	MdtraceMapRdebug            = "rdebug"
 	MdtraceMapRecords           = "records"
 	MdtraceMapStackScratch      = "stack_scratch"
 	MdtraceMapStacks            = "stacks"
@@ -70,6 +80,7 @@ const (
 	MdtraceMapTraced            = "traced"
 	MdtraceProgAllocEntry       = "alloc_entry"
 	MdtraceProgAllocReturn      = "alloc_return"
+	MdtraceProgLibrariesChanged = "libraries_changed"
 	MdtraceProgThreadExit       = "thread_exit"
 	MdtraceVarBacktraceOn       = "backtrace_on"
 	MdtraceVarBtMaxSize         = "bt_max_size"
@@ -78,6 +89,7 @@ const (
 	MdtraceVarRecord            = "record"
 	MdtraceVarRecordOn          = "record_on"
 	MdtraceVarStackDepth        = "stack_depth"
+	MdtraceVarUnusedLibEvent    = "unused_lib_event"
 	MdtraceVarUnusedRecordEvent = "unused_record_event"
 )
 
@@ -123,9 +135,10 @@ type MdtraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceProgramSpecs struct {
-	AllocEntry  *ebpf.ProgramSpec `ebpf:"alloc_entry"`
-	AllocReturn *ebpf.ProgramSpec `ebpf:"alloc_return"`
-	ThreadExit  *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	AllocEntry       *ebpf.ProgramSpec `ebpf:"alloc_entry"`
+	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
+	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // MdtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -134,6 +147,8 @@ type MdtraceProgramSpecs struct {
 type MdtraceMapSpecs struct {
 	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Notify       *ebpf.MapSpec `ebpf:"notify"`
+	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
 	Records      *ebpf.MapSpec `ebpf:"records"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
@@ -152,6 +167,7 @@ type MdtraceVariableSpecs struct {
 	Record            *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn          *ebpf.VariableSpec `ebpf:"record_on"`
 	StackDepth        *ebpf.VariableSpec `ebpf:"stack_depth"`
+	UnusedLibEvent    *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedRecordEvent *ebpf.VariableSpec `ebpf:"unused_record_event"`
 }
 
@@ -177,6 +193,8 @@ func (o *MdtraceObjects) Close() error {
 type MdtraceMaps struct {
 	Allocs       *ebpf.Map `ebpf:"allocs"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	Notify       *ebpf.Map `ebpf:"notify"`
+	Rdebug       *ebpf.Map `ebpf:"rdebug"`
 	Records      *ebpf.Map `ebpf:"records"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks       *ebpf.Map `ebpf:"stacks"`
@@ -188,6 +206,8 @@ func (m *MdtraceMaps) Close() error {
 	return _MdtraceClose(
 		m.Allocs,
 		m.Counters,
+		m.Notify,
+		m.Rdebug,
 		m.Records,
 		m.StackScratch,
 		m.Stacks,
@@ -207,6 +227,7 @@ type MdtraceVariables struct {
 	Record            *ebpf.Variable `ebpf:"record"`
 	RecordOn          *ebpf.Variable `ebpf:"record_on"`
 	StackDepth        *ebpf.Variable `ebpf:"stack_depth"`
+	UnusedLibEvent    *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedRecordEvent *ebpf.Variable `ebpf:"unused_record_event"`
 }
 
@@ -214,15 +235,17 @@ type MdtraceVariables struct {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtracePrograms struct {
-	AllocEntry  *ebpf.Program `ebpf:"alloc_entry"`
-	AllocReturn *ebpf.Program `ebpf:"alloc_return"`
-	ThreadExit  *ebpf.Program `ebpf:"thread_exit"`
+	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
+	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
+	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
+	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *MdtracePrograms) Close() error {
 	return _MdtraceClose(
 		p.AllocEntry,
 		p.AllocReturn,
+		p.LibrariesChanged,
 		p.ThreadExit,
 	)
 }

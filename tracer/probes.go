@@ -48,6 +48,7 @@ const (
 	counterNested
 	counterUsableSize
 	counterRecordsLost
+	counterNotifyLost
 	counterMax
 )
 
@@ -65,6 +66,7 @@ type Counters struct {
 	Nested         uint64 // allocator calls made by the allocator itself
 	UsableSize     uint64 // malloc_usable_size calls
 	RecordsLost    uint64 // record_allocs records lost: the ring buffer was full
+	NotifyLost     uint64 // library load notices lost: the ring buffer was full
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -161,6 +163,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		p.multi = true
 		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["alloc_return"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var verr *ebpf.VerifierError
@@ -465,6 +468,7 @@ func (p *Probes) Counters() (Counters, error) {
 		Nested:         vals[counterNested],
 		UsableSize:     vals[counterUsableSize],
 		RecordsLost:    vals[counterRecordsLost],
+		NotifyLost:     vals[counterNotifyLost],
 	}, nil
 }
 

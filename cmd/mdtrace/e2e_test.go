@@ -805,3 +805,26 @@ func TestBacktraceFull(t *testing.T) {
 		t.Errorf("first bt_info line %q", dump[9])
 	}
 }
+
+func TestUnloadedLibraryNames(t *testing.T) {
+	needRoot(t)
+	// dlhost loads libplugin.so, which leaks, then unloads it before exit,
+	// and other files are mapped over its old addresses.
+	logPath := filepath.Join(t.TempDir(), "log")
+	cmd := exec.Command(mdtraceBin, "-o", "backtrace leak_track", "--log", logPath, "--", "./dlhost")
+	cmd.Dir = testdataDir // a relative dlopen path, resolved in the process's directory
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	msgs := logMessages(t, readFile(t, logPath), "")
+	for i, m := range msgs {
+		if strings.Contains(m, "leaked block of size 4321 ") {
+			fm := frameRe.FindStringSubmatch(msgs[i+2])
+			if fm == nil || fm[3] != prog("libplugin.so") || fm[4] != "plugin_leak" {
+				t.Errorf("the unloaded plugin's frame: %q", msgs[i+2])
+			}
+			return
+		}
+	}
+	t.Errorf("no leak of 4321 bytes:\n%s", strings.Join(msgs, "\n"))
+}

@@ -34,8 +34,11 @@ type session struct {
 
 	probes *tracer.Probes
 	sym    *stacks.Symbolizer
-	rec    *recorder // record_allocs
-	proc   *tracer.Process
+	hist   stacks.MapsHistory // every library the process has mapped
+	// libSync asks the library watcher to take every pending notice.
+	libSync chan chan struct{}
+	rec     *recorder // record_allocs
+	proc    *tracer.Process
 
 	mu       sync.Mutex
 	pid      int
@@ -97,6 +100,13 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 			fmt.Fprintf(stderr, "mdtrace: warning: %v\n", err)
 		}
 	}
+
+	notices, err := probes.LibraryNotices()
+	if err != nil {
+		return 1, err
+	}
+	stopWatch := s.watchLibraries(notices)
+	defer stopWatch()
 
 	// Signals are caught from here on: none may kill mdtrace while a
 	// launched command is held stopped.
@@ -191,6 +201,12 @@ func (s *session) ready(pid int) error {
 			s.notice("could not probe %s; its allocations are not tracked", f)
 		}
 	}
+	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
+		if err := s.probes.WatchLibraries(pid, loader); err != nil {
+			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
+		}
+	}
+	s.rememberMaps(pid)
 	if s.flags.ReadyFile != "" {
 		content := fmt.Sprintf("%d\n", pid)
 		if err := output.WriteFileAtomic(s.flags.ReadyFile, 0o644, func(w io.Writer) error {
@@ -278,6 +294,7 @@ func (s *session) finish() {
 
 // snapshot reads the live table and the process's maps.
 func (s *session) snapshot() (*leak.Snapshot, *stacks.Maps, error) {
+	s.syncLibraries()
 	snap, err := s.probes.Snapshot(s.pid)
 	if err != nil {
 		return nil, nil, err
@@ -293,7 +310,85 @@ func (s *session) snapshot() (*leak.Snapshot, *stacks.Maps, error) {
 
 func (s *session) frames(maps *stacks.Maps) func([]uint64) []stacks.Frame {
 	return func(pcs []uint64) []stacks.Frame {
-		return s.sym.Symbolize(s.pid, maps, pcs)
+		return s.sym.SymbolizeWithHistory(s.pid, maps, &s.hist, pcs)
+	}
+}
+
+// watchLibraries remembers every library the loader reports, with its
+// load address, until the returned function is called.
+func (s *session) watchLibraries(n *tracer.NoticeReader) (stop func()) {
+	done := make(chan struct{})
+	s.libSync = make(chan chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case reply := <-s.libSync:
+				// Take every notice already sent.
+				for {
+					lib, err := n.Next(time.Now())
+					if err != nil {
+						break
+					}
+					s.rememberLibrary(lib)
+				}
+				close(reply)
+				continue
+			default:
+			}
+			lib, err := n.Next(time.Now().Add(100 * time.Millisecond))
+			switch {
+			case err == nil:
+				s.rememberLibrary(lib)
+			case errors.Is(err, tracer.ErrNoRecord):
+			default:
+				return
+			}
+		}
+	}()
+	return func() {
+		n.Close()
+		<-done
+	}
+}
+
+// syncLibraries waits until every library reported so far is remembered.
+func (s *session) syncLibraries() {
+	reply := make(chan struct{})
+	select {
+	case s.libSync <- reply:
+		<-reply
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// rememberLibrary adds a library the loader reported to the history. A
+// relative path is the process's (dlopen of "lib/x.so"); a name without a
+// slash is the vdso, which has no file.
+func (s *session) rememberLibrary(lib tracer.Library) {
+	path := lib.Path
+	if !strings.Contains(path, "/") {
+		return
+	}
+	if !filepath.IsAbs(path) {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", lib.PID))
+		if err != nil {
+			return
+		}
+		path = filepath.Join(cwd, path)
+	}
+	s.hist.AddLibrary(path, lib.Base)
+}
+
+// rememberMaps adds the process's current maps to the history and parses
+// the files of new mappings while they are mapped.
+func (s *session) rememberMaps(pid int) {
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return
+	}
+	for _, m := range s.hist.Add(maps) {
+		s.sym.Symbolize(pid, maps, []uint64{m.Start})
 	}
 }
 

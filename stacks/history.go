@@ -1,0 +1,109 @@
+package stacks
+
+import (
+	"debug/elf"
+	"strings"
+	"sync"
+)
+
+// MapsHistory remembers every file mapping a process has had, so that pcs
+// in a library unloaded since (dlclose) still resolve. It is safe for
+// concurrent use.
+type MapsHistory struct {
+	mu   sync.Mutex
+	seen map[Mapping]bool
+	list []Mapping // in the order first seen
+}
+
+// Add remembers the file-backed mappings of a snapshot and returns the
+// ones not seen before.
+func (h *MapsHistory) Add(m *Maps) []Mapping {
+	if m == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen == nil {
+		h.seen = map[Mapping]bool{}
+	}
+	var added []Mapping
+	for _, mp := range m.Mappings {
+		if !strings.HasPrefix(mp.Path, "/") || h.seen[mp] {
+			continue
+		}
+		h.seen[mp] = true
+		h.list = append(h.list, mp)
+		added = append(added, mp)
+	}
+	return added
+}
+
+func executable(m *Mapping) bool { return len(m.Perms) >= 3 && m.Perms[2] == 'x' }
+
+// AddLibrary remembers the executable segments of the ELF file at path,
+// loaded with load bias base (the dynamic loader's l_addr), as mappings,
+// and returns the ones not seen before. It lets the frames of a library
+// resolve even when it was unloaded before its maps could be read.
+func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
+	f, err := OpenELF(path)
+	if err != nil {
+		return nil, err
+	}
+	const page = 4096
+	var m Maps
+	for _, seg := range f.Loads {
+		if seg.Flags&elf.PF_X == 0 || seg.MemSize == 0 {
+			continue
+		}
+		start := (base + seg.VAddr) &^ (page - 1)
+		m.Mappings = append(m.Mappings, Mapping{
+			Start:  start,
+			End:    (base + seg.VAddr + seg.MemSize + page - 1) &^ (page - 1),
+			Perms:  "r-xp",
+			Offset: seg.Offset &^ (page - 1),
+			Path:   path,
+		})
+	}
+	return h.Add(&m), nil
+}
+
+// Find returns the most recently seen mapping that held pc, or nil.
+func (h *MapsHistory) Find(pc uint64) *Mapping {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.list) - 1; i >= 0; i-- {
+		if m := &h.list[i]; m.Start <= pc && pc < m.End {
+			c := *m
+			return &c
+		}
+	}
+	return nil
+}
+
+// SymbolizeWithHistory is Symbolize, except that a pc that no executable
+// mapping of maps holds is resolved against the executable mapping that
+// held it before, from hist: the frames of an unloaded library keep their
+// names, even when something else (the loader's cache, data) has been
+// mapped at its addresses since. A return address always lies in
+// executable memory, so a pc in a non-executable mapping is stale.
+func (s *Symbolizer) SymbolizeWithHistory(pid int, maps *Maps, hist *MapsHistory, pcs []uint64) []Frame {
+	frames := s.Symbolize(pid, maps, pcs)
+	if hist == nil {
+		return frames
+	}
+	for i, pc := range pcs {
+		if maps != nil {
+			if cur := maps.Find(pc); cur != nil && executable(cur) {
+				continue
+			}
+		}
+		m := hist.Find(pc)
+		if m == nil || !executable(m) {
+			continue
+		}
+		// The library is gone from the process: open its file by path, or
+		// use what was parsed while it was mapped.
+		frames[i] = s.Symbolize(0, &Maps{Mappings: []Mapping{*m}}, pcs[i:i+1])[0]
+	}
+	return frames
+}

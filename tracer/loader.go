@@ -1,0 +1,177 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+)
+
+// loaderHook is the function the dynamic loader calls around every change
+// of its list of libraries, for debuggers.
+const loaderHook = "_dl_debug_state"
+
+// LoaderOf returns the dynamic loader of process pid: the program's
+// PT_INTERP, or "" for a static program.
+func LoaderOf(pid int) (string, error) {
+	exe, err := procExe(pid)
+	if err != nil {
+		return "", err
+	}
+	f, err := elf.Open(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", exe, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return "", fmt.Errorf("reading the interpreter of %s: %w", exe, err)
+			}
+			return strings.TrimRight(string(b), "\x00"), nil
+		}
+	}
+	return "", nil
+}
+
+// WatchLibraries probes the loader's debugger hook in process pid, so that
+// LibraryNotices reports the process's libraries, with their load
+// addresses, after every dlopen and dlclose (and the first loading). The
+// loader must be mapped already.
+func (p *Probes) WatchLibraries(pid int, loader string) error {
+	offs, err := funcOffsets(loader)
+	if err != nil {
+		return err
+	}
+	off, ok := offs[loaderHook]
+	if !ok {
+		return fmt.Errorf("%s has no %s", loader, loaderHook)
+	}
+	rd, err := rDebugAddress(pid, loader)
+	if err != nil {
+		return err
+	}
+	if err := p.objs.Rdebug.Put(uint32(pid), rd); err != nil {
+		return fmt.Errorf("setting the loader's list of process %d: %w", pid, err)
+	}
+	ex, err := link.OpenExecutable(loader)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", loader, err)
+	}
+	var l link.Link
+	if p.multi {
+		l, err = ex.UprobeMulti(nil, p.objs.LibrariesChanged, &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: uint32(pid)})
+	} else {
+		l, err = ex.Uprobe(loaderHook, p.objs.LibrariesChanged, &link.UprobeOptions{Address: off, PID: pid})
+	}
+	if err != nil {
+		return fmt.Errorf("probing %s in %s: %w", loaderHook, loader, err)
+	}
+	p.mu.Lock()
+	p.links = append(p.links, l)
+	p.mu.Unlock()
+	return nil
+}
+
+// rDebugAddress returns the address of the loader's r_debug (the head of
+// its list of libraries) in process pid.
+func rDebugAddress(pid int, loader string) (uint64, error) {
+	f, err := elf.Open(loader)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", loader, err)
+	}
+	defer f.Close()
+	syms, _ := f.DynamicSymbols()
+	var value uint64
+	for _, s := range syms {
+		if s.Name == "_r_debug" && s.Section != elf.SHN_UNDEF {
+			value = s.Value
+		}
+	}
+	if value == 0 {
+		return 0, fmt.Errorf("%s has no _r_debug", loader)
+	}
+	var first uint64 = ^uint64(0)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr < first {
+			first = p.Vaddr
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(loader, &st); err != nil {
+		return 0, fmt.Errorf("%s: %w", loader, err)
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, procErr(pid, err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		var start, end, offset, inode uint64
+		var perms, dev string
+		if n, _ := fmt.Sscanf(line, "%x-%x %s %x %s %d", &start, &end, &perms, &offset, &dev, &inode); n == 6 && inode == st.Ino && offset == 0 {
+			return start - first + value, nil
+		}
+	}
+	return 0, fmt.Errorf("%s is not mapped in process %d", loader, pid)
+}
+
+// Library is one entry of a process's list of loaded libraries.
+type Library struct {
+	PID  int
+	Base uint64 // the load bias (l_addr)
+	Path string // "" for the executable
+}
+
+// NoticeReader reads the lists of libraries that processes report.
+type NoticeReader struct {
+	rd  *ringbuf.Reader
+	raw ringbuf.Record
+}
+
+// LibraryNotices opens the reader of library notices.
+func (p *Probes) LibraryNotices() (*NoticeReader, error) {
+	rd, err := ringbuf.NewReader(p.objs.Notify)
+	if err != nil {
+		return nil, fmt.Errorf("opening the notice ring buffer: %w", err)
+	}
+	return &NoticeReader{rd: rd}, nil
+}
+
+// Next returns the next library, waiting until deadline at the most
+// (ErrNoRecord when none came; os.ErrClosed once closed).
+func (n *NoticeReader) Next(deadline time.Time) (Library, error) {
+	n.rd.SetDeadline(deadline)
+	if err := n.rd.ReadInto(&n.raw); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return Library{}, ErrNoRecord
+		}
+		return Library{}, err
+	}
+	b := n.raw.RawSample
+	if len(b) < 16+1 {
+		return Library{}, fmt.Errorf("short notice: %d bytes", len(b))
+	}
+	name := b[16:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return Library{
+		PID:  int(binary.LittleEndian.Uint32(b)),
+		Base: binary.LittleEndian.Uint64(b[8:]),
+		Path: string(name),
+	}, nil
+}
+
+// Close stops the reader.
+func (n *NoticeReader) Close() error { return n.rd.Close() }
