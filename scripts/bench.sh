@@ -41,4 +41,4 @@ echo "record_allocs in user space, on a recorded fixture (one core):"
 GOMAXPROCS=1 go test -run '^$' -bench 'AppendRecord|RecordWriter|ReadRecords' -benchmem ./output | grep -E '^Benchmark'
 echo
 echo "symbolization:"
-go test -run '^$' -bench 'Symbolize' -benchmem ./stacks | grep -E '^Benchmark'
+go test -run '^$' -bench 'Symbolize' -benchtime 3x -benchmem ./stacks | grep -E '^Benchmark'
