@@ -68,6 +68,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzWriteHeapDump$$' -fuzztime $(FUZZTIME) ./output
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRecord$$' -fuzztime $(FUZZTIME) ./output
 	$(GO) test -run '^$$' -fuzz '^FuzzDemangle$$' -fuzztime $(FUZZTIME) ./stacks
+	$(GO) test -run '^$$' -fuzz '^FuzzUnxz$$' -fuzztime $(FUZZTIME) ./stacks
 
 DEMO_DIR := /tmp/mdtrace-demo
 demo: deps build testprogs
