@@ -67,6 +67,13 @@ func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
 	return h.Add(&m), nil
 }
 
+// Reset forgets every mapping, when the process executes a new program.
+func (h *MapsHistory) Reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen, h.list = nil, nil
+}
+
 // Find returns the most recently seen mapping that held pc, or nil.
 func (h *MapsHistory) Find(pc uint64) *Mapping {
 	h.mu.Lock()

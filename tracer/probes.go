@@ -472,6 +472,29 @@ func (p *Probes) Counters() (Counters, error) {
 	}, nil
 }
 
+// Forget drops every live allocation of process tgid, when it executes a
+// new program: its old memory is gone.
+func (p *Probes) Forget(tgid int) error {
+	var (
+		key  bpf.MdtraceAllocKey
+		info bpf.MdtraceAllocInfo
+		keys []bpf.MdtraceAllocKey
+	)
+	it := p.objs.Allocs.Iterate()
+	for it.Next(&key, &info) {
+		if int(key.Tgid) == tgid {
+			keys = append(keys, key)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading the live table: %w", err)
+	}
+	for _, k := range keys {
+		p.objs.Allocs.Delete(k)
+	}
+	return nil
+}
+
 // Snapshot reads the live allocations of process tgid and their backtraces.
 // Frames are return addresses minus one, as Android stores them.
 func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {

@@ -17,6 +17,10 @@ import (
 
 var errESRCH = unix.ESRCH
 
+// traceOptions: stop at the process's exit (reports) and at its execs (a
+// new program image).
+const traceOptions = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
+
 // Hooks are called by a Process from its control goroutine.
 type Hooks struct {
 	// Ready is called once the process can be probed: a launched command
@@ -27,6 +31,9 @@ type Hooks struct {
 	// Exit is called when the process is about to exit, while its memory,
 	// maps and files can still be read. The process waits until it returns.
 	Exit func(pid int)
+	// Exec is called when the process has executed a new program, stopped
+	// before its first instruction as for Ready. It may be nil.
+	Exec func(pid int)
 }
 
 // ExitStatus is how a process ended.
@@ -210,7 +217,7 @@ func (p *Process) launch(path string, argv, env []string) error {
 		p.kill()
 		return fmt.Errorf("%s did not stop before its start", argv[0])
 	}
-	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, unix.PTRACE_O_TRACEEXIT); err != nil {
+	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, traceOptions); err != nil {
 		p.kill()
 		return fmt.Errorf("tracing %s: %w", argv[0], err)
 	}
@@ -226,7 +233,7 @@ func (p *Process) attach(pid int) error {
 		exe, _ := procExe(pid)
 		return fmt.Errorf("cannot trace process %d (%s): %w", pid, exe, errors.Unwrap(err))
 	}
-	err := ptrace(unix.PTRACE_SEIZE, pid, 0, unix.PTRACE_O_TRACEEXIT)
+	err := ptrace(unix.PTRACE_SEIZE, pid, 0, traceOptions)
 	switch {
 	case errors.Is(err, unix.ESRCH):
 		return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
@@ -314,6 +321,11 @@ func (p *Process) handle(ws unix.WaitStatus) bool {
 			p.hooks.Exit(p.PID)
 		}
 		ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+	case unix.PTRACE_EVENT_EXEC:
+		if p.hooks.Exec != nil {
+			p.hooks.Exec(p.PID)
+		}
+		ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
 	case unix.PTRACE_EVENT_STOP:
 		if isStopSignal(sig) {
 			// Group stop: stay stopped, but let SIGCONT through.
@@ -357,7 +369,7 @@ func (p *Process) detachRunning() error {
 			if p.hooks.Exit != nil {
 				p.hooks.Exit(p.PID)
 			}
-		case unix.PTRACE_EVENT_STOP:
+		case unix.PTRACE_EVENT_STOP, unix.PTRACE_EVENT_EXEC:
 		default:
 			sig = int(ws.StopSignal())
 		}

@@ -828,3 +828,16 @@ func TestUnloadedLibraryNames(t *testing.T) {
 	}
 	t.Errorf("no leak of 4321 bytes:\n%s", strings.Join(msgs, "\n"))
 }
+
+func TestExecReplacesTheProgram(t *testing.T) {
+	needRoot(t)
+	// The shell's blocks die with its image; leaky's are reported under
+	// leaky's name.
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", "sh", "-c", "exec "+prog("leaky")+" 5")
+	if r.code != 5 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	msgs := logMessages(t, readFile(t, logPath), "")
+	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,7 +44,8 @@ type session struct {
 	mu       sync.Mutex
 	pid      int
 	prog     string
-	finished bool // the exit reports are written
+	libs     []string // the allocator files probed
+	finished bool     // the exit reports are written
 	btOn     bool
 }
 
@@ -117,7 +119,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		syscall.Signal(tracer.LogAllocatorStatsSignal))
 	defer signal.Stop(sigs)
 
-	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting}
+	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
 	if flags.PID != 0 {
 		s.proc, err = tracer.Attach(flags.PID, hooks)
 	} else {
@@ -191,15 +193,8 @@ func (s *session) ready(pid int) error {
 	s.mu.Lock()
 	s.pid, s.prog = pid, prog
 	s.mu.Unlock()
-	if err := s.probes.Attach(pid, lib); err != nil {
-		var aerr *tracer.AttachError
-		if !errors.As(err, &aerr) {
-			return err
-		}
-		// Tracing goes on without the functions that could not be probed.
-		for _, f := range aerr.Failed {
-			s.notice("could not probe %s; its allocations are not tracked", f)
-		}
+	if err := s.attach(pid, lib); err != nil {
+		return err
 	}
 	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
 		if err := s.probes.WatchLibraries(pid, loader); err != nil {
@@ -217,6 +212,51 @@ func (s *session) ready(pid int) error {
 		}
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	return nil
+}
+
+// execed follows the process into a new program: the old image's blocks
+// are gone, and the new program may use another allocator and loader.
+func (s *session) execed(pid int) {
+	if err := s.probes.Forget(pid); err != nil {
+		s.notice("%v", err)
+	}
+	s.hist.Reset()
+	s.mu.Lock()
+	s.prog = tracer.ProgName(pid)
+	s.mu.Unlock()
+	lib, err := tracer.AllocatorOfExec(pid)
+	if err != nil {
+		s.notice("process %d executed a program mdtrace cannot trace: %v", pid, err)
+		return
+	}
+	if !slices.Contains(s.libs, lib) {
+		if err := s.attach(pid, lib); err != nil {
+			s.notice("%v", err)
+		}
+	}
+	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
+		if err := s.probes.WatchLibraries(pid, loader); err != nil {
+			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
+		}
+	}
+	s.rememberMaps(pid)
+}
+
+// attach probes the allocator in lib for process pid.
+func (s *session) attach(pid int, lib string) error {
+	err := s.probes.Attach(pid, lib)
+	var aerr *tracer.AttachError
+	switch {
+	case errors.As(err, &aerr):
+		// Tracing goes on without the functions that could not be probed.
+		for _, f := range aerr.Failed {
+			s.notice("could not probe %s; its allocations are not tracked", f)
+		}
+	case err != nil:
+		return err
+	}
+	s.libs = append(s.libs, lib)
 	return nil
 }
 
