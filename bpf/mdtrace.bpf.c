@@ -54,6 +54,7 @@ enum counter {
 	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
 	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
 	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
+	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
 	COUNTER_MAX,
 };
 
@@ -64,6 +65,9 @@ const volatile u64 bt_max_size = ~0ULL;
 const volatile u64 page_size = 4096;
 
 const volatile u32 record = 0;			 /* record_allocs: send every call to user space */
+const volatile u32 alloc_backtraces = 1;	 /* allocations get backtraces (the backtrace option) */
+const volatile u32 verify = 0;			 /* verify_pointers: report bad pointers */
+const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode): unknown pointers are errors */
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
 volatile u32 backtrace_on = 1;
@@ -159,6 +163,41 @@ struct {
 	__uint(max_entries, 1 << 20);
 } notify SEC(".maps");
 
+/* verify_pointers: recently freed blocks, with the backtrace of their free. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct alloc_key);
+	__type(value, u64);
+} freed SEC(".maps");
+
+/* The functions that check pointers, as in the error messages. */
+enum check_fn {
+	FN_FREE = 1,
+	FN_REALLOC,
+	FN_USABLE_SIZE,
+};
+
+/* A bad pointer found by verify_pointers. */
+struct pointer_error {
+	u32 tgid;
+	u32 tid;
+	u32 fn;		/* enum check_fn */
+	u32 freed;	/* 1: a recently freed block; 0: unknown */
+	u64 ptr;
+	u64 fail_stack; /* backtrace at the failure */
+	u64 free_stack; /* backtrace of the original free */
+};
+
+/* Names struct pointer_error in BTF, so that Go gets the type. */
+const struct pointer_error unused_pointer_error __attribute__((unused)) = {};
+
+/* verify_pointers errors. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} errors SEC(".maps");
+
 /* The processes being traced, for the thread exit tracepoint. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -242,7 +281,7 @@ static __always_inline u64 mix64(u64 h)
  * frame and the allocator's own frames are not in the stack. Returns the
  * stack id, or 0 when no backtrace was stored (counted).
  */
-static __always_inline u64 take_stack(struct pt_regs *ctx)
+static __always_inline u64 take_stack(struct pt_regs *ctx, bool at_entry)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
@@ -261,6 +300,15 @@ static __always_inline u64 take_stack(struct pt_regs *ctx)
 		return 0;
 	}
 	nr = n / sizeof(u64);
+	/*
+	 * At a function's entry the first frame is the function itself and
+	 * its caller is missing from the frame chain: the return address at
+	 * *sp takes the first frame's place.
+	 */
+	if (at_entry && bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0) {
+		count(COUNTER_STACK_ERROR);
+		return 0;
+	}
 	st->nr = nr;
 	st->pad = 0;
 	h = nr;
@@ -312,7 +360,7 @@ static __always_inline void add_alloc(struct pt_regs *ctx, struct thread_state *
 	};
 
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
-		info.stack_id = take_stack(ctx);
+		info.stack_id = alloc_backtraces ? take_stack(ctx, false) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
 		count(COUNTER_TABLE_FULL);
 		return;
@@ -325,7 +373,30 @@ static __always_inline void add_alloc(struct pt_regs *ctx, struct thread_state *
  * address to another thread. With save, the entry is kept in ts so that a
  * failed realloc can put it back.
  */
-static __always_inline void remove_alloc(u64 ptr, struct thread_state *ts)
+/* Reports a bad pointer given to fn, with the failure's backtrace. */
+static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key *key, u32 fn)
+{
+	u64 *free_stack = bpf_map_lookup_elem(&freed, key);
+	struct pointer_error *e;
+
+	if (!free_stack && !unknown_is_error)
+		return; /* maybe a block allocated before mdtrace attached */
+	e = bpf_ringbuf_reserve(&errors, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_ERRORS_LOST);
+		return;
+	}
+	e->tgid = key->tgid;
+	e->tid = (u32)bpf_get_current_pid_tgid();
+	e->fn = fn;
+	e->freed = free_stack != 0;
+	e->ptr = key->ptr;
+	e->free_stack = free_stack ? *free_stack : 0;
+	e->fail_stack = take_stack(ctx, true);
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn)
 {
 	struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr };
 	struct alloc_info *info;
@@ -338,10 +409,18 @@ static __always_inline void remove_alloc(u64 ptr, struct thread_state *ts)
 			ts->old_valid = 1;
 		}
 	}
-	if (bpf_map_delete_elem(&allocs, &key) == 0)
+	if (bpf_map_delete_elem(&allocs, &key) == 0) {
 		count(COUNTER_FREES);
-	else
-		count(COUNTER_UNKNOWN_FREES);
+		if (verify) {
+			u64 id = take_stack(ctx, true);
+
+			bpf_map_update_elem(&freed, &key, &id, BPF_ANY);
+		}
+		return;
+	}
+	count(COUNTER_UNKNOWN_FREES);
+	if (verify)
+		pointer_error(ctx, &key, fn);
 }
 
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
@@ -373,7 +452,7 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	ts->old_valid = 0;
 	ts->start_ns = bpf_ktime_get_ns();
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) && a0 != 0)
-		remove_alloc(a0, ts);
+		remove_alloc(ctx, a0, ts, call == CALL_FREE ? FN_FREE : FN_REALLOC);
 	return 0;
 }
 
@@ -396,13 +475,23 @@ int alloc_entry(struct pt_regs *ctx)
 		 */
 		if (!a0)
 			return 0;
-		/* With record_allocs, free has a return probe for its end time. */
-		if (record)
+		/*
+		 * With record_allocs, free has a return probe for its end
+		 * time; with verify_pointers, a free inside realloc(p, 0) must
+		 * be told apart from the program's own.
+		 */
+		if (record || verify)
 			break;
-		remove_alloc(a0, 0);
+		remove_alloc(ctx, a0, 0, FN_FREE);
 		return 0;
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
+		if (verify && a0) {
+			struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = a0 };
+
+			if (!bpf_map_lookup_elem(&allocs, &key))
+				pointer_error(ctx, &key, FN_USABLE_SIZE);
+		}
 		return 0;
 	}
 	return enter(ctx, call, a0, PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx));

@@ -37,6 +37,17 @@ type MdtraceLibEvent struct {
 	Name [256]int8
 }
 
+type MdtracePointerError struct {
+	_         structs.HostLayout
+	Tgid      uint32
+	Tid       uint32
+	Fn        uint32
+	Freed     uint32
+	Ptr       uint64
+	FailStack uint64
+	FreeStack uint64
+}
+
 type MdtraceRecordEvent struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -69,28 +80,34 @@ type MdtraceThreadState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	MdtraceMapAllocs            = "allocs"
-	MdtraceMapCounters          = "counters"
-	MdtraceMapNotify            = "notify"
-	MdtraceMapRdebug            = "rdebug"
-	MdtraceMapRecords           = "records"
-	MdtraceMapStackScratch      = "stack_scratch"
-	MdtraceMapStacks            = "stacks"
-	MdtraceMapThreads           = "threads"
-	MdtraceMapTraced            = "traced"
-	MdtraceProgAllocEntry       = "alloc_entry"
-	MdtraceProgAllocReturn      = "alloc_return"
-	MdtraceProgLibrariesChanged = "libraries_changed"
-	MdtraceProgThreadExit       = "thread_exit"
-	MdtraceVarBacktraceOn       = "backtrace_on"
-	MdtraceVarBtMaxSize         = "bt_max_size"
-	MdtraceVarBtMinSize         = "bt_min_size"
-	MdtraceVarPageSize          = "page_size"
-	MdtraceVarRecord            = "record"
-	MdtraceVarRecordOn          = "record_on"
-	MdtraceVarStackDepth        = "stack_depth"
-	MdtraceVarUnusedLibEvent    = "unused_lib_event"
-	MdtraceVarUnusedRecordEvent = "unused_record_event"
+	MdtraceMapAllocs             = "allocs"
+	MdtraceMapCounters           = "counters"
+	MdtraceMapErrors             = "errors"
+	MdtraceMapFreed              = "freed"
+	MdtraceMapNotify             = "notify"
+	MdtraceMapRdebug             = "rdebug"
+	MdtraceMapRecords            = "records"
+	MdtraceMapStackScratch       = "stack_scratch"
+	MdtraceMapStacks             = "stacks"
+	MdtraceMapThreads            = "threads"
+	MdtraceMapTraced             = "traced"
+	MdtraceProgAllocEntry        = "alloc_entry"
+	MdtraceProgAllocReturn       = "alloc_return"
+	MdtraceProgLibrariesChanged  = "libraries_changed"
+	MdtraceProgThreadExit        = "thread_exit"
+	MdtraceVarAllocBacktraces    = "alloc_backtraces"
+	MdtraceVarBacktraceOn        = "backtrace_on"
+	MdtraceVarBtMaxSize          = "bt_max_size"
+	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarPageSize           = "page_size"
+	MdtraceVarRecord             = "record"
+	MdtraceVarRecordOn           = "record_on"
+	MdtraceVarStackDepth         = "stack_depth"
+	MdtraceVarUnknownIsError     = "unknown_is_error"
+	MdtraceVarUnusedLibEvent     = "unused_lib_event"
+	MdtraceVarUnusedPointerError = "unused_pointer_error"
+	MdtraceVarUnusedRecordEvent  = "unused_record_event"
+	MdtraceVarVerify             = "verify"
 )
 
 // LoadMdtrace returns the embedded CollectionSpec for Mdtrace.
@@ -147,6 +164,8 @@ type MdtraceProgramSpecs struct {
 type MdtraceMapSpecs struct {
 	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Errors       *ebpf.MapSpec `ebpf:"errors"`
+	Freed        *ebpf.MapSpec `ebpf:"freed"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
 	Records      *ebpf.MapSpec `ebpf:"records"`
@@ -160,15 +179,19 @@ type MdtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceVariableSpecs struct {
-	BacktraceOn       *ebpf.VariableSpec `ebpf:"backtrace_on"`
-	BtMaxSize         *ebpf.VariableSpec `ebpf:"bt_max_size"`
-	BtMinSize         *ebpf.VariableSpec `ebpf:"bt_min_size"`
-	PageSize          *ebpf.VariableSpec `ebpf:"page_size"`
-	Record            *ebpf.VariableSpec `ebpf:"record"`
-	RecordOn          *ebpf.VariableSpec `ebpf:"record_on"`
-	StackDepth        *ebpf.VariableSpec `ebpf:"stack_depth"`
-	UnusedLibEvent    *ebpf.VariableSpec `ebpf:"unused_lib_event"`
-	UnusedRecordEvent *ebpf.VariableSpec `ebpf:"unused_record_event"`
+	AllocBacktraces    *ebpf.VariableSpec `ebpf:"alloc_backtraces"`
+	BacktraceOn        *ebpf.VariableSpec `ebpf:"backtrace_on"`
+	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
+	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
+	Record             *ebpf.VariableSpec `ebpf:"record"`
+	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
+	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
+	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
+	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
+	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
+	UnusedRecordEvent  *ebpf.VariableSpec `ebpf:"unused_record_event"`
+	Verify             *ebpf.VariableSpec `ebpf:"verify"`
 }
 
 // MdtraceObjects contains all objects after they have been loaded into the kernel.
@@ -193,6 +216,8 @@ func (o *MdtraceObjects) Close() error {
 type MdtraceMaps struct {
 	Allocs       *ebpf.Map `ebpf:"allocs"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	Errors       *ebpf.Map `ebpf:"errors"`
+	Freed        *ebpf.Map `ebpf:"freed"`
 	Notify       *ebpf.Map `ebpf:"notify"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
 	Records      *ebpf.Map `ebpf:"records"`
@@ -206,6 +231,8 @@ func (m *MdtraceMaps) Close() error {
 	return _MdtraceClose(
 		m.Allocs,
 		m.Counters,
+		m.Errors,
+		m.Freed,
 		m.Notify,
 		m.Rdebug,
 		m.Records,
@@ -220,15 +247,19 @@ func (m *MdtraceMaps) Close() error {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceVariables struct {
-	BacktraceOn       *ebpf.Variable `ebpf:"backtrace_on"`
-	BtMaxSize         *ebpf.Variable `ebpf:"bt_max_size"`
-	BtMinSize         *ebpf.Variable `ebpf:"bt_min_size"`
-	PageSize          *ebpf.Variable `ebpf:"page_size"`
-	Record            *ebpf.Variable `ebpf:"record"`
-	RecordOn          *ebpf.Variable `ebpf:"record_on"`
-	StackDepth        *ebpf.Variable `ebpf:"stack_depth"`
-	UnusedLibEvent    *ebpf.Variable `ebpf:"unused_lib_event"`
-	UnusedRecordEvent *ebpf.Variable `ebpf:"unused_record_event"`
+	AllocBacktraces    *ebpf.Variable `ebpf:"alloc_backtraces"`
+	BacktraceOn        *ebpf.Variable `ebpf:"backtrace_on"`
+	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
+	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	PageSize           *ebpf.Variable `ebpf:"page_size"`
+	Record             *ebpf.Variable `ebpf:"record"`
+	RecordOn           *ebpf.Variable `ebpf:"record_on"`
+	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
+	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
+	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
+	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`
+	UnusedRecordEvent  *ebpf.Variable `ebpf:"unused_record_event"`
+	Verify             *ebpf.Variable `ebpf:"verify"`
 }
 
 // MdtracePrograms contains all programs after they have been loaded into the kernel.

@@ -46,7 +46,7 @@ func leakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames f
 		}
 		l.Errorf(pid, tid, "Backtrace at time of allocation:")
 		if !full {
-			l.Errorf(pid, tid, "%s", backtraceString(resolve(pcs, frames)))
+			l.Errorf(pid, tid, "%s", BacktraceString(resolve(pcs, frames)))
 			continue
 		}
 		for j, f := range resolve(pcs, frames) {
@@ -70,9 +70,9 @@ func resolve(pcs []uint64, fn func([]uint64) []stacks.Frame) []stacks.Frame {
 	return fs
 }
 
-// backtraceString formats frames as Android's backtrace_string: one
+// BacktraceString formats frames as Android's backtrace_string: one
 // FormatFrame line per frame, each ended by a newline.
-func backtraceString(frames []stacks.Frame) string {
+func BacktraceString(frames []stacks.Frame) string {
 	var sb strings.Builder
 	for i, f := range frames {
 		sb.WriteString(FormatFrame(i, f))

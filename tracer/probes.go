@@ -49,6 +49,7 @@ const (
 	counterUsableSize
 	counterRecordsLost
 	counterNotifyLost
+	counterErrorsLost
 	counterMax
 )
 
@@ -67,6 +68,7 @@ type Counters struct {
 	UsableSize     uint64 // malloc_usable_size calls
 	RecordsLost    uint64 // record_allocs records lost: the ring buffer was full
 	NotifyLost     uint64 // library load notices lost: the ring buffer was full
+	ErrorsLost     uint64 // verify_pointers errors lost: the ring buffer was full
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -87,6 +89,13 @@ type ProbeConfig struct {
 	// DefaultRecordBuffer).
 	Record            bool
 	RecordBufferBytes uint32
+	// NoAllocBacktraces takes no backtraces of allocations even with a
+	// StackDepth (which verify_pointers needs for failures and frees).
+	NoAllocBacktraces bool
+	// Verify reports bad pointers given to free, realloc and
+	// malloc_usable_size (verify_pointers). With UnknownIsError, pointers the
+	// table never saw are errors too: only when every allocation was seen.
+	Verify, UnknownIsError bool
 	// PerProbeLinks attaches each probe with its own perf-event link, as on
 	// kernels without uprobe_multi links (before 6.6), even where the
 	// kernel has them.
@@ -103,6 +112,7 @@ type Probes struct {
 	stackDepth int
 	multi      bool // uprobe_multi links
 	record     bool
+	verify     bool
 	exitLink   link.Link // the thread exit tracepoint, with record
 
 	mu    sync.Mutex
@@ -133,12 +143,15 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		return nil, fmt.Errorf("reading the BPF programs: %w", err)
 	}
 	vars := map[string]any{
-		"stack_depth":  uint32(cfg.StackDepth),
-		"bt_min_size":  cfg.BacktraceMinSize,
-		"bt_max_size":  cfg.BacktraceMaxSize,
-		"page_size":    uint64(os.Getpagesize()),
-		"backtrace_on": boolU32(!cfg.BacktraceOff),
-		"record":       boolU32(cfg.Record),
+		"stack_depth":      uint32(cfg.StackDepth),
+		"bt_min_size":      cfg.BacktraceMinSize,
+		"bt_max_size":      cfg.BacktraceMaxSize,
+		"page_size":        uint64(os.Getpagesize()),
+		"backtrace_on":     boolU32(!cfg.BacktraceOff),
+		"record":           boolU32(cfg.Record),
+		"verify":           boolU32(cfg.Verify),
+		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
+		"unknown_is_error": boolU32(cfg.UnknownIsError),
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -158,7 +171,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	spec.Maps["stacks"].ValueSize = uint32(8 + 8*depth)
 
-	p := &Probes{stackDepth: cfg.StackDepth, record: cfg.Record, attached: map[int][]string{}}
+	p := &Probes{stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify, attached: map[int][]string{}}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
 		p.multi = true
 		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
@@ -268,8 +281,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 			continue
 		}
 		names = append(names, ep.symbol)
-		// With record_allocs, free gets a return probe for its end time.
-		if ep.call == callFree && p.record {
+		// With record_allocs (its end time) and verify_pointers (its
+		// place in nested calls), free gets a return probe.
+		if ep.call == callFree && (p.record || p.verify) {
 			ep.ret = true
 		}
 		if !done[off] {
@@ -469,6 +483,7 @@ func (p *Probes) Counters() (Counters, error) {
 		UsableSize:     vals[counterUsableSize],
 		RecordsLost:    vals[counterRecordsLost],
 		NotifyLost:     vals[counterNotifyLost],
+		ErrorsLost:     vals[counterErrorsLost],
 	}, nil
 }
 
@@ -493,6 +508,32 @@ func (p *Probes) Forget(tgid int) error {
 		p.objs.Allocs.Delete(k)
 	}
 	return nil
+}
+
+// Stack returns the frames of a stack id (return addresses minus one), or
+// nil.
+func (p *Probes) Stack(id uint64) []uint64 {
+	if id == 0 {
+		return nil
+	}
+	buf := make([]byte, 8+8*max(p.stackDepth, 1))
+	if err := p.objs.Stacks.Lookup(id, &buf); err != nil {
+		return nil
+	}
+	return decodeStack(buf, p.stackDepth)
+}
+
+func decodeStack(buf []byte, depth int) []uint64 {
+	nr := min(int(le32(buf)), depth)
+	frames := make([]uint64, 0, nr)
+	for j := 0; j < nr; j++ {
+		pc := le64(buf[8+8*j:])
+		if pc == 0 {
+			break
+		}
+		frames = append(frames, pc-1)
+	}
+	return frames
 }
 
 // Snapshot reads the live allocations of process tgid and their backtraces.
@@ -534,19 +575,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 			snap.Allocs[i].StackID = 0
 			continue
 		}
-		nr := int(le32(buf))
-		if nr > p.stackDepth {
-			nr = p.stackDepth
-		}
-		frames := make([]uint64, 0, nr)
-		for j := 0; j < nr; j++ {
-			pc := le64(buf[8+8*j:])
-			if pc == 0 {
-				break
-			}
-			frames = append(frames, pc-1)
-		}
-		snap.Stacks[id] = frames
+		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
 	return snap, nil
 }

@@ -841,3 +841,53 @@ func TestExecReplacesTheProgram(t *testing.T) {
 	msgs := logMessages(t, readFile(t, logPath), "")
 	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
 }
+
+func TestVerifyPointers(t *testing.T) {
+	needRoot(t)
+	var all strings.Builder
+	for _, tc := range []struct {
+		mode string
+		code int
+	}{{"double", 128 + int(syscall.SIGABRT)}, {"interior", 128 + int(syscall.SIGABRT)}, {"usable", 0}} {
+		logPath := filepath.Join(t.TempDir(), "log")
+		r := runMdtrace(t, "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), tc.mode)
+		// glibc itself aborts on the double and the interior free.
+		if r.code != tc.code {
+			t.Errorf("%s: exit status %d, want %d; stderr:\n%s", tc.mode, r.code, tc.code, r.stderr)
+		}
+		fmt.Fprintf(&all, "== %s\n%s", tc.mode, normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("verify")))
+	}
+	golden(t, "verify_pointers.txt", regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+`).ReplaceAllString(all.String(), "ALLOCATION 0xPTR"))
+
+	// A correct program, realloc(p, 0) and frees inside the allocator
+	// included, gives no error.
+	logPath := filepath.Join(t.TempDir(), "log")
+	if r := runMdtrace(t, "-o", "verify_pointers", "--log", logPath, "--", prog("leaky")); r.code != 0 {
+		t.Fatalf("leaky: exit status %d", r.code)
+	}
+	if log := readFile(t, logPath); log != "" {
+		t.Errorf("errors for a correct program:\n%s", log)
+	}
+}
+
+func TestVerifyPointersAttached(t *testing.T) {
+	needRoot(t)
+	// attachee frees five blocks from before the attach: unknown to the
+	// table, never errors.
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(target.cmd.Process.Pid), "-o", "verify_pointers leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	target.wait(t)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := readFile(t, dir+"/log")
+	if strings.Contains(log, "ALLOCATION") || strings.Count(log, "leaked block") != 3 {
+		t.Errorf("log:\n%s", log)
+	}
+}

@@ -200,6 +200,7 @@ var supported = map[string]bool{
 	"record_allocs":              true,
 	"record_allocs_file":         true,
 	"record_allocs_on_exit":      true,
+	"verify_pointers":            true,
 }
 
 // errUnsupported is returned for an option a later version implements.

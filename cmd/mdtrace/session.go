@@ -36,10 +36,13 @@ type session struct {
 	probes *tracer.Probes
 	sym    *stacks.Symbolizer
 	hist   stacks.MapsHistory // every library the process has mapped
-	// libSync asks the library watcher to take every pending notice.
-	libSync chan chan struct{}
-	rec     *recorder // record_allocs
-	proc    *tracer.Process
+	// syncLibraries and syncErrors return once every library notice and
+	// pointer error sent so far is handled.
+	syncLibraries, syncErrors func()
+	// unknownSuppressed counts unknown pointers not reported.
+	unknownSuppressed int
+	rec               *recorder // record_allocs
+	proc              *tracer.Process
 
 	mu       sync.Mutex
 	pid      int
@@ -73,18 +76,28 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	}
 	s.log = output.NewLog(logw)
 
+	verify := slices.Contains(cfg.Set, "verify_pointers")
 	depth := 0
-	if cfg.Has(tracer.Backtrace) {
+	switch {
+	case cfg.Has(tracer.Backtrace):
 		depth = cfg.BacktraceFrames
+	case verify:
+		// Failure and free backtraces.
+		depth = tracer.DefaultBacktraceFrames
 	}
 	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
-		StackDepth:       depth,
-		BacktraceMinSize: cfg.BacktraceMinSizeBytes,
-		BacktraceMaxSize: cfg.BacktraceMaxSizeBytes,
-		BacktraceOff:     !s.btOn,
-		MaxAllocs:        flags.MaxAllocs,
-		Record:           cfg.Has(tracer.RecordAllocs),
+		StackDepth:        depth,
+		BacktraceMinSize:  cfg.BacktraceMinSizeBytes,
+		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
+		BacktraceOff:      !s.btOn,
+		MaxAllocs:         flags.MaxAllocs,
+		Record:            cfg.Has(tracer.RecordAllocs),
+		NoAllocBacktraces: !cfg.Has(tracer.Backtrace),
+		Verify:            verify,
+		// A launched command's every block is seen: unknown pointers
+		// are errors. An attached process has blocks from before.
+		UnknownIsError: flags.PID == 0,
 	})
 	if err != nil {
 		return 1, err
@@ -107,8 +120,18 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	stopWatch := s.watchLibraries(notices)
+	var stopWatch func()
+	s.syncLibraries, stopWatch = s.watchLibraries(notices)
 	defer stopWatch()
+	s.syncErrors = func() {}
+	if verify {
+		sync, stop, err := s.watchPointerErrors()
+		if err != nil {
+			return 1, err
+		}
+		s.syncErrors = sync
+		defer stop()
+	}
 
 	// Signals are caught from here on: none may kill mdtrace while a
 	// launched command is held stopped.
@@ -309,6 +332,7 @@ func (s *session) finish() {
 		return
 	}
 	s.finished = true
+	s.syncErrors()
 	if s.rec != nil && s.cfg.RecordAllocsOnExit {
 		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, s.pid), false)
 	}
@@ -355,50 +379,12 @@ func (s *session) frames(maps *stacks.Maps) func([]uint64) []stacks.Frame {
 }
 
 // watchLibraries remembers every library the loader reports, with its
-// load address, until the returned function is called.
-func (s *session) watchLibraries(n *tracer.NoticeReader) (stop func()) {
-	done := make(chan struct{})
-	s.libSync = make(chan chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case reply := <-s.libSync:
-				// Take every notice already sent.
-				for {
-					lib, err := n.Next(time.Now())
-					if err != nil {
-						break
-					}
-					s.rememberLibrary(lib)
-				}
-				close(reply)
-				continue
-			default:
-			}
-			lib, err := n.Next(time.Now().Add(100 * time.Millisecond))
-			switch {
-			case err == nil:
-				s.rememberLibrary(lib)
-			case errors.Is(err, tracer.ErrNoRecord):
-			default:
-				return
-			}
-		}
-	}()
-	return func() {
+// load address, until stop is called.
+func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
+	sync, stopPump := pump(n.Next, s.rememberLibrary)
+	return sync, func() {
 		n.Close()
-		<-done
-	}
-}
-
-// syncLibraries waits until every library reported so far is remembered.
-func (s *session) syncLibraries() {
-	reply := make(chan struct{})
-	select {
-	case s.libSync <- reply:
-		<-reply
-	case <-time.After(5 * time.Second):
+		stopPump()
 	}
 }
 
@@ -505,6 +491,8 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.StateError, "allocator calls were missed: no per-thread storage")
 	add(c.MissedReturn, "allocator calls were missed: their return was not seen")
 	add(c.RecordsLost, "records were lost: the record ring buffer was full")
+	add(c.NotifyLost, "library notices were lost: frames of unloaded libraries may stay unnamed")
+	add(c.ErrorsLost, "pointer errors were lost: the error ring buffer was full")
 	return out
 }
 
