@@ -121,7 +121,7 @@ func (f *ELFFile) mergeSymbols(extra []symbolCandidate) {
 	cands := make([]symbolCandidate, 0, len(f.symbols)+len(extra))
 	for _, sym := range f.symbols {
 		cands = append(cands, symbolCandidate{
-			Symbol:  Symbol{Name: sym.Name, Value: sym.Value, Size: sym.Size},
+			Symbol:  Symbol{Name: unversioned(sym.Name), Value: sym.Value, Size: sym.Size},
 			dynamic: true,
 			bind:    elf.STB_GLOBAL,
 			index:   len(cands),
@@ -151,7 +151,7 @@ func funcCandidates(syms []elf.Symbol, machine elf.Machine) []symbolCandidate {
 			continue
 		}
 		out = append(out, symbolCandidate{
-			Symbol: Symbol{Name: s.Name, Value: v, Size: s.Size},
+			Symbol: Symbol{Name: unversioned(s.Name), Value: v, Size: s.Size},
 			bind:   elf.ST_BIND(s.Info),
 			index:  len(out),
 		})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // maxNoteBytes bounds how much of one note segment or section is read while
@@ -246,7 +247,7 @@ func (f *ELFFile) loadSymbols(ef *elf.File) (err error) {
 				continue
 			}
 			cands = append(cands, symbolCandidate{
-				Symbol:  Symbol{Name: s.Name, Value: v, Size: s.Size},
+				Symbol:  Symbol{Name: unversioned(s.Name), Value: v, Size: s.Size},
 				dynamic: dynamic,
 				bind:    elf.ST_BIND(s.Info),
 				index:   len(cands),
@@ -447,4 +448,13 @@ func (SymbolTable) Resolve(f *ELFFile, vaddr uint64) (string, uint64, bool) {
 		return "", 0, false
 	}
 	return s.Name, vaddr - s.Value, true
+}
+
+// unversioned drops a symbol version ("__libc_start_main@@GLIBC_2.34"),
+// which static symbol tables may carry in the name.
+func unversioned(name string) string {
+	if i := strings.IndexByte(name, '@'); i > 0 {
+		return name[:i]
+	}
+	return name
 }

@@ -891,3 +891,34 @@ func TestVerifyPointersAttached(t *testing.T) {
 		t.Errorf("log:\n%s", log)
 	}
 }
+
+// sourceLine returns the number of the line of a testdata source file
+// that holds text.
+func sourceLine(t *testing.T, file, text string) int {
+	t.Helper()
+	for i, l := range strings.Split(readFile(t, filepath.Join(testdataDir, file)), "\n") {
+		if strings.Contains(l, text) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s has no %q", file, text)
+	return 0
+}
+
+func TestFoldedStacksWithLines(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "--backtrace", "--folded", dir+"/folded", "--log", "/dev/null", "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	folded := readFile(t, dir+"/folded")
+	want := fmt.Sprintf(";main (leaky.c:%d);leak_malloc (leaky.c:%d) 1001\n",
+		sourceLine(t, "leaky.c", "\tleak_malloc();"), sourceLine(t, "leaky.c", "malloc(1001)"))
+	if !strings.Contains(folded, want) {
+		t.Errorf("no line ending in %q:\n%s", want, folded)
+	}
+	if n := strings.Count(folded, "\n"); n != 13 {
+		t.Errorf("%d folded stacks, want 13:\n%s", n, folded)
+	}
+}

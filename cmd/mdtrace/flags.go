@@ -29,6 +29,7 @@ type Flags struct {
 	Options   string
 	PID       int
 	Log       string
+	Folded    string
 	ReadyFile string
 	MaxAllocs uint32
 	// DebugDirs are searched for separate debug files, by build-id and
@@ -94,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+optionsEnv+", else \""+DefaultOptions+"\")")
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
+	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity of the live allocation table; allocations beyond it are counted, not tracked")
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")

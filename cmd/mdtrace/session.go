@@ -336,7 +336,7 @@ func (s *session) finish() {
 	if s.rec != nil && s.cfg.RecordAllocsOnExit {
 		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, s.pid), false)
 	}
-	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) {
+	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
 		return
 	}
 	snap, maps, err := s.snapshot()
@@ -353,6 +353,15 @@ func (s *session) finish() {
 	}
 	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, s.pid), snap, maps)
+	}
+	if s.flags.Folded != "" {
+		line := func(pc uint64) (string, int, bool) { return s.sym.Line(s.pid, maps, pc) }
+		err := output.WriteFileAtomic(s.flags.Folded, 0o644, func(w io.Writer) error {
+			return output.WriteFolded(w, snap, s.frames(maps), line)
+		})
+		if err != nil {
+			s.notice("%v", err)
+		}
 	}
 }
 
