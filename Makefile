@@ -57,6 +57,7 @@ test: deps build testprogs
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -count=1 -timeout 10m ./...
+	sh shim/tests/run.sh
 	$(MAKE) fuzz
 
 # Bounded fuzzing of every parser.

@@ -2,14 +2,836 @@
 /*
  * libmdshim.so: mdtrace's LD_PRELOAD library.
  *
- * This version is a pure passthrough: it replaces no allocation function,
- * so a program that preloads it allocates through glibc exactly as without
- * it. The memory-rewriting options (guards, fill, free_track, expand_alloc)
- * and the fast probe sites will live here.
+ * With LIBC_DEBUG_MALLOC_OPTIONS set, it replaces the allocation functions
+ * and applies Android malloc debug's memory-rewriting options: front and
+ * rear guards, fill on allocation and on free, expand_alloc, free_track and
+ * abort_on_error, with Android's header layout and error messages. Options
+ * it does not implement are parsed and ignored. Memory comes from glibc's
+ * __libc_* entry points, so no dlsym is needed to reach the real allocator.
+ *
+ * The hooks below are thin: they pick the passthrough or the debug path and
+ * note their own frame for backtraces; the checks live in the internal
+ * functions further down.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mdshim.h"
+
+extern void *__libc_malloc(size_t size);
+extern void __libc_free(void *ptr);
+extern void *__libc_calloc(size_t nmemb, size_t size);
+extern void *__libc_realloc(void *ptr, size_t size);
+extern void *__libc_memalign(size_t alignment, size_t size);
+
+#define DEBUG_TAG 0x1ee7d00dU
+#define DEBUG_FREE_TAG 0x1cc7dccdU
+/* Largest request served; bit 31 of a recorded size is Android's zygote flag. */
+#define MAX_SIZE ((size_t)0x7fffffff)
+/* Size of the chunks compared when a freed block is verified. */
+#define FREE_CHECK_CHUNK (512 * 1024)
+#define LOG_DIVIDER "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
+
+/* header precedes every allocation when a guard is enabled. */
+struct header {
+	uint32_t tag;
+	void *orig_pointer;
+	size_t size;
+	size_t usable_size;
+} __attribute__((packed));
+
+/* Space reserved for the header: sizeof(struct header) rounded to 16. */
+#define HEADER_SPACE 32
+
+enum { ST_UNINIT, ST_INITIALIZING, ST_OFF, ST_ON };
+
+static int g_state = ST_UNINIT;
+static struct md_config g_cfg;
+static bool g_header;          /* a guard is on: allocations carry a header */
+static size_t g_pointer_offset; /* header start to user pointer */
+static size_t g_extra_bytes;    /* bytes added to every request */
+static size_t (*real_usable_size)(void *);
+
+/* The one lock: protects the free-track list and keeps error blocks whole. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_finalized;
+
+/* Per thread: inside the library (nested calls pass through), lock depth, hook frame. */
+static __thread int t_in_shim __attribute__((tls_model("initial-exec")));
+static __thread int t_lock_depth __attribute__((tls_model("initial-exec")));
+static __thread void *t_fp __attribute__((tls_model("initial-exec")));
+
+/* free_track: a FIFO ring of freed blocks still held, with their free backtraces. */
+struct freed {
+	void *ptr;  /* user pointer */
+	void *orig; /* what glibc returned */
+	size_t nframes;
+};
+static struct freed *g_ft;
+static uintptr_t *g_ft_frames; /* free_track_backtrace_num_frames per entry */
+static size_t g_ft_head, g_ft_count;
+
+static void md_lock(void)
+{
+	if (t_lock_depth++ == 0)
+		pthread_mutex_lock(&g_lock);
+}
+
+static void md_unlock(void)
+{
+	if (--t_lock_depth == 0)
+		pthread_mutex_unlock(&g_lock);
+}
+
+static void fork_prepare(void)
+{
+	md_lock();
+}
+
+static void fork_parent(void)
+{
+	md_unlock();
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_init(&g_lock, NULL);
+	t_lock_depth = 0;
+}
+
+static void maybe_abort(void)
+{
+	if (g_cfg.options & MD_ABORT_ON_ERROR)
+		abort();
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* ---- initialization ---- */
+
+static void md_init(void)
+{
+	int expected = ST_UNINIT;
+	char err[MD_ERR_MAX];
+	const char *opts;
+
+	if (!__atomic_compare_exchange_n(&g_state, &expected, ST_INITIALIZING, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		while (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_INITIALIZING)
+			sched_yield();
+		return;
+	}
+	t_in_shim = 1;
+	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
+	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
+		t_in_shim = 0;
+		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
+		return;
+	}
+	if (!md_config_parse(opts, &g_cfg, err, sizeof(err))) {
+		md_log('E', "%s: %s", program_invocation_name, err);
+		md_log('E', "%s", MD_USAGE_LINE1);
+		md_log('E', "%s", MD_USAGE_LINE2);
+		t_in_shim = 0;
+		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
+		return;
+	}
+	g_header = (g_cfg.options & (MD_FRONT_GUARD | MD_REAR_GUARD)) != 0;
+	if (g_header) {
+		g_pointer_offset = HEADER_SPACE;
+		if (g_cfg.options & MD_FRONT_GUARD)
+			g_pointer_offset += g_cfg.front_guard_bytes;
+		g_extra_bytes = g_pointer_offset;
+		if (g_cfg.options & MD_REAR_GUARD)
+			g_extra_bytes += g_cfg.rear_guard_bytes;
+	}
+	if (g_cfg.options & MD_EXPAND_ALLOC)
+		g_extra_bytes += g_cfg.expand_alloc_bytes;
+	if (g_cfg.options & MD_FREE_TRACK) {
+		g_ft = __libc_calloc(g_cfg.free_track_allocations, sizeof(*g_ft));
+		if (g_cfg.free_track_backtrace_num_frames > 0)
+			g_ft_frames = __libc_calloc(g_cfg.free_track_allocations *
+							    g_cfg.free_track_backtrace_num_frames,
+						    sizeof(uintptr_t));
+		if (g_ft == NULL)
+			g_cfg.options &= ~(uint64_t)MD_FREE_TRACK;
+		if (g_ft_frames == NULL)
+			g_cfg.free_track_backtrace_num_frames = 0;
+	}
+	if (g_cfg.options & MD_VERBOSE)
+		md_log('I', "%s: malloc debug enabled", program_invocation_name);
+	t_in_shim = 0;
+	__atomic_store_n(&g_state, ST_ON, __ATOMIC_RELEASE);
+	/* Registered on the debug path, so anything it allocates is ours. */
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static inline bool debug_on(void)
+{
+	int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+
+	if (s == ST_ON)
+		return true;
+	if (s == ST_OFF)
+		return false;
+	md_init();
+	return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ON;
+}
+
+/* ---- error reports ---- */
+
+static void log_backtrace_or_failure(const uintptr_t *frames, size_t n)
+{
+	if (n == 0)
+		md_log('E', "  Backtrace failed to get any frames.");
+	else
+		md_backtrace_log(frames, n);
+}
+
+static struct freed *find_freed(void *ptr)
+{
+	for (size_t i = 0; i < g_ft_count; i++) {
+		struct freed *e = &g_ft[(g_ft_head + i) % g_cfg.free_track_allocations];
+
+		if (e->ptr == ptr)
+			return e;
+	}
+	return NULL;
+}
+
+static const uintptr_t *freed_frames(const struct freed *e)
+{
+	return g_ft_frames + (size_t)(e - g_ft) * g_cfg.free_track_backtrace_num_frames;
+}
+
+/* log_error reports a bad pointer passed to free, realloc or malloc_usable_size. */
+static void log_error(void *ptr, const char *what)
+{
+	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
+	size_t n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
+
+	md_lock();
+	md_log('E', "%s", LOG_DIVIDER);
+	md_log('E', "+++ ALLOCATION %p %s", ptr, what);
+	if (g_cfg.options & MD_FREE_TRACK) {
+		struct freed *e = find_freed(ptr);
+
+		if (e != NULL && e->nframes > 0) {
+			md_log('E', "Backtrace of original free:");
+			md_backtrace_log(freed_frames(e), e->nframes);
+		}
+	}
+	md_log('E', "Backtrace at time of failure:");
+	log_backtrace_or_failure(frames, n);
+	md_log('E', "%s", LOG_DIVIDER);
+	maybe_abort();
+	md_unlock();
+}
+
+static struct header *get_header(void *ptr)
+{
+	return (struct header *)((char *)ptr - g_pointer_offset);
+}
+
+/* verify_pointer checks the header tag of ptr before fn uses it. */
+static bool verify_pointer(void *ptr, const char *fn)
+{
+	char what[80];
+	uint32_t tag;
+
+	if (!g_header)
+		return true;
+	tag = get_header(ptr)->tag;
+	if (tag == DEBUG_TAG)
+		return true;
+	if (tag == DEBUG_FREE_TAG)
+		snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
+	else
+		snprintf(what, sizeof(what), "HAS INVALID TAG %x (%s)", tag, fn);
+	log_error(ptr, what);
+	return false;
+}
+
+static void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
+			size_t len, long first_index, uint8_t expected)
+{
+	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
+	size_t i, n;
+
+	for (i = 0; i < len; i++)
+		if (guard[i] != expected)
+			break;
+	if (i == len)
+		return;
+	n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
+	md_lock();
+	md_log('E', "%s", LOG_DIVIDER);
+	md_log('E', "+++ ALLOCATION %p SIZE %zu HAS A CORRUPTED %s GUARD", ptr, size, which);
+	for (; i < len; i++)
+		if (guard[i] != expected)
+			md_log('E', "  allocation[%d] = 0x%02x (expected 0x%02x)", (int)(first_index + (long)i),
+			       guard[i], expected);
+	md_log('E', "Backtrace at time of failure:");
+	log_backtrace_or_failure(frames, n);
+	md_log('E', "%s", LOG_DIVIDER);
+	maybe_abort();
+	md_unlock();
+}
+
+/* ---- free_track ---- */
+
+static void log_free_error(const struct freed *e, const uint8_t *p, size_t bytes)
+{
+	md_log('E', "%s", LOG_DIVIDER);
+	md_log('E', "+++ ALLOCATION %p USED AFTER FREE", e->ptr);
+	for (size_t i = 0; i < bytes; i++)
+		if (p[i] != MD_FILL_FREE_VALUE)
+			md_log('E', "  allocation[%zu] = 0x%02x (expected 0x%02x)", i, p[i],
+			       MD_FILL_FREE_VALUE);
+	if (e->nframes > 0) {
+		md_log('E', "Backtrace at time of free:");
+		md_backtrace_log(freed_frames(e), e->nframes);
+	}
+	md_log('E', "%s", LOG_DIVIDER);
+	maybe_abort();
+}
+
+/* verify_freed checks that a block kept by free_track still holds the free fill. Lock held. */
+static void verify_freed(const struct freed *e)
+{
+	const uint8_t *p = e->ptr;
+	size_t bytes;
+
+	if (g_header) {
+		struct header *h = get_header(e->ptr);
+
+		if (h->tag != DEBUG_FREE_TAG) {
+			md_log('E', "%s", LOG_DIVIDER);
+			md_log('E', "+++ ALLOCATION 0x%lx HAS CORRUPTED HEADER TAG 0x%x AFTER FREE",
+			       (unsigned long)(uintptr_t)e->ptr, h->tag);
+			md_log('E', "%s", LOG_DIVIDER);
+			maybe_abort();
+			return;
+		}
+		bytes = h->usable_size;
+	} else {
+		bytes = real_usable_size(e->ptr);
+	}
+	bytes = min_size(bytes, g_cfg.fill_on_free_bytes);
+	for (size_t off = 0; off < bytes; off += FREE_CHECK_CHUNK) {
+		size_t len = min_size(FREE_CHECK_CHUNK, bytes - off);
+
+		for (size_t i = 0; i < len; i++) {
+			if (p[off + i] != MD_FILL_FREE_VALUE) {
+				log_free_error(e, p, bytes);
+				break;
+			}
+		}
+	}
+}
+
+/* free_track_add keeps a freed block; returns the block to really free, if any. */
+static void *free_track_add(void *ptr, void *orig, const uintptr_t *frames, size_t nframes)
+{
+	size_t cap = g_cfg.free_track_allocations;
+	void *evicted = NULL;
+	struct freed *e;
+
+	md_lock();
+	if (g_finalized) {
+		md_unlock();
+		return orig;
+	}
+	if (g_ft_count == cap) {
+		e = &g_ft[g_ft_head];
+		verify_freed(e);
+		evicted = e->orig;
+		g_ft_head = (g_ft_head + 1) % cap;
+		g_ft_count--;
+	}
+	e = &g_ft[(g_ft_head + g_ft_count) % cap];
+	e->ptr = ptr;
+	e->orig = orig;
+	e->nframes = nframes;
+	if (nframes > 0)
+		memcpy(g_ft_frames + (size_t)(e - g_ft) * g_cfg.free_track_backtrace_num_frames, frames,
+		       nframes * sizeof(uintptr_t));
+	g_ft_count++;
+	md_unlock();
+	return evicted;
+}
+
+__attribute__((destructor)) static void md_fini(void)
+{
+	if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != ST_ON || !(g_cfg.options & MD_FREE_TRACK))
+		return;
+	t_in_shim = 1;
+	md_lock();
+	g_finalized = true;
+	for (size_t i = 0; i < g_ft_count; i++)
+		verify_freed(&g_ft[(g_ft_head + i) % g_cfg.free_track_allocations]);
+	md_unlock();
+	t_in_shim = 0;
+}
+
+/* ---- the debug allocator ---- */
+
+static size_t internal_usable_size(void *ptr)
+{
+	if (g_header)
+		return get_header(ptr)->usable_size;
+	return real_usable_size(ptr);
+}
+
+static void *init_header(struct header *h, void *orig, size_t size)
+{
+	size_t usable = real_usable_size(orig);
+	uint8_t *user;
+
+	if (usable == 0) {
+		__libc_free(orig);
+		return NULL;
+	}
+	h->tag = DEBUG_TAG;
+	h->orig_pointer = orig;
+	h->size = size;
+	h->usable_size = usable - (g_pointer_offset + (size_t)((char *)h - (char *)orig));
+	user = (uint8_t *)h + g_pointer_offset;
+	if (g_cfg.options & MD_FRONT_GUARD)
+		memset((uint8_t *)h + HEADER_SPACE, MD_FRONT_GUARD_VALUE, g_cfg.front_guard_bytes);
+	if (g_cfg.options & MD_REAR_GUARD) {
+		memset(user + size, MD_REAR_GUARD_VALUE, g_cfg.rear_guard_bytes);
+		h->usable_size = size;
+	}
+	return user;
+}
+
+static void fill_alloc(void *ptr, size_t from)
+{
+	size_t bytes = min_size(internal_usable_size(ptr), g_cfg.fill_on_alloc_bytes);
+
+	if (bytes > from)
+		memset((uint8_t *)ptr + from, MD_FILL_ALLOC_VALUE, bytes - from);
+}
+
+static void *internal_malloc(size_t size)
+{
+	size_t real_size;
+	void *ptr;
+
+	if (size == 0)
+		size = 1;
+	real_size = size + g_extra_bytes;
+	if (real_size < size || size > MAX_SIZE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (g_header) {
+		void *orig = __libc_memalign(MD_MIN_ALIGN, real_size);
+
+		if (orig == NULL)
+			return NULL;
+		ptr = init_header(orig, orig, size);
+	} else {
+		ptr = __libc_malloc(real_size);
+	}
+	if (ptr != NULL && (g_cfg.options & MD_FILL_ON_ALLOC))
+		fill_alloc(ptr, 0);
+	return ptr;
+}
+
+static bool backtrace_size_ok(size_t size)
+{
+	if (!(g_cfg.options & MD_BACKTRACE_SPECIFIC_SIZES))
+		return true;
+	return size >= g_cfg.backtrace_min_size_bytes && size <= g_cfg.backtrace_max_size_bytes;
+}
+
+static void internal_free(void *ptr)
+{
+	void *orig = ptr;
+	size_t bytes;
+
+	if (g_header) {
+		struct header *h = get_header(ptr);
+
+		if (g_cfg.options & MD_FRONT_GUARD)
+			check_guard(ptr, h->size, "FRONT", (uint8_t *)h + HEADER_SPACE,
+				    g_cfg.front_guard_bytes, -(long)g_cfg.front_guard_bytes,
+				    MD_FRONT_GUARD_VALUE);
+		if (g_cfg.options & MD_REAR_GUARD)
+			check_guard(ptr, h->size, "REAR", (uint8_t *)ptr + h->size,
+				    g_cfg.rear_guard_bytes, (long)h->size, MD_REAR_GUARD_VALUE);
+		orig = h->orig_pointer;
+		h->tag = DEBUG_FREE_TAG;
+		bytes = h->usable_size;
+	} else {
+		bytes = real_usable_size(ptr);
+	}
+	if (g_cfg.options & MD_FILL_ON_FREE)
+		memset(ptr, MD_FILL_FREE_VALUE, min_size(bytes, g_cfg.fill_on_free_bytes));
+	if (g_cfg.options & MD_FREE_TRACK) {
+		uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
+		size_t n = 0;
+
+		if (g_cfg.free_track_backtrace_num_frames > 0 && backtrace_size_ok(bytes))
+			n = md_backtrace(t_fp, frames, g_cfg.free_track_backtrace_num_frames);
+		orig = free_track_add(ptr, orig, frames, n);
+		if (orig == NULL)
+			return;
+	}
+	__libc_free(orig);
+}
+
+static void debug_free(void *ptr)
+{
+	if (ptr == NULL)
+		return;
+	if (!verify_pointer(ptr, "free"))
+		return;
+	internal_free(ptr);
+}
+
+static void *debug_calloc(size_t nmemb, size_t bytes)
+{
+	size_t size, real_size;
+	void *ptr;
+
+	if (__builtin_mul_overflow(nmemb, bytes, &size)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (size == 0)
+		size = 1;
+	real_size = size + g_extra_bytes;
+	if (real_size < size || real_size > MAX_SIZE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (g_header) {
+		void *orig = __libc_memalign(MD_MIN_ALIGN, real_size);
+
+		if (orig == NULL)
+			return NULL;
+		memset(orig, 0, real_usable_size(orig));
+		ptr = init_header(orig, orig, size);
+	} else {
+		ptr = __libc_calloc(1, real_size);
+	}
+	return ptr;
+}
+
+static void *debug_memalign(size_t alignment, size_t bytes)
+{
+	void *ptr;
+
+	if (bytes == 0)
+		bytes = 1;
+	if (bytes > MAX_SIZE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (alignment > (SIZE_MAX >> 1) + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (g_header) {
+		size_t real_size;
+		uintptr_t value;
+		void *orig;
+
+		if ((alignment & (alignment - 1)) != 0) {
+			size_t a = 1;
+
+			while (a < alignment)
+				a <<= 1;
+			alignment = a;
+		}
+		if (alignment < MD_MIN_ALIGN)
+			alignment = MD_MIN_ALIGN;
+		real_size = alignment + bytes + g_extra_bytes;
+		if (real_size < bytes) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		orig = __libc_malloc(real_size);
+		if (orig == NULL)
+			return NULL;
+		value = (uintptr_t)orig + g_pointer_offset;
+		value += (-value) % alignment;
+		ptr = init_header((struct header *)(value - g_pointer_offset), orig, bytes);
+	} else {
+		size_t real_size = bytes + g_extra_bytes;
+
+		if (real_size < bytes) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		ptr = __libc_memalign(alignment, real_size);
+	}
+	if (ptr != NULL && (g_cfg.options & MD_FILL_ON_ALLOC))
+		fill_alloc(ptr, 0);
+	return ptr;
+}
+
+static void *debug_realloc(void *ptr, size_t bytes)
+{
+	size_t real_size, prev_size;
+	void *new_ptr;
+
+	if (ptr == NULL)
+		return internal_malloc(bytes);
+	if (!verify_pointer(ptr, "realloc"))
+		return NULL;
+	if (bytes == 0) {
+		internal_free(ptr);
+		return NULL;
+	}
+	real_size = bytes;
+	if (g_cfg.options & MD_EXPAND_ALLOC) {
+		real_size += g_cfg.expand_alloc_bytes;
+		if (real_size < bytes) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	if (bytes > MAX_SIZE) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (g_header) {
+		struct header *h = get_header(ptr);
+
+		if (real_size == h->size)
+			return ptr;
+		if (real_size < h->usable_size) {
+			h->size = real_size;
+			if (g_cfg.options & MD_REAR_GUARD) {
+				h->usable_size = real_size;
+				memset((uint8_t *)ptr + real_size, MD_REAR_GUARD_VALUE,
+				       g_cfg.rear_guard_bytes);
+			}
+			return ptr;
+		}
+		new_ptr = internal_malloc(bytes);
+		if (new_ptr == NULL) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		prev_size = h->usable_size;
+		memcpy(new_ptr, ptr, prev_size);
+		internal_free(ptr);
+	} else {
+		prev_size = real_usable_size(ptr);
+		new_ptr = __libc_realloc(ptr, real_size);
+		if (new_ptr == NULL)
+			return NULL;
+	}
+	if (g_cfg.options & MD_FILL_ON_ALLOC)
+		fill_alloc(new_ptr, prev_size);
+	return new_ptr;
+}
+
+static size_t debug_malloc_usable_size(void *ptr)
+{
+	if (ptr == NULL)
+		return 0;
+	if (!verify_pointer(ptr, "malloc_usable_size"))
+		return 0;
+	return internal_usable_size(ptr);
+}
+
+static int powerof2(size_t x)
+{
+	return (x & (x - 1)) == 0;
+}
+
+/* ---- exported hooks ---- */
+
+/*
+ * ENTER records the hook's own frame, the start of the frame-pointer walk:
+ * it holds the caller's frame pointer and the return address into the
+ * caller. Taking the frame address also gives the hook a frame pointer.
+ */
+#define ENTER()                                   \
+	do {                                      \
+		t_in_shim = 1;                    \
+		t_fp = __builtin_frame_address(0); \
+	} while (0)
+#define LEAVE() (t_in_shim = 0)
+
+void *malloc(size_t size)
+{
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_malloc(size);
+	ENTER();
+	r = internal_malloc(size);
+	LEAVE();
+	return r;
+}
+
+void free(void *ptr)
+{
+	if (t_in_shim || !debug_on()) {
+		__libc_free(ptr);
+		return;
+	}
+	ENTER();
+	debug_free(ptr);
+	LEAVE();
+}
+
+void *calloc(size_t nmemb, size_t size)
+{
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_calloc(nmemb, size);
+	ENTER();
+	r = debug_calloc(nmemb, size);
+	LEAVE();
+	return r;
+}
+
+void *realloc(void *ptr, size_t size)
+{
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_realloc(ptr, size);
+	ENTER();
+	r = debug_realloc(ptr, size);
+	LEAVE();
+	return r;
+}
+
+void *reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	size_t total;
+	void *r;
+
+	if (__builtin_mul_overflow(nmemb, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (t_in_shim || !debug_on())
+		return __libc_realloc(ptr, total);
+	ENTER();
+	r = debug_realloc(ptr, total);
+	LEAVE();
+	return r;
+}
+
+void *memalign(size_t alignment, size_t size)
+{
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_memalign(alignment, size);
+	ENTER();
+	r = debug_memalign(alignment, size);
+	LEAVE();
+	return r;
+}
+
+void *aligned_alloc(size_t alignment, size_t size)
+{
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_memalign(alignment, size);
+	if (alignment == 0 || !powerof2(alignment) || size % alignment != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ENTER();
+	r = debug_memalign(alignment, size);
+	LEAVE();
+	return r;
+}
+
+int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	int saved_errno = errno;
+	void *r;
+
+	if (alignment < sizeof(void *) || !powerof2(alignment))
+		return EINVAL;
+	if (t_in_shim || !debug_on()) {
+		r = __libc_memalign(alignment, size);
+	} else {
+		ENTER();
+		r = debug_memalign(alignment, size);
+		LEAVE();
+	}
+	errno = saved_errno;
+	if (r == NULL)
+		return ENOMEM;
+	*memptr = r;
+	return 0;
+}
+
+void *valloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *r;
+
+	if (t_in_shim || !debug_on())
+		return __libc_memalign(page, size);
+	ENTER();
+	r = debug_memalign(page, size);
+	LEAVE();
+	return r;
+}
+
+void *pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rounded;
+	void *r;
+
+	if (size == 0)
+		size = 1;
+	rounded = (size + page - 1) & ~(page - 1);
+	if (rounded < size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (t_in_shim || !debug_on())
+		return __libc_memalign(page, rounded);
+	ENTER();
+	r = debug_memalign(page, rounded);
+	LEAVE();
+	return r;
+}
+
+size_t malloc_usable_size(void *ptr)
+{
+	size_t r;
+
+	if (t_in_shim || !debug_on())
+		return real_usable_size != NULL ? real_usable_size(ptr) : 0;
+	ENTER();
+	r = debug_malloc_usable_size(ptr);
+	LEAVE();
+	return r;
+}
 
 /* mdshim_version names the library's interface version, for mdtrace. */
 __attribute__((visibility("default"))) const char *mdshim_version(void)
 {
-	return "mdshim passthrough 0";
+	return "mdshim 1";
 }
