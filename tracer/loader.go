@@ -5,16 +5,16 @@ package tracer
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/bpf"
 )
 
 // loaderHook is the function the dynamic loader calls around every change
@@ -135,43 +135,31 @@ type Library struct {
 
 // NoticeReader reads the lists of libraries that processes report.
 type NoticeReader struct {
-	rd  *ringbuf.Reader
-	raw ringbuf.Record
+	r  *EventReader[bpf.MdtraceLibEvent]
+	ev bpf.MdtraceLibEvent
 }
 
 // LibraryNotices opens the reader of library notices.
 func (p *Probes) LibraryNotices() (*NoticeReader, error) {
-	rd, err := ringbuf.NewReader(p.objs.Notify)
+	r, err := newEventReader[bpf.MdtraceLibEvent](p.objs.Notify, "notice")
 	if err != nil {
-		return nil, fmt.Errorf("opening the notice ring buffer: %w", err)
+		return nil, err
 	}
-	return &NoticeReader{rd: rd}, nil
+	return &NoticeReader{r: r}, nil
 }
 
 // Next returns the next library, waiting until deadline at the most
 // (ErrNoRecord when none came; os.ErrClosed once closed).
 func (n *NoticeReader) Next(deadline time.Time) (Library, error) {
-	n.rd.SetDeadline(deadline)
-	if err := n.rd.ReadInto(&n.raw); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return Library{}, ErrNoRecord
-		}
+	if err := n.r.Next(deadline, &n.ev); err != nil {
 		return Library{}, err
 	}
-	b := n.raw.RawSample
-	if len(b) < 16+1 {
-		return Library{}, fmt.Errorf("short notice: %d bytes", len(b))
-	}
-	name := b[16:]
+	name := unsafe.Slice((*byte)(unsafe.Pointer(&n.ev.Name[0])), len(n.ev.Name))
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
-	return Library{
-		PID:  int(binary.LittleEndian.Uint32(b)),
-		Base: binary.LittleEndian.Uint64(b[8:]),
-		Path: string(name),
-	}, nil
+	return Library{PID: int(n.ev.Tgid), Base: n.ev.Base, Path: string(name)}, nil
 }
 
 // Close stops the reader.
-func (n *NoticeReader) Close() error { return n.rd.Close() }
+func (n *NoticeReader) Close() error { return n.r.Close() }

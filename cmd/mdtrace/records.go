@@ -18,7 +18,7 @@ import (
 // them in Android's format on request.
 type recorder struct {
 	s    *session
-	rd   *tracer.RecordReader
+	rd   *tracer.EventReader[tracer.Record]
 	max  uint64
 	recs *recordStore
 	full bool
