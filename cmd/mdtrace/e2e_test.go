@@ -583,7 +583,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown option", []string{"-o", "backtrace unknown_option", "--", "true"}, 2,
 			"mdtrace: unknown option unknown_option\nmdtrace: For malloc debug option descriptions go to:\nmdtrace:   https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md\n"},
 		{"flag option value", []string{"--leak-track=12", "--", "true"}, 2, "mdtrace: value set for option 'leak_track' which does not take a value\nRun 'mdtrace --help' for usage.\n"},
-		{"option not supported yet", []string{"-o", "backtrace guard", "--", "true"}, 2, "mdtrace: option guard is not supported yet\n"},
+		{"option not supported yet", []string{"-o", "backtrace verbose", "--", "true"}, 2, "mdtrace: option verbose is not supported yet\n"},
+		{"shim option with -p", []string{"-p", "1", "-o", "guard"}, 2, "mdtrace: option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p\n"},
 		{"command not found", []string{"--", dir + "/nonexistent"}, 127, "mdtrace: cannot run " + dir + "/nonexistent: exec: \"" + dir + "/nonexistent\": stat " + dir + "/nonexistent: no such file or directory\n"},
 		{"no malloc", []string{"--", mdtraceBin, "--version"}, 1, "mdtrace: " + mdtraceBin + ": neither it nor its libraries define malloc: no malloc to trace\n"},
 		{"32-bit program", []string{"--", prog32}, 1, "mdtrace: cannot trace " + prog32 + ": not a 64-bit x86-64 program\n"},
@@ -920,5 +921,44 @@ func TestFoldedStacksWithLines(t *testing.T) {
 	}
 	if n := strings.Count(folded, "\n"); n != 13 {
 		t.Errorf("%d folded stacks, want 13:\n%s", n, folded)
+	}
+}
+
+func TestShimGuardUnderMdtrace(t *testing.T) {
+	needRoot(t)
+	shim := filepath.Join(t.TempDir(), "libmdshim.so")
+	if out, err := exec.Command("sh", "-c", "cc -shared -fPIC -O2 -o "+shim+" ../../shim/*.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the shim: %v\n%s", err, out)
+	}
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "guard backtrace leak_track", "--shim", shim, "--log", logPath, "--", prog("guardy"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	// The shim's error block reaches standard error...
+	var block []string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if m := logRe.FindStringSubmatch(l); m != nil && !strings.HasPrefix(m[4], "          #") {
+			block = append(block, regexp.MustCompile(`0x[0-9a-f]{6,}`).ReplaceAllString(m[4], "0xPTR"))
+		}
+	}
+	want := []string{
+		logDivider,
+		"+++ ALLOCATION 0xPTR SIZE 100 HAS A CORRUPTED REAR GUARD",
+		"  allocation[130] = 0xbf (expected 0xbb)",
+		"  allocation[131] = 0x00 (expected 0xbb)",
+		"Backtrace at time of failure:",
+		logDivider,
+	}
+	if strings.Join(block, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the shim's report:\n%s\nwant:\n%s\nstderr:\n%s", strings.Join(block, "\n"), strings.Join(want, "\n"), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "in "+shim+"\n") {
+		t.Errorf("the probes are not on the shim:\n%s", r.stderr)
+	}
+	// ...and mdtrace sees the size the program asked for, not the guarded one.
+	want2 := "+++ testdata/guardy leaked block of size 1234 at 0xPTR (leak 1 of 1)\nBacktrace at time of allocation:\n          #00  pc PC  guardy (leak_with_guard+OFF)\n          #01  pc PC  guardy (main+OFF)\n"
+	if got := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("guardy")); got != want2 {
+		t.Errorf("leak report:\n%s\nwant:\n%s", got, want2)
 	}
 }

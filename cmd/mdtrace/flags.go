@@ -31,6 +31,9 @@ type Flags struct {
 	Log       string
 	Folded    string
 	ReadyFile string
+	// Shim is the LD_PRELOAD library for the memory-rewriting options;
+	// "" looks for libmdshim.so next to mdtrace.
+	Shim      string
 	MaxAllocs uint32
 	// DebugDirs are searched for separate debug files, by build-id and
 	// .gnu_debuglink, before /usr/lib/debug.
@@ -96,6 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
+	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library for guard, fill, free_track and expand_alloc (default: libmdshim.so next to mdtrace)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity of the live allocation table; allocations beyond it are counted, not tracked")
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
@@ -205,20 +209,47 @@ var supported = map[string]bool{
 	"verify_pointers":            true,
 }
 
+// shimOptions are implemented by the shim, preloaded into a launched
+// command, because they rewrite memory.
+var shimOptions = map[string]bool{
+	"guard":                           true,
+	"front_guard":                     true,
+	"rear_guard":                      true,
+	"fill":                            true,
+	"fill_on_alloc":                   true,
+	"fill_on_free":                    true,
+	"expand_alloc":                    true,
+	"free_track":                      true,
+	"free_track_backtrace_num_frames": true,
+}
+
 // errUnsupported is returned for an option a later version implements.
 var errUnsupported = errors.New("not supported yet")
 
 // parseOptions parses the option string and refuses options mdtrace does
-// not implement yet.
-func parseOptions(s string) (*tracer.Config, error) {
+// not implement yet, and shim options for a process it attaches to.
+func parseOptions(s string, attach bool) (*tracer.Config, error) {
 	cfg, err := tracer.ParseConfig(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range cfg.Set {
-		if !supported[name] {
+		switch {
+		case shimOptions[name] && attach:
+			return nil, fmt.Errorf("option %s rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p", name)
+		case !supported[name] && !shimOptions[name]:
 			return nil, fmt.Errorf("option %s is %w", name, errUnsupported)
 		}
 	}
 	return cfg, nil
+}
+
+// needsShim reports whether the options need the shim preloaded.
+func needsShim(cfg *tracer.Config) bool {
+	for _, name := range cfg.Set {
+		if shimOptions[name] {
+			return true
+		}
+	}
+	return false
 }

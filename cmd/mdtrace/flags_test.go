@@ -75,8 +75,8 @@ func TestUnsupportedOptions(t *testing.T) {
 		if o.Value == tracer.ValueRequired {
 			s += "=5"
 		}
-		_, err := parseOptions(s)
-		if supported[o.Name] {
+		_, err := parseOptions(s, false)
+		if supported[o.Name] || shimOptions[o.Name] {
 			if err != nil {
 				t.Errorf("%s: %v", s, err)
 			}
@@ -85,8 +85,12 @@ func TestUnsupportedOptions(t *testing.T) {
 		}
 	}
 	// Aliases are refused under their canonical name.
-	if _, err := parseOptions("verbose front_guard"); err == nil || err.Error() != "option verbose is not supported yet" {
+	if _, err := parseOptions("verbose front_guard", false); err == nil || err.Error() != "option verbose is not supported yet" {
 		t.Errorf("verbose: %v", err)
+	}
+	// Shim options need a launched command.
+	if _, err := parseOptions("backtrace guard=8", true); err == nil || err.Error() != "option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p" {
+		t.Errorf("guard with -p: %v", err)
 	}
 }
 

@@ -32,7 +32,7 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mdtrace %s\n", version)
 		return 0
 	}
-	cfg, err := parseOptions(flags.Options)
+	cfg, err := parseOptions(flags.Options, flags.PID != 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		var cerr *tracer.ConfigError

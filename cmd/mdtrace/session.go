@@ -146,7 +146,13 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	if flags.PID != 0 {
 		s.proc, err = tracer.Attach(flags.PID, hooks)
 	} else {
-		s.proc, err = tracer.Launch(flags.Command, nil, hooks)
+		var env []string
+		if needsShim(cfg) {
+			if env, err = shimEnv(flags); err != nil {
+				return 1, err
+			}
+		}
+		s.proc, err = tracer.Launch(flags.Command, env, hooks)
 	}
 	if err != nil {
 		return 1, err
@@ -195,6 +201,43 @@ loop:
 		return st.Code, nil
 	}
 	return 0, nil
+}
+
+// shimEnv is the environment of a command launched with the shim: mdtrace's
+// own, with the shim first in LD_PRELOAD and the options for it.
+func shimEnv(flags *Flags) ([]string, error) {
+	shim := flags.Shim
+	if shim == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the shim: %w", err)
+		}
+		shim = filepath.Join(filepath.Dir(exe), "libmdshim.so")
+	}
+	shim, err := filepath.Abs(shim)
+	if err != nil {
+		return nil, err
+	}
+	if err := tracer.CheckExecutable(shim); err != nil {
+		return nil, fmt.Errorf("the shim (--shim): %w", err)
+	}
+	if strings.ContainsAny(shim, " :") {
+		return nil, fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
+	}
+	var env []string
+	preload := shim
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
+				preload += ":" + old
+			}
+		case strings.HasPrefix(kv, optionsEnv+"="):
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, "LD_PRELOAD="+preload, optionsEnv+"="+flags.Options), nil
 }
 
 // ready attaches the probes to the process; the Process calls it before a
