@@ -99,31 +99,32 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
-	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library for guard, fill, free_track and expand_alloc (default: libmdshim.so next to mdtrace)")
+	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` for guard, fill, free_track and expand_alloc (default: libmdshim.so next to mdtrace)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
-	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity of the live allocation table; allocations beyond it are counted, not tracked")
+	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity `N` of the live allocation table; allocations beyond it are counted, not tracked")
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
 
-	// Every malloc debug option is also a kebab-case flag.
-	const noValue = "\x00"
+	// Every malloc debug option is also a kebab-case flag; a bare
+	// --option (or --option=default) takes the option's default value.
+	const noValue = "default"
 	kebab := map[string]tracer.OptionInfo{}
 	for _, o := range tracer.Options {
 		name := strings.ReplaceAll(o.Name, "_", "-")
 		kebab[name] = o
-		help := o.Help
 		switch o.Value {
 		case tracer.ValueNone:
-			fs.Bool(name, false, help)
-		case tracer.ValueOptional:
-			fs.String(name, "", help)
-			fs.Lookup(name).NoOptDefVal = noValue
-		case tracer.ValueRequired:
-			fs.String(name, "", help)
-		}
-		if o.Numeric {
-			fs.Lookup(name).Usage += " (a number)"
+			fs.Bool(name, false, o.Help)
+		default:
+			kind := "STRING"
+			if o.Numeric {
+				kind = "N"
+			}
+			fs.Var(&optionValue{kind: kind}, name, o.Help)
+			if o.Value == tracer.ValueOptional {
+				fs.Lookup(name).NoOptDefVal = noValue
+			}
 		}
 	}
 
@@ -253,3 +254,14 @@ func needsShim(cfg *tracer.Config) bool {
 	}
 	return false
 }
+
+// optionValue is the value of a malloc debug option given as a flag; it is
+// checked when the option string is parsed.
+type optionValue struct {
+	kind  string
+	value string
+}
+
+func (v *optionValue) String() string     { return v.value }
+func (v *optionValue) Set(s string) error { v.value = s; return nil }
+func (v *optionValue) Type() string       { return v.kind }
