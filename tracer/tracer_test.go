@@ -170,12 +170,21 @@ func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	r := bufio.NewReader(stdout)
-	var pid int
-	if _, err := fmt.Fscanf(r, "%d\n", &pid); err != nil {
-		t.Fatal(err)
+	// The shell's "$!" and the target's "ready" come in either order.
+	pid, ready := 0, false
+	for i := 0; i < 2; i++ {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the target's output: %v", err)
+		}
+		if line == "ready\n" {
+			ready = true
+		} else if _, err := fmt.Sscanf(line, "%d", &pid); err != nil {
+			t.Fatalf("unexpected line %q", line)
+		}
 	}
-	if line, _ := r.ReadString('\n'); line != "ready\n" {
-		t.Fatalf("attachee said %q", line)
+	if !ready || pid == 0 {
+		t.Fatalf("no pid (%d) or no ready (%v)", pid, ready)
 	}
 	probes, err := LoadProbes(ProbeConfig{StackDepth: 16})
 	if err != nil {
