@@ -13,6 +13,13 @@ type MapsHistory struct {
 	mu   sync.Mutex
 	seen map[Mapping]bool
 	list []Mapping // in the order first seen
+	libs map[libraryKey]bool
+}
+
+// libraryKey is a library loaded at a load bias.
+type libraryKey struct {
+	path string
+	base uint64
 }
 
 // Add remembers the file-backed mappings of a snapshot and returns the
@@ -45,6 +52,19 @@ func executable(m *Mapping) bool { return len(m.Perms) >= 3 && m.Perms[2] == 'x'
 // and returns the ones not seen before. It lets the frames of a library
 // resolve even when it was unloaded before its maps could be read.
 func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
+	// The loader reports its whole list at every change: read each file
+	// once per load address.
+	key := libraryKey{path, base}
+	h.mu.Lock()
+	known := h.libs[key]
+	if h.libs == nil {
+		h.libs = map[libraryKey]bool{}
+	}
+	h.libs[key] = true
+	h.mu.Unlock()
+	if known {
+		return nil, nil
+	}
 	f, err := OpenELF(path)
 	if err != nil {
 		return nil, err
@@ -71,7 +91,7 @@ func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
 func (h *MapsHistory) Reset() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen, h.list = nil, nil
+	h.seen, h.list, h.libs = nil, nil, nil
 }
 
 // Find returns the most recently seen mapping that held pc, or nil.

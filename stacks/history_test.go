@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"os"
 	"testing"
 )
 
@@ -31,5 +32,27 @@ func TestMapsHistory(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("Find(%#x) = %q, want %q", tc.pc, got, tc.want)
 		}
+	}
+}
+
+func TestAddLibraryOncePerBase(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h MapsHistory
+	first, err := h.AddLibrary(exe, 0x10000000)
+	if err != nil || len(first) == 0 {
+		t.Fatalf("AddLibrary: %v %v", first, err)
+	}
+	if again, err := h.AddLibrary(exe, 0x10000000); err != nil || len(again) != 0 {
+		t.Errorf("the same library at the same base added %v, %v", again, err)
+	}
+	if m := h.Find(first[0].Start); m == nil || m.Path != exe {
+		t.Errorf("Find(%#x) = %v", first[0].Start, m)
+	}
+	h.Reset()
+	if m := h.Find(first[0].Start); m != nil {
+		t.Errorf("Find after Reset = %v", m)
 	}
 }
