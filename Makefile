@@ -81,6 +81,7 @@ demo: deps build testprogs
 	@awk '/^MAPS$$/{m=1; n=0} m&&n++>8&&!/^END$$/{next} {print}' $(DEMO_DIR)/heap.*.exit.txt
 
 bench: deps build testprogs
+	CGO_ENABLED=0 $(GO) build -o bin/mdbench ./cmd/mdbench
 	@scripts/bench.sh
 
 clean:

@@ -10,17 +10,19 @@ prog=testdata/pairs
 
 declare -A label=(
 	[native]="native"
+	[floor]="empty probes (the floor)"
 	[leak]="mdtrace leak_track (no backtraces)"
 	[bt16]="mdtrace backtrace=16"
 	[bt64]="mdtrace backtrace=64"
 )
 declare -A cmd=(
 	[native]="$prog $N"
+	[floor]="bin/mdbench -- $prog $N"
 	[leak]="bin/mdtrace -o leak_track --log /dev/null -- $prog $N"
 	[bt16]="bin/mdtrace -o backtrace=16 --log /dev/null -- $prog $N"
 	[bt64]="bin/mdtrace -o backtrace=64 --log /dev/null -- $prog $N"
 )
-order=(native leak bt16 bt64)
+order=(native floor leak bt16 bt64)
 declare -A samples
 for ((r = 0; r < ROUNDS; r++)); do
 	for k in "${order[@]}"; do
@@ -30,10 +32,11 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 base=$(echo "${samples[native]}" | median)
-printf '%-40s %12s %10s\n' "malloc/free pairs ($N, median of $ROUNDS)" "ns/pair" "x native"
+floor=$(echo "${samples[floor]}" | median)
+printf '%-40s %12s %10s %9s\n' "malloc/free pairs ($N, median of $ROUNDS)" "ns/pair" "x native" "x floor"
 for k in "${order[@]}"; do
 	m=$(echo "${samples[$k]}" | median)
-	printf '%-40s %12.1f %10.1f\n' "${label[$k]}" "$m" "$(echo "$m $base" | awk '{print $1/$2}')"
+	printf '%-40s %12.1f %10.1f %9.2f\n' "${label[$k]}" "$m" "$(echo "$m $base" | awk '{print $1/$2}')" "$(echo "$m $floor" | awk '{print $1/$2}')"
 done
 
 echo

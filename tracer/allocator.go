@@ -251,3 +251,17 @@ func procErr(pid int, err error) error {
 	}
 	return fmt.Errorf("process %d: %w", pid, err)
 }
+
+// FuncOffset returns the file offset of a function of an ELF file, as
+// uprobes take it.
+func FuncOffset(path, symbol string) (uint64, error) {
+	offs, err := funcOffsets(path)
+	if err != nil {
+		return 0, err
+	}
+	off, ok := offs[symbol]
+	if !ok {
+		return 0, fmt.Errorf("%s has no %s", path, symbol)
+	}
+	return off, nil
+}
