@@ -6,8 +6,10 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -64,8 +66,28 @@ void md_log(char prio, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	ssize_t r = write(STDERR_FILENO, line, (size_t)n);
+	ssize_t r = write(md_log_fd, line, (size_t)n);
 	(void)r;
+}
+
+int md_log_fd = STDERR_FILENO;
+
+void md_log_init(void)
+{
+	const char *s = getenv("MDSHIM_LOG_FD");
+	char *end;
+	long fd;
+	int fl;
+
+	if (s == NULL || s[0] == '\0')
+		return;
+	fd = strtol(s, &end, 10);
+	if (*end != '\0' || fd <= 2 || fd >= 1024)
+		return;
+	/* Only a descriptor that is open for writing is used. */
+	fl = fcntl((int)fd, F_GETFL);
+	if (fl != -1 && (fl & O_ACCMODE) != O_RDONLY)
+		md_log_fd = (int)fd;
 }
 
 /* Thread stack bounds, looked up once per thread. */

@@ -132,6 +132,7 @@ static void md_init(void)
 		return;
 	}
 	t_in_shim = 1;
+	md_log_init();
 	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {

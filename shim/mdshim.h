@@ -94,6 +94,13 @@ bool md_config_parse(const char *str, struct md_config *cfg, char *err, size_t e
 void md_log(char prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
+ * md_log_fd is where log lines go: standard error, or the descriptor named
+ * by MDSHIM_LOG_FD (mdtrace passes its --log file), read by md_log_init.
+ */
+extern int md_log_fd;
+void md_log_init(void);
+
+/*
  * md_backtrace walks frame pointers from fp (the frame of an exported hook)
  * and stores up to max return addresses minus one, skipping the library's
  * own code. Each frame pointer is checked against the thread's stack bounds.

@@ -75,10 +75,11 @@ type LaunchError struct {
 func (e *LaunchError) Error() string { return e.Err.Error() }
 func (e *LaunchError) Unwrap() error { return e.Err }
 
-// Launch starts argv with the given environment (nil: mdtrace's own) and
-// standard streams inherited, calls hooks.Ready while it is stopped before
-// its first instruction, then lets it run.
-func Launch(argv []string, env []string, hooks Hooks) (*Process, error) {
+// Launch starts argv with the given environment (nil: mdtrace's own),
+// standard streams inherited and the extra files as descriptors 3, 4, ...,
+// calls hooks.Ready while it is stopped before its first instruction, then
+// lets it run.
+func Launch(argv []string, env []string, extra []*os.File, hooks Hooks) (*Process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -92,7 +93,7 @@ func Launch(argv []string, env []string, hooks Hooks) (*Process, error) {
 	}
 	p := newProcess(hooks)
 	started := make(chan error, 1)
-	go p.control(func() error { return p.launch(path, argv, env) }, started)
+	go p.control(func() error { return p.launch(path, argv, env, extra) }, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -176,11 +177,12 @@ func (p *Process) control(start func() error, started chan<- error) {
 
 // launch starts the command stopped at its exec, then re-attaches with
 // PTRACE_SEIZE so that job control works while it is traced.
-func (p *Process) launch(path string, argv, env []string) error {
+func (p *Process) launch(path string, argv, env []string, extra []*os.File) error {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
 	if err := cmd.Start(); err != nil {
 		code := 126

@@ -69,7 +69,7 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 		names = map[uint64][]string{}
 	)
 	sym := stacks.NewSymbolizer()
-	proc, err := Launch(argv, nil, Hooks{
+	proc, err := Launch(argv, nil, nil, Hooks{
 		Ready: func(pid int) error {
 			lib, err := AllocatorOfExec(pid)
 			if err != nil {

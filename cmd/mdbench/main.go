@@ -63,7 +63,7 @@ func run(argv []string) (int, error) {
 			l.Close()
 		}
 	}()
-	proc, err := tracer.Launch(argv, nil, tracer.Hooks{
+	proc, err := tracer.Launch(argv, nil, nil, tracer.Hooks{
 		Ready: func(pid int) error {
 			lib, err := tracer.AllocatorOfExec(pid)
 			if err != nil {

@@ -935,11 +935,15 @@ func TestShimGuardUnderMdtrace(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 	}
-	// The shim's error block reaches standard error...
+	// The shim's error block reaches mdtrace's log, ahead of the leak report...
+	log := readFile(t, logPath)
 	var block []string
-	for _, l := range strings.Split(r.stderr, "\n") {
-		if m := logRe.FindStringSubmatch(l); m != nil && !strings.HasPrefix(m[4], "          #") {
-			block = append(block, regexp.MustCompile(`0x[0-9a-f]{6,}`).ReplaceAllString(m[4], "0xPTR"))
+	for _, m := range logMessages(t, log, "") {
+		if strings.Contains(m, "guardy leaked block") {
+			break
+		}
+		if !strings.HasPrefix(m, "          #") {
+			block = append(block, regexp.MustCompile(`0x[0-9a-f]{6,}`).ReplaceAllString(m, "0xPTR"))
 		}
 	}
 	want := []string{
@@ -951,14 +955,24 @@ func TestShimGuardUnderMdtrace(t *testing.T) {
 		logDivider,
 	}
 	if strings.Join(block, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the shim's report:\n%s\nwant:\n%s\nstderr:\n%s", strings.Join(block, "\n"), strings.Join(want, "\n"), r.stderr)
+		t.Errorf("the shim's report:\n%s\nwant:\n%s\nlog:\n%s", strings.Join(block, "\n"), strings.Join(want, "\n"), log)
+	}
+	if strings.Contains(r.stderr, "malloc_debug") {
+		t.Errorf("malloc_debug lines on stderr with --log:\n%s", r.stderr)
 	}
 	if !strings.Contains(r.stderr, "in "+shim+"\n") {
 		t.Errorf("the probes are not on the shim:\n%s", r.stderr)
 	}
 	// ...and mdtrace sees the size the program asked for, not the guarded one.
 	want2 := "+++ testdata/guardy leaked block of size 1234 at 0xPTR (leak 1 of 1)\nBacktrace at time of allocation:\n          #00  pc PC  guardy (leak_with_guard+OFF)\n          #01  pc PC  guardy (main+OFF)\n"
-	if got := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("guardy")); got != want2 {
+	var report []string
+	for i, m := range logMessages(t, log, "") {
+		if strings.Contains(m, "guardy leaked block") {
+			report = logMessages(t, log, "")[i:]
+			break
+		}
+	}
+	if got := normalizeLeakReport(t, report, prog("guardy")); got != want2 {
 		t.Errorf("leak report:\n%s\nwant:\n%s", got, want2)
 	}
 }

@@ -64,13 +64,14 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer()}
 	s.sym.DebugDirs = flags.DebugDirs
 	logw := stderr
+	var logFile *os.File
 	if flags.Log != "" {
 		f, err := output.CreateFile(flags.Log, 0o644)
 		if err != nil {
 			return 1, fmt.Errorf("opening the log: %w", err)
 		}
 		defer f.Close()
-		logw = f
+		logw, logFile = f, f
 	} else {
 		s.logToStderr = true
 	}
@@ -146,13 +147,21 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	if flags.PID != 0 {
 		s.proc, err = tracer.Attach(flags.PID, hooks)
 	} else {
-		var env []string
+		var (
+			env   []string
+			extra []*os.File
+		)
 		if needsShim(cfg) {
 			if env, err = shimEnv(flags); err != nil {
 				return 1, err
 			}
+			// The shim writes its errors into mdtrace's log file.
+			if logFile != nil {
+				extra = []*os.File{logFile}
+				env = append(env, "MDSHIM_LOG_FD=3")
+			}
 		}
-		s.proc, err = tracer.Launch(flags.Command, env, hooks)
+		s.proc, err = tracer.Launch(flags.Command, env, extra, hooks)
 	}
 	if err != nil {
 		return 1, err
