@@ -154,20 +154,10 @@ func AllocatorOfExec(pid int) (string, error) {
 	if err := CheckExecutable(exe); err != nil {
 		return "", err
 	}
-	f, err := elf.Open(exe)
+	interp, err := LoaderOf(pid)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", exe, err)
+		return "", err
 	}
-	var interp string
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
-				interp = strings.TrimRight(string(b), "\x00")
-			}
-		}
-	}
-	f.Close()
 	if interp == "" {
 		// A static program carries its own allocator.
 		return pickAllocator(exe, nil)

@@ -48,7 +48,8 @@ func LoaderOf(pid int) (string, error) {
 // WatchLibraries probes the loader's debugger hook in process pid, so that
 // LibraryNotices reports the process's libraries, with their load
 // addresses, after every dlopen and dlclose (and the first loading). The
-// loader must be mapped already.
+// loader must be mapped already. Called again after an exec, it only
+// points the probe at the new image's list when the loader is the same.
 func (p *Probes) WatchLibraries(pid int, loader string) error {
 	offs, err := funcOffsets(loader)
 	if err != nil {
@@ -65,6 +66,13 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	if err := p.objs.Rdebug.Put(uint32(pid), rd); err != nil {
 		return fmt.Errorf("setting the loader's list of process %d: %w", pid, err)
 	}
+	key := fmt.Sprintf("%d:%s", pid, loader)
+	p.mu.Lock()
+	watched := p.watched[key]
+	p.mu.Unlock()
+	if watched {
+		return nil
+	}
 	ex, err := link.OpenExecutable(loader)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", loader, err)
@@ -80,6 +88,10 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	}
 	p.mu.Lock()
 	p.links = append(p.links, l)
+	if p.watched == nil {
+		p.watched = map[string]bool{}
+	}
+	p.watched[key] = true
 	p.mu.Unlock()
 	return nil
 }

@@ -119,6 +119,8 @@ type Probes struct {
 	links []link.Link
 	// Attached lists, for each attached process, the entry points probed.
 	attached map[int][]string
+	// watched holds the "pid:loader" pairs whose loader hook is probed.
+	watched map[string]bool
 }
 
 // LoadProbes loads the BPF programs and maps into the kernel.

@@ -271,12 +271,7 @@ func (s *session) ready(pid int) error {
 	if err := s.attach(pid, lib); err != nil {
 		return err
 	}
-	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
-		if err := s.probes.WatchLibraries(pid, loader); err != nil {
-			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
-		}
-	}
-	s.rememberMaps(pid)
+	s.watchImage(pid)
 	if s.flags.ReadyFile != "" {
 		content := fmt.Sprintf("%d\n", pid)
 		if err := output.WriteFileAtomic(s.flags.ReadyFile, 0o644, func(w io.Writer) error {
@@ -288,6 +283,17 @@ func (s *session) ready(pid int) error {
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
 	return nil
+}
+
+// watchImage follows the libraries of the process's current program: its
+// loader's changes from now on, and its maps as they are.
+func (s *session) watchImage(pid int) {
+	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
+		if err := s.probes.WatchLibraries(pid, loader); err != nil {
+			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
+		}
+	}
+	s.rememberMaps(pid)
 }
 
 // execed follows the process into a new program: the old image's blocks
@@ -310,12 +316,7 @@ func (s *session) execed(pid int) {
 			s.notice("%v", err)
 		}
 	}
-	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
-		if err := s.probes.WatchLibraries(pid, loader); err != nil {
-			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
-		}
-	}
-	s.rememberMaps(pid)
+	s.watchImage(pid)
 }
 
 // attach probes the allocator in lib for process pid.
