@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -15,83 +16,39 @@ import (
 
 // recorder keeps the records of record_allocs: it reads them from the
 // probes' ring buffer as they come, keeps at most max of them, and writes
-// them in Android's format on request.
+// them in Android's format on request. It is safe for concurrent use.
 type recorder struct {
-	s    *session
-	rd   *tracer.EventReader[tracer.Record]
-	max  uint64
+	s   *session
+	rd  *tracer.EventReader[tracer.Record]
+	max uint64
+	// sync returns once every record sent so far is kept; stop ends the
+	// reading.
+	sync, stop func()
+
+	mu   sync.Mutex
 	recs *recordStore
 	full bool
 	// spillFailed is set when records could not be spilled to disk.
 	spillFailed bool
-
-	reqs chan recordRequest
-	stop chan struct{}
-	done chan struct{}
 }
-
-// recordRequest asks the recorder to write its records to path, and to
-// forget them afterwards when clear is set.
-type recordRequest struct {
-	path  string
-	clear bool
-	reply chan struct{}
-}
-
-// recordPoll bounds how long a request waits for the reader.
-const recordPoll = 50 * time.Millisecond
 
 func newRecorder(s *session, max uint64) (*recorder, error) {
 	rd, err := s.probes.Records()
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit), reqs: make(chan recordRequest), stop: make(chan struct{}), done: make(chan struct{})}
-	go r.run()
+	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit)}
+	var ev tracer.Record
+	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
+		err := rd.Next(deadline, &ev)
+		return &ev, err
+	}, r.add)
 	return r, nil
 }
 
-func (r *recorder) run() {
-	defer close(r.done)
-	var ev tracer.Record
-	for {
-		select {
-		case q := <-r.reqs:
-			r.drain()
-			r.write(q.path)
-			if q.clear {
-				r.recs.Clear()
-				if r.full {
-					r.full = false
-					r.s.probes.SetRecording(true)
-				}
-			}
-			close(q.reply)
-			continue
-		case <-r.stop:
-			return
-		default:
-		}
-		err := r.rd.Next(time.Now().Add(recordPoll), &ev)
-		switch {
-		case err == nil:
-			r.add(&ev)
-		case errors.Is(err, tracer.ErrNoRecord):
-		default:
-			return
-		}
-	}
-}
-
-// drain takes every record already in the ring buffer.
-func (r *recorder) drain() {
-	var ev tracer.Record
-	for r.rd.Next(time.Now(), &ev) == nil {
-		r.add(&ev)
-	}
-}
-
 func (r *recorder) add(ev *tracer.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.recs.Len() >= r.max {
 		if !r.full {
 			r.full = true
@@ -141,21 +98,26 @@ func (r *recorder) write(path string) {
 	}
 }
 
-// Write writes the records to path now; with clear they are forgotten.
+// Write writes the records to path now, every record already sent
+// included; with clear they are forgotten.
 func (r *recorder) Write(path string, clear bool) {
-	q := recordRequest{path: path, clear: clear, reply: make(chan struct{})}
-	select {
-	case r.reqs <- q:
-		<-q.reply
-	case <-r.done:
+	r.sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.write(path)
+	if clear {
+		r.recs.Clear()
+		if r.full {
+			r.full = false
+			r.s.probes.SetRecording(true)
+		}
 	}
 }
 
 // Close stops the recorder.
 func (r *recorder) Close() {
-	close(r.stop)
-	<-r.done
 	r.rd.Close()
+	r.stop()
 	r.recs.Close()
 }
 
