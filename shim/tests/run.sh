@@ -114,7 +114,8 @@ EOF
 frame front_guard_corrupted "malloc_debug:           #00  pc [0-9a-f]{16}  .*/md_test \(test_front_guard_corrupted\+[0-9]+\)$"
 frame front_guard_corrupted "malloc_debug:           #01  pc [0-9a-f]{16}  .*/md_test \(main\+[0-9]+\)$"
 
-run rear_guard_corrupted "rear_guard" 0 "$P" rear_guard_corrupted <<EOF
+# A rear guard overrun after a shrinking realloc reads as one on a new block.
+rear_expected=$(cat <<EOF
 $DIV
 E +++ ALLOCATION P SIZE 100 HAS A CORRUPTED REAR GUARD
 E   allocation[130] = 0xbf (expected 0xbb)
@@ -123,15 +124,13 @@ E Backtrace at time of failure:
 E FRAME
 $DIV
 EOF
+)
+run rear_guard_corrupted "rear_guard" 0 "$P" rear_guard_corrupted <<EOF
+$rear_expected
+EOF
 
 run rear_guard_shrink "rear_guard" 0 "$P" rear_guard_shrink <<EOF
-$DIV
-E +++ ALLOCATION P SIZE 100 HAS A CORRUPTED REAR GUARD
-E   allocation[130] = 0xbf (expected 0xbb)
-E   allocation[131] = 0x00 (expected 0xbb)
-E Backtrace at time of failure:
-E FRAME
-$DIV
+$rear_expected
 EOF
 
 run both_guards_corrupted "guard" 0 "$P" both_guards_corrupted <<EOF
