@@ -45,13 +45,27 @@ func CheckExecutable(path string) error {
 }
 
 // definesMalloc reports whether the ELF file at path defines malloc.
+//
+// Only the dynamic symbols matter to a program that links dynamically (they
+// are what the loader binds malloc to); a static program has none, and its
+// own symbol table says. Reading just those keeps attaching to a process
+// with hundreds of libraries quick.
 func definesMalloc(path string) bool {
-	offs, err := funcOffsets(path)
+	f, err := elf.Open(path)
 	if err != nil {
 		return false
 	}
-	_, ok := offs["malloc"]
-	return ok
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil || len(syms) == 0 {
+		syms, _ = f.Symbols()
+	}
+	for _, s := range syms {
+		if name, ok := definedFunc(s); ok && name == "malloc" {
+			return true
+		}
+	}
+	return false
 }
 
 // isLoader reports whether path is a dynamic loader, whose own minimal

@@ -400,13 +400,9 @@ func funcOffsets(path string) (map[string]uint64, error) {
 	syms = append(syms, st...)
 	out := map[string]uint64{}
 	for _, s := range syms {
-		t := elf.ST_TYPE(s.Info)
-		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Section == elf.SHN_UNDEF || s.Value == 0 {
+		name, ok := definedFunc(s)
+		if !ok {
 			continue
-		}
-		name := s.Name
-		if i := strings.IndexByte(name, '@'); i >= 0 {
-			name = name[:i]
 		}
 		if _, ok := out[name]; ok {
 			continue
@@ -420,6 +416,17 @@ func funcOffsets(path string) (map[string]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// definedFunc returns the name, without its version, of a function an ELF
+// file defines; ok is false for other symbols.
+func definedFunc(s elf.Symbol) (name string, ok bool) {
+	t := elf.ST_TYPE(s.Info)
+	if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || s.Section == elf.SHN_UNDEF || s.Value == 0 {
+		return "", false
+	}
+	name, _, _ = strings.Cut(s.Name, "@")
+	return name, true
 }
 
 // Attached returns the allocator functions probed for pid.
