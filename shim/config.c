@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +32,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	md_vformat(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
@@ -272,6 +271,12 @@ static bool set_flag(struct parser *p)
 	return no_value(p);
 }
 
+static bool set_verify_pointers(struct parser *p)
+{
+	p->cfg->verify_pointers = true;
+	return no_value(p);
+}
+
 /* The option table: name, bits OR-ed in on success, setter. */
 static const struct option_def {
 	const char *name;
@@ -307,7 +312,7 @@ static const struct option_def {
 	{ "record_allocs", MD_RECORD_ALLOCS, set_record_allocs },
 	{ "record_allocs_file", 0, set_record_allocs_file },
 	{ "record_allocs_on_exit", 0, set_record_allocs_on_exit },
-	{ "verify_pointers", MD_TRACK_ALLOCS, set_flag },
+	{ "verify_pointers", MD_TRACK_ALLOCS, set_verify_pointers },
 	{ "abort_on_error", MD_ABORT_ON_ERROR, set_flag },
 	{ "verbose", MD_VERBOSE, set_flag },
 	{ "check_unreachable_on_signal", MD_CHECK_UNREACHABLE_ON_SIGNAL, set_flag },

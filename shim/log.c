@@ -8,7 +8,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -52,13 +51,13 @@ void md_log(char prio, const char *fmt, ...)
 	if (sod < 0)
 		sod += 86400;
 	civil_from_days((secs - sod) / 86400, &month, &day);
-	n = snprintf(line, sizeof(line), "%02d-%02d %02ld:%02ld:%02ld.%03ld %5d %5d %c malloc_debug: ",
-		     month, day, sod / 3600, (sod / 60) % 60, sod % 60, ts.tv_nsec / 1000000,
-		     (int)getpid(), (int)syscall(SYS_gettid), prio);
+	n = md_format(line, sizeof(line), "%02d-%02d %02ld:%02ld:%02ld.%03ld %5d %5d %c malloc_debug: ",
+		      month, day, sod / 3600, (sod / 60) % 60, sod % 60, ts.tv_nsec / 1000000,
+		      (int)getpid(), (int)syscall(SYS_gettid), prio);
 	if (n < 0)
 		return;
 	va_start(ap, fmt);
-	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	m = md_vformat(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
 	if (m < 0)
 		m = 0;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mdshim.h"
@@ -58,6 +59,7 @@ static bool g_header;          /* a guard is on: allocations carry a header */
 static size_t g_pointer_offset; /* header start to user pointer */
 static size_t g_extra_bytes;    /* bytes added to every request */
 static size_t (*real_usable_size)(void *);
+static bool g_site_times;        /* MDSHIM_RECORD: the probe sites get start times */
 
 /* The one lock: protects the free-track list and keeps error blocks whole. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -77,6 +79,28 @@ struct freed {
 static struct freed *g_ft;
 static uintptr_t *g_ft_frames; /* free_track_backtrace_num_frames per entry */
 static size_t g_ft_head, g_ft_count;
+/* free_track: each held user pointer to its slot in g_ft, under g_lock. */
+static struct md_ptrtab g_ft_index = MD_PTRTAB_INITIALIZER;
+
+/*
+ * verify_pointers (TRACK_ALLOCS, which the guards, backtrace, free_track and
+ * leak_track also set, as on Android): every live block the debug allocator
+ * handed out, with its requested size. g_live_lost is set for good when an
+ * insertion fails for want of memory: absence from the table then proves
+ * nothing and the check is off.
+ */
+static struct md_ptrtab g_live = MD_PTRTAB_INITIALIZER;
+static bool g_live_lost;
+
+void md_internal_begin(void)
+{
+	t_in_shim++;
+}
+
+void md_internal_end(void)
+{
+	t_in_shim--;
+}
 
 static void md_lock(void)
 {
@@ -90,18 +114,25 @@ static void md_unlock(void)
 		pthread_mutex_unlock(&g_lock);
 }
 
+/* Lock order: g_lock before any table shard; a table call takes nothing else. */
 static void fork_prepare(void)
 {
 	md_lock();
+	md_ptrtab_fork_prepare(&g_ft_index);
+	md_ptrtab_fork_prepare(&g_live);
 }
 
 static void fork_parent(void)
 {
+	md_ptrtab_fork_parent(&g_live);
+	md_ptrtab_fork_parent(&g_ft_index);
 	md_unlock();
 }
 
 static void fork_child(void)
 {
+	md_ptrtab_fork_child(&g_live);
+	md_ptrtab_fork_child(&g_ft_index);
 	pthread_mutex_init(&g_lock, NULL);
 	t_lock_depth = 0;
 }
@@ -133,6 +164,7 @@ static void md_init(void)
 	}
 	t_in_shim = 1;
 	md_log_init();
+	g_site_times = getenv("MDSHIM_RECORD") != NULL;
 	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
@@ -147,6 +179,21 @@ static void md_init(void)
 		t_in_shim = 0;
 		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 		return;
+	}
+	if (getenv("MDSHIM_CTL") != NULL) {
+		/*
+		 * Under mdtrace, which tracks allocations itself: pointers are
+		 * verified only for the options that rewrite blocks or for
+		 * verify_pointers, and without any of the shim's own options
+		 * calls pass straight to glibc past the probe sites.
+		 */
+		if (!(g_cfg.options & (MD_FRONT_GUARD | MD_REAR_GUARD | MD_FREE_TRACK)) && !g_cfg.verify_pointers)
+			g_cfg.options &= ~(uint64_t)MD_TRACK_ALLOCS;
+		if (!(g_cfg.options & MD_SHIM_OPTIONS)) {
+			t_in_shim = 0;
+			__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
+			return;
+		}
 	}
 	g_header = (g_cfg.options & (MD_FRONT_GUARD | MD_REAR_GUARD)) != 0;
 	if (g_header) {
@@ -190,6 +237,21 @@ static inline bool debug_on(void)
 	return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ON;
 }
 
+/* ---- pointer tracking (verify_pointers) ---- */
+
+static bool tracking(void)
+{
+	return (g_cfg.options & MD_TRACK_ALLOCS) && !__atomic_load_n(&g_live_lost, __ATOMIC_ACQUIRE);
+}
+
+/* track_new enters a block the debug allocator hands out; returns ptr. */
+static void *track_new(void *ptr, size_t size)
+{
+	if (ptr != NULL && tracking() && !md_ptrtab_put(&g_live, ptr, size))
+		__atomic_store_n(&g_live_lost, true, __ATOMIC_RELEASE);
+	return ptr;
+}
+
 /* ---- error reports ---- */
 
 static void log_backtrace_or_failure(const uintptr_t *frames, size_t n)
@@ -200,15 +262,14 @@ static void log_backtrace_or_failure(const uintptr_t *frames, size_t n)
 		md_backtrace_log(frames, n);
 }
 
+/* find_freed returns free_track's entry for ptr if it holds the block. Lock held. */
 static struct freed *find_freed(void *ptr)
 {
-	for (size_t i = 0; i < g_ft_count; i++) {
-		struct freed *e = &g_ft[(g_ft_head + i) % g_cfg.free_track_allocations];
+	uintptr_t slot;
 
-		if (e->ptr == ptr)
-			return e;
-	}
-	return NULL;
+	if (g_ft == NULL || !md_ptrtab_get(&g_ft_index, ptr, &slot))
+		return NULL;
+	return &g_ft[slot];
 }
 
 static const uintptr_t *freed_frames(const struct freed *e)
@@ -245,23 +306,53 @@ static struct header *get_header(void *ptr)
 	return (struct header *)((char *)ptr - g_pointer_offset);
 }
 
-/* verify_pointer checks the header tag of ptr before fn uses it. */
-static bool verify_pointer(void *ptr, const char *fn)
+/*
+ * verify_pointer checks ptr before fn uses it, as Android's VerifyPointer:
+ * the header tag first, then the table of live blocks. With taken (free and
+ * realloc) a block found in the table leaves it in the same step, so two
+ * threads freeing one block cannot both pass, and *taken is its size.
+ * Without the table, a block free_track holds is still caught as used after
+ * free. On failure the error is logged and fn must not touch the block.
+ */
+static bool verify_pointer(void *ptr, const char *fn, uintptr_t *taken)
 {
 	char what[80];
 	uint32_t tag;
+	bool ok;
 
-	if (!g_header)
-		return true;
-	tag = get_header(ptr)->tag;
-	if (tag == DEBUG_TAG)
-		return true;
-	if (tag == DEBUG_FREE_TAG)
-		snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
-	else
-		snprintf(what, sizeof(what), "HAS INVALID TAG %x (%s)", tag, fn);
-	log_error(ptr, what);
-	return false;
+	if (g_header) {
+		tag = get_header(ptr)->tag;
+		if (tag != DEBUG_TAG) {
+			if (tag == DEBUG_FREE_TAG)
+				snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
+			else
+				snprintf(what, sizeof(what), "HAS INVALID TAG %x (%s)", tag, fn);
+			log_error(ptr, what);
+			return false;
+		}
+	}
+	if (tracking()) {
+		if (taken != NULL)
+			ok = md_ptrtab_take(&g_live, ptr, taken);
+		else
+			ok = md_ptrtab_get(&g_live, ptr, NULL);
+		if (!ok) {
+			snprintf(what, sizeof(what), "UNKNOWN POINTER (%s)", fn);
+			log_error(ptr, what);
+		}
+		return ok;
+	}
+	if (g_cfg.options & MD_FREE_TRACK) {
+		md_lock();
+		ok = find_freed(ptr) == NULL;
+		if (!ok) {
+			snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
+			log_error(ptr, what);
+		}
+		md_unlock();
+		return ok;
+	}
+	return true;
 }
 
 static void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
@@ -345,7 +436,7 @@ static void verify_freed(const struct freed *e)
 /* free_track_add keeps a freed block; returns the block to really free, if any. */
 static void *free_track_add(void *ptr, void *orig, const uintptr_t *frames, size_t nframes)
 {
-	size_t cap = g_cfg.free_track_allocations;
+	size_t cap = g_cfg.free_track_allocations, slot;
 	void *evicted = NULL;
 	struct freed *e;
 
@@ -354,14 +445,27 @@ static void *free_track_add(void *ptr, void *orig, const uintptr_t *frames, size
 		md_unlock();
 		return orig;
 	}
+	/* Held already: a second free that raced the first past the checks. */
+	if (md_ptrtab_get(&g_ft_index, ptr, NULL)) {
+		md_unlock();
+		return NULL;
+	}
+	/* The next free slot, or the oldest entry's when the list is full. */
+	slot = (g_ft_head + g_ft_count) % cap;
+	if (!md_ptrtab_put(&g_ft_index, ptr, slot)) {
+		/* No memory to index the block: it is not kept. */
+		md_unlock();
+		return orig;
+	}
 	if (g_ft_count == cap) {
 		e = &g_ft[g_ft_head];
 		verify_freed(e);
+		md_ptrtab_take(&g_ft_index, e->ptr, NULL);
 		evicted = e->orig;
 		g_ft_head = (g_ft_head + 1) % cap;
 		g_ft_count--;
 	}
-	e = &g_ft[(g_ft_head + g_ft_count) % cap];
+	e = &g_ft[slot];
 	e->ptr = ptr;
 	e->orig = orig;
 	e->nframes = nframes;
@@ -426,7 +530,8 @@ static void fill_alloc(void *ptr, size_t from)
 		memset((uint8_t *)ptr + from, MD_FILL_ALLOC_VALUE, bytes - from);
 }
 
-static void *internal_malloc(size_t size)
+/* alloc_block is malloc without the tracking, which realloc does itself. */
+static void *alloc_block(size_t size)
 {
 	size_t real_size;
 	void *ptr;
@@ -450,6 +555,11 @@ static void *internal_malloc(size_t size)
 	if (ptr != NULL && (g_cfg.options & MD_FILL_ON_ALLOC))
 		fill_alloc(ptr, 0);
 	return ptr;
+}
+
+static void *internal_malloc(size_t size)
+{
+	return track_new(alloc_block(size), size);
 }
 
 static bool backtrace_size_ok(size_t size)
@@ -497,9 +607,11 @@ static void internal_free(void *ptr)
 
 static void debug_free(void *ptr)
 {
+	uintptr_t size;
+
 	if (ptr == NULL)
 		return;
-	if (!verify_pointer(ptr, "free"))
+	if (!verify_pointer(ptr, "free", &size))
 		return;
 	internal_free(ptr);
 }
@@ -530,7 +642,7 @@ static void *debug_calloc(size_t nmemb, size_t bytes)
 	} else {
 		ptr = __libc_calloc(1, real_size);
 	}
-	return ptr;
+	return track_new(ptr, size);
 }
 
 static void *debug_memalign(size_t alignment, size_t bytes)
@@ -583,18 +695,15 @@ static void *debug_memalign(size_t alignment, size_t bytes)
 	}
 	if (ptr != NULL && (g_cfg.options & MD_FILL_ON_ALLOC))
 		fill_alloc(ptr, 0);
-	return ptr;
+	return track_new(ptr, bytes);
 }
 
-static void *debug_realloc(void *ptr, size_t bytes)
+/* realloc_block is realloc of a verified block, without the tracking. */
+static void *realloc_block(void *ptr, size_t bytes)
 {
 	size_t real_size, prev_size;
 	void *new_ptr;
 
-	if (ptr == NULL)
-		return internal_malloc(bytes);
-	if (!verify_pointer(ptr, "realloc"))
-		return NULL;
 	if (bytes == 0) {
 		internal_free(ptr);
 		return NULL;
@@ -625,7 +734,7 @@ static void *debug_realloc(void *ptr, size_t bytes)
 			}
 			return ptr;
 		}
-		new_ptr = internal_malloc(bytes);
+		new_ptr = alloc_block(bytes);
 		if (new_ptr == NULL) {
 			errno = ENOMEM;
 			return NULL;
@@ -644,11 +753,33 @@ static void *debug_realloc(void *ptr, size_t bytes)
 	return new_ptr;
 }
 
+/*
+ * debug_realloc takes the block out of the table while it verifies it and
+ * enters the result, or the old block again if it is still the caller's
+ * (Android leaves a block whose realloc failed out of the table).
+ */
+static void *debug_realloc(void *ptr, size_t bytes)
+{
+	uintptr_t old_size = 0;
+	void *new_ptr;
+
+	if (ptr == NULL)
+		return internal_malloc(bytes);
+	if (!verify_pointer(ptr, "realloc", &old_size))
+		return NULL;
+	new_ptr = realloc_block(ptr, bytes);
+	if (new_ptr != NULL)
+		return track_new(new_ptr, bytes);
+	if (bytes != 0)
+		track_new(ptr, old_size);
+	return NULL;
+}
+
 static size_t debug_malloc_usable_size(void *ptr)
 {
 	if (ptr == NULL)
 		return 0;
-	if (!verify_pointer(ptr, "malloc_usable_size"))
+	if (!verify_pointer(ptr, "malloc_usable_size", NULL))
 		return 0;
 	return internal_usable_size(ptr);
 }
@@ -672,96 +803,166 @@ static int powerof2(size_t x)
 	} while (0)
 #define LEAVE() (t_in_shim = 0)
 
+/*
+ * site_start is the start time of a call for the probe sites: only while
+ * mdtrace records calls, so that tracing alone costs no clock read.
+ */
+static inline uint64_t site_start(void)
+{
+	struct timespec ts;
+
+	if (!g_site_times)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* site_free_done reports the end of a free while mdtrace records calls. */
+static inline void site_free_done(void *ptr, uint64_t start)
+{
+	if (g_site_times && ptr != NULL)
+		mdshim_site_alloc(NULL, MD_CALL_FREE, (uintptr_t)ptr, 0, start);
+}
+
 void *malloc(size_t size)
 {
+	uint64_t start;
 	void *r;
 
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_malloc(size);
-	ENTER();
-	r = internal_malloc(size);
-	LEAVE();
+	if (debug_on()) {
+		start = site_start();
+		ENTER();
+		r = internal_malloc(size);
+		LEAVE();
+	} else {
+		start = site_start();
+		r = __libc_malloc(size);
+	}
+	mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
 	return r;
 }
 
 void free(void *ptr)
 {
-	if (t_in_shim || !debug_on()) {
+	uint64_t start;
+
+	if (t_in_shim) {
 		__libc_free(ptr);
 		return;
 	}
-	ENTER();
-	debug_free(ptr);
-	LEAVE();
+	start = site_start();
+	if (ptr != NULL)
+		mdshim_site_free(ptr, MD_CALL_FREE);
+	if (debug_on()) {
+		ENTER();
+		debug_free(ptr);
+		LEAVE();
+	} else {
+		__libc_free(ptr);
+	}
+	site_free_done(ptr, start);
 }
 
 void *calloc(size_t nmemb, size_t size)
 {
+	uint64_t start;
 	void *r;
 
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_calloc(nmemb, size);
-	ENTER();
-	r = debug_calloc(nmemb, size);
-	LEAVE();
+	if (debug_on()) {
+		start = site_start();
+		ENTER();
+		r = debug_calloc(nmemb, size);
+		LEAVE();
+	} else {
+		start = site_start();
+		r = __libc_calloc(nmemb, size);
+	}
+	mdshim_site_alloc(r, MD_CALL_CALLOC, nmemb, size, start);
+	return r;
+}
+
+/* do_realloc is realloc and reallocarray after the size is known. */
+static inline __attribute__((always_inline)) void *do_realloc(void *ptr, size_t size)
+{
+	uint64_t start;
+	void *r;
+
+	if (debug_on()) {
+		start = site_start();
+		if (ptr != NULL)
+			mdshim_site_free(ptr, MD_CALL_REALLOC);
+		ENTER();
+		r = debug_realloc(ptr, size);
+		LEAVE();
+	} else {
+		start = site_start();
+		if (ptr != NULL)
+			mdshim_site_free(ptr, MD_CALL_REALLOC);
+		r = __libc_realloc(ptr, size);
+	}
+	mdshim_site_alloc(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
 	return r;
 }
 
 void *realloc(void *ptr, size_t size)
 {
-	void *r;
-
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_realloc(ptr, size);
-	ENTER();
-	r = debug_realloc(ptr, size);
-	LEAVE();
-	return r;
+	return do_realloc(ptr, size);
 }
 
 void *reallocarray(void *ptr, size_t nmemb, size_t size)
 {
 	size_t total;
-	void *r;
 
 	if (__builtin_mul_overflow(nmemb, size, &total)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_realloc(ptr, total);
-	ENTER();
-	r = debug_realloc(ptr, total);
-	LEAVE();
+	return do_realloc(ptr, total);
+}
+
+/* do_memalign is the memalign family once the arguments are checked. */
+static inline __attribute__((always_inline)) void *do_memalign(size_t alignment, size_t size)
+{
+	uint64_t start;
+	void *r;
+
+	if (debug_on()) {
+		start = site_start();
+		ENTER();
+		r = debug_memalign(alignment, size);
+		LEAVE();
+	} else {
+		start = site_start();
+		r = __libc_memalign(alignment, size);
+	}
+	mdshim_site_alloc(r, MD_CALL_MEMALIGN, alignment, size, start);
 	return r;
 }
 
 void *memalign(size_t alignment, size_t size)
 {
-	void *r;
-
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_memalign(alignment, size);
-	ENTER();
-	r = debug_memalign(alignment, size);
-	LEAVE();
-	return r;
+	return do_memalign(alignment, size);
 }
 
 void *aligned_alloc(size_t alignment, size_t size)
 {
-	void *r;
-
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_memalign(alignment, size);
-	if (alignment == 0 || !powerof2(alignment) || size % alignment != 0) {
+	if (debug_on() && (alignment == 0 || !powerof2(alignment) || size % alignment != 0)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	ENTER();
-	r = debug_memalign(alignment, size);
-	LEAVE();
-	return r;
+	return do_memalign(alignment, size);
 }
 
 int posix_memalign(void **memptr, size_t alignment, size_t size)
@@ -771,13 +972,10 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 	if (alignment < sizeof(void *) || !powerof2(alignment))
 		return EINVAL;
-	if (t_in_shim || !debug_on()) {
+	if (t_in_shim)
 		r = __libc_memalign(alignment, size);
-	} else {
-		ENTER();
-		r = debug_memalign(alignment, size);
-		LEAVE();
-	}
+	else
+		r = do_memalign(alignment, size);
 	errno = saved_errno;
 	if (r == NULL)
 		return ENOMEM;
@@ -788,21 +986,16 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
 void *valloc(size_t size)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	void *r;
 
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_memalign(page, size);
-	ENTER();
-	r = debug_memalign(page, size);
-	LEAVE();
-	return r;
+	return do_memalign(page, size);
 }
 
 void *pvalloc(size_t size)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t rounded;
-	void *r;
 
 	if (size == 0)
 		size = 1;
@@ -811,12 +1004,9 @@ void *pvalloc(size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (t_in_shim || !debug_on())
+	if (t_in_shim)
 		return __libc_memalign(page, rounded);
-	ENTER();
-	r = debug_memalign(page, rounded);
-	LEAVE();
-	return r;
+	return do_memalign(page, rounded);
 }
 
 size_t malloc_usable_size(void *ptr)
@@ -834,5 +1024,5 @@ size_t malloc_usable_size(void *ptr)
 /* mdshim_version names the library's interface version, for mdtrace. */
 __attribute__((visibility("default"))) const char *mdshim_version(void)
 {
-	return "mdshim 1";
+	return "mdshim 2";
 }

@@ -6,6 +6,7 @@
 #ifndef MDSHIM_H
 #define MDSHIM_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,6 +30,11 @@
 #define MD_BACKTRACE_SPECIFIC_SIZES 0x4000
 #define MD_LOG_ALLOCATOR_STATS_ON_SIGNAL 0x8000
 #define MD_LOG_ALLOCATOR_STATS_ON_EXIT 0x10000
+
+/* The options the shim acts on by rewriting or checking blocks. */
+#define MD_SHIM_OPTIONS                                                                          \
+	(MD_FRONT_GUARD | MD_REAR_GUARD | MD_FILL_ON_ALLOC | MD_FILL_ON_FREE | MD_EXPAND_ALLOC | \
+	 MD_FREE_TRACK | MD_TRACK_ALLOCS)
 
 #define MD_MIN_ALIGN 16
 #define MD_FILL_ALLOC_VALUE 0xeb
@@ -73,6 +79,8 @@ struct md_config {
 	size_t record_allocs_num_entries;
 	char record_allocs_file[MD_PATH_MAX];
 	bool record_allocs_on_exit;
+	/* verify_pointers itself was given (other options imply its bit too). */
+	bool verify_pointers;
 };
 
 /*
@@ -86,6 +94,18 @@ bool md_config_parse(const char *str, struct md_config *cfg, char *err, size_t e
 /* Usage lines logged after an option error. */
 #define MD_USAGE_LINE1 "For malloc debug option descriptions go to:"
 #define MD_USAGE_LINE2 "  https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md"
+
+/*
+ * md_vformat is an async-signal-safe vsnprintf (format.c) for %d %i %u %o
+ * %x %X %c %s %p %% with the hh h l ll j z t modifiers, the - 0 + space #
+ * flags, width and precision (digits or '*'). It always NUL-terminates when
+ * len > 0 and returns the length the whole output would have.
+ */
+int md_vformat(char *buf, size_t len, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+/* md_format is md_vformat with the arguments given directly. */
+int md_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
  * md_log writes one logcat-style line to stderr with a single write(2):
@@ -109,5 +129,83 @@ size_t md_backtrace(void *fp, uintptr_t *frames, size_t max);
 
 /* md_backtrace_log logs frames in Android's backtrace format. */
 void md_backtrace_log(const uintptr_t *frames, size_t n);
+
+/*
+ * The calls reported at the probe sites (site.c), numbered as in mdtrace's
+ * BPF programs (enum call in bpf/mdtrace.bpf.c).
+ */
+enum md_site_call {
+	MD_CALL_MALLOC = 1,
+	MD_CALL_CALLOC = 2,   /* a0: count, a1: element size */
+	MD_CALL_REALLOC = 3,  /* a0: old pointer, a1: size */
+	MD_CALL_MEMALIGN = 5, /* a0: alignment, a1: size */
+	MD_CALL_FREE = 9,     /* a0: the freed pointer */
+};
+
+/*
+ * mdshim_site_alloc follows every allocation the program makes, failed ones
+ * too, with its result, the call, its arguments and, when mdtrace records
+ * calls (MDSHIM_RECORD), the CLOCK_MONOTONIC time the call started (else 0).
+ * While recording it also follows every free, as MD_CALL_FREE. realloc's
+ * old block is reported to mdshim_site_free before the real realloc.
+ *
+ * mdshim_site_free precedes every free of a non-NULL pointer (call
+ * MD_CALL_FREE) and realloc of one (MD_CALL_REALLOC), before the block can
+ * be handed out again.
+ */
+void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
+		       uint64_t start_ns) __attribute__((visibility("protected")));
+void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("protected")));
+
+/*
+ * md_internal_begin and md_internal_end bracket the library's own use of
+ * code that may allocate (stdio, dlsym): calls made in between go straight
+ * to glibc and are neither checked nor reported. They nest.
+ */
+void md_internal_begin(void);
+void md_internal_end(void);
+
+/*
+ * md_ptrtab maps pointers to a word (ptrtab.c): the live blocks of
+ * verify_pointers and the blocks free_track holds. Lookups and updates are
+ * O(1) on average; each shard has its own mutex, taken inside the calls,
+ * and its storage comes from mmap, so nothing here calls malloc. Initialize
+ * a table with MD_PTRTAB_INITIALIZER. Around fork, call fork_prepare before
+ * and fork_parent or fork_child after.
+ */
+#define MD_PTRTAB_SHARD_BITS 4
+#define MD_PTRTAB_SHARDS (1 << MD_PTRTAB_SHARD_BITS)
+
+struct md_ptrtab_slot {
+	uintptr_t key; /* the pointer inverted; 0: empty */
+	uintptr_t value;
+};
+
+struct md_ptrtab_shard {
+	pthread_mutex_t lock;
+	struct md_ptrtab_slot *slots;
+	size_t cap; /* a power of two, or 0 before the first put */
+	size_t count;
+};
+
+struct md_ptrtab {
+	struct md_ptrtab_shard shards[MD_PTRTAB_SHARDS];
+};
+
+#define MD_PTRTAB_INITIALIZER \
+	{ .shards = { [0 ... MD_PTRTAB_SHARDS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER } } }
+
+/* md_ptrtab_put adds ptr or updates its value; false if there was no memory for it. */
+bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value);
+
+/* md_ptrtab_get reports whether ptr is in the table and, if value is not NULL, its value. */
+bool md_ptrtab_get(struct md_ptrtab *t, const void *ptr, uintptr_t *value);
+
+/* md_ptrtab_take is md_ptrtab_get that also removes ptr, in the same step. */
+bool md_ptrtab_take(struct md_ptrtab *t, const void *ptr, uintptr_t *value);
+
+void md_ptrtab_fork_prepare(struct md_ptrtab *t);
+void md_ptrtab_fork_parent(struct md_ptrtab *t);
+void md_ptrtab_fork_child(struct md_ptrtab *t);
 
 #endif
