@@ -275,13 +275,34 @@ static __always_inline u64 mix64(u64 h)
 	return h;
 }
 
+/* Where a backtrace is taken, which decides how its first frame is found. */
+enum stack_at {
+	/*
+	 * A return probe: the instruction pointer is the return address in
+	 * the allocator's caller, so the caller is the first frame and the
+	 * allocator's own frames are not in the stack.
+	 */
+	AT_RETURN = 0,
+	/*
+	 * A function's entry: the first frame is the function itself and its
+	 * caller is missing from the frame chain; the return address at *sp
+	 * takes the first frame's place.
+	 */
+	AT_ENTRY,
+	/*
+	 * A shim probe site, called by a hook that keeps its frame pointer:
+	 * the first frame is the site, and the chain goes on from the hook's
+	 * return address, the program's call of the allocator. The site's
+	 * frame is skipped.
+	 */
+	AT_SITE,
+};
+
 /*
- * Takes the user backtrace at a return probe, where the instruction pointer
- * is the return address in the allocator's caller, so the caller is the first
- * frame and the allocator's own frames are not in the stack. Returns the
- * stack id, or 0 when no backtrace was stored (counted).
+ * Takes the current user backtrace, with the allocator's caller as the first
+ * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
  */
-static __always_inline u64 take_stack(struct pt_regs *ctx, bool at_entry)
+static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
@@ -294,18 +315,14 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, bool at_entry)
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	n = bpf_get_stack(ctx, st->ips, stack_depth * sizeof(u64), BPF_F_USER_STACK);
+	n = bpf_get_stack(ctx, st->ips, stack_depth * sizeof(u64),
+			  BPF_F_USER_STACK | (at == AT_SITE ? 1 : 0));
 	if (n <= 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
 	nr = n / sizeof(u64);
-	/*
-	 * At a function's entry the first frame is the function itself and
-	 * its caller is missing from the frame chain: the return address at
-	 * *sp takes the first frame's place.
-	 */
-	if (at_entry && bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0) {
+	if (at == AT_ENTRY && bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
@@ -348,19 +365,22 @@ static __always_inline struct thread_state *thread_state(void)
 	return ts;
 }
 
-/* Adds a live allocation made by the current thread. */
-static __always_inline void add_alloc(struct pt_regs *ctx, struct thread_state *ts, u64 ptr, u64 size)
+/*
+ * Adds a live allocation made by the current thread at time_ns, with its
+ * backtrace taken as at says.
+ */
+static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u64 time_ns, u32 at)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct alloc_key key = { .tgid = pid_tgid >> 32, .ptr = ptr };
 	struct alloc_info info = {
 		.size = size,
-		.time_ns = ts->start_ns,
+		.time_ns = time_ns,
 		.tid = (u32)pid_tgid,
 	};
 
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
-		info.stack_id = alloc_backtraces ? take_stack(ctx, false) : 0;
+		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
 		count(COUNTER_TABLE_FULL);
 		return;
@@ -368,11 +388,6 @@ static __always_inline void add_alloc(struct pt_regs *ctx, struct thread_state *
 	count(COUNTER_ALLOCS);
 }
 
-/*
- * Removes a block from the live table before the allocator can hand its
- * address to another thread. With save, the entry is kept in ts so that a
- * failed realloc can put it back.
- */
 /* Reports a bad pointer given to fn, with the failure's backtrace. */
 static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key *key, u32 fn)
 {
@@ -392,11 +407,19 @@ static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key 
 	e->freed = free_stack != 0;
 	e->ptr = key->ptr;
 	e->free_stack = free_stack ? *free_stack : 0;
-	e->fail_stack = take_stack(ctx, true);
+	e->fail_stack = take_stack(ctx, AT_ENTRY);
 	bpf_ringbuf_submit(e, 0);
 }
 
-static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn)
+/*
+ * Removes a block from the live table before the allocator can hand its
+ * address to another thread. With ts, the entry is kept there so that a
+ * failed realloc can put it back. With check, a pointer the table does not
+ * hold is reported (verify_pointers); the shim's probe sites never check,
+ * as the shim checks pointers itself.
+ */
+static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
+					 bool check)
 {
 	struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr };
 	struct alloc_info *info;
@@ -411,15 +434,15 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 	}
 	if (bpf_map_delete_elem(&allocs, &key) == 0) {
 		count(COUNTER_FREES);
-		if (verify) {
-			u64 id = take_stack(ctx, true);
+		if (verify && check) {
+			u64 id = take_stack(ctx, AT_ENTRY);
 
 			bpf_map_update_elem(&freed, &key, &id, BPF_ANY);
 		}
 		return;
 	}
 	count(COUNTER_UNKNOWN_FREES);
-	if (verify)
+	if (verify && check)
 		pointer_error(ctx, &key, fn);
 }
 
@@ -452,7 +475,7 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	ts->old_valid = 0;
 	ts->start_ns = bpf_ktime_get_ns();
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) && a0 != 0)
-		remove_alloc(ctx, a0, ts, call == CALL_FREE ? FN_FREE : FN_REALLOC);
+		remove_alloc(ctx, a0, ts, call == CALL_FREE ? FN_FREE : FN_REALLOC, true);
 	return 0;
 }
 
@@ -482,7 +505,7 @@ int alloc_entry(struct pt_regs *ctx)
 		 */
 		if (record || verify)
 			break;
-		remove_alloc(ctx, a0, 0, FN_FREE);
+		remove_alloc(ctx, a0, 0, FN_FREE, true);
 		return 0;
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
@@ -579,7 +602,79 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		return 0;
 	}
 	if (ptr)
-		add_alloc(ctx, ts, ptr, size);
+		add_alloc(ctx, ptr, size, ts->start_ns, AT_RETURN);
+	return 0;
+}
+
+/* The shim's probe sites: the attach cookie of alloc_site. */
+enum site {
+	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
+	SITE_FREE,	/* mdshim_site_free(ptr, call) */
+};
+
+/*
+ * The one program of the shim's probe sites (shim/site.c). The shim calls
+ * them with everything in registers: one probe per call, no return probe,
+ * no per-thread state except across a realloc. Sizes are the ones the
+ * program asked for, whatever guards the shim adds.
+ */
+SEC("uprobe")
+int alloc_site(struct pt_regs *ctx)
+{
+	u64 ptr = PT_REGS_PARM1(ctx), size;
+	u32 call = PT_REGS_PARM2(ctx);
+	u64 a0 = PT_REGS_PARM3(ctx), a1 = PT_REGS_PARM4(ctx), start = PT_REGS_PARM5(ctx);
+	struct thread_state *ts;
+
+	if (bpf_get_attach_cookie(ctx) == SITE_FREE) {
+		if (call == CALL_REALLOC) {
+			/* The old block comes back if the realloc fails. */
+			ts = thread_state();
+			if (ts)
+				remove_alloc(ctx, ptr, ts, FN_REALLOC, false);
+			return 0;
+		}
+		remove_alloc(ctx, ptr, 0, FN_FREE, false);
+		return 0;
+	}
+	switch (call) {
+	case CALL_FREE:
+		/* Only while recording: the end of a free. */
+		emit(RECORD_FREE, a0, 0, 0, start);
+		return 0;
+	case CALL_MALLOC:
+		size = a0;
+		emit(RECORD_MALLOC, ptr, size, 0, start);
+		break;
+	case CALL_CALLOC:
+		size = a0 * a1;
+		emit(RECORD_CALLOC, ptr, a1, a0, start);
+		break;
+	case CALL_MEMALIGN:
+		size = a1;
+		emit(RECORD_MEMALIGN, ptr, size, a0, start);
+		break;
+	case CALL_REALLOC:
+		size = a1;
+		emit(RECORD_REALLOC, ptr, size, a0, start);
+		if (a0 == 0)
+			break;
+		ts = thread_state();
+		if (!ts)
+			break;
+		/* realloc(p, 0) freed p; a failed realloc keeps it. */
+		if (ptr == 0 && size != 0 && ts->old_valid) {
+			struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = a0 };
+
+			bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
+		}
+		ts->old_valid = 0;
+		break;
+	default:
+		return 0;
+	}
+	if (ptr)
+		add_alloc(ctx, ptr, size, start ? start : bpf_ktime_get_ns(), AT_SITE);
 	return 0;
 }
 

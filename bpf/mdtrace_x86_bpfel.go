@@ -93,6 +93,7 @@ const (
 	MdtraceMapTraced             = "traced"
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
+	MdtraceProgAllocSite         = "alloc_site"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
 	MdtraceProgThreadExit        = "thread_exit"
 	MdtraceVarAllocBacktraces    = "alloc_backtraces"
@@ -154,6 +155,7 @@ type MdtraceSpecs struct {
 type MdtraceProgramSpecs struct {
 	AllocEntry       *ebpf.ProgramSpec `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
@@ -268,6 +270,7 @@ type MdtraceVariables struct {
 type MdtracePrograms struct {
 	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
+	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
 }
@@ -276,6 +279,7 @@ func (p *MdtracePrograms) Close() error {
 	return _MdtraceClose(
 		p.AllocEntry,
 		p.AllocReturn,
+		p.AllocSite,
 		p.LibrariesChanged,
 		p.ThreadExit,
 	)

@@ -184,6 +184,27 @@ func AllocatorOfExec(pid int) (string, error) {
 	return pickAllocator(exe, libs)
 }
 
+// AllocatorOfFile finds the file that would provide malloc to the program
+// at path, run with the environment env ("KEY=value" strings), the way
+// AllocatorOfExec does for a program already executed.
+func AllocatorOfFile(path string, env []string) (string, error) {
+	if err := CheckExecutable(path); err != nil {
+		return "", err
+	}
+	interp, err := interpreter(path, path)
+	if err != nil {
+		return "", err
+	}
+	if interp == "" {
+		return pickAllocator(path, nil)
+	}
+	libs, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")))
+	if err != nil {
+		return "", err
+	}
+	return pickAllocator(path, libs)
+}
+
 // loaderList runs the dynamic loader in list mode and returns the paths of
 // the libraries it would load, in load order.
 func loaderList(interp, exe string, environ []byte) ([]string, error) {

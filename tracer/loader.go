@@ -28,16 +28,22 @@ func LoaderOf(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := elf.Open(fmt.Sprintf("/proc/%d/exe", pid))
+	return interpreter(fmt.Sprintf("/proc/%d/exe", pid), exe)
+}
+
+// interpreter returns the PT_INTERP of the ELF file at path, or "" for a
+// static program; name is the file's name in errors.
+func interpreter(path, name string) (string, error) {
+	f, err := elf.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", exe, err)
+		return "", fmt.Errorf("reading %s: %w", name, err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			b := make([]byte, p.Filesz)
 			if _, err := p.ReadAt(b, 0); err != nil {
-				return "", fmt.Errorf("reading the interpreter of %s: %w", exe, err)
+				return "", fmt.Errorf("reading the interpreter of %s: %w", name, err)
 			}
 			return strings.TrimRight(string(b), "\x00"), nil
 		}

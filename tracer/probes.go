@@ -178,6 +178,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		p.multi = true
 		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["alloc_return"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
@@ -236,6 +237,33 @@ var entryPoints = []entryPoint{
 	{"malloc_usable_size", callUsableSize, false, false},
 }
 
+// Cookies of the shim's probe sites; they mirror enum site in
+// bpf/mdtrace.bpf.c.
+const (
+	siteAlloc = iota + 1
+	siteFree
+)
+
+// shimSites are the probe sites of the shim (shim/site.c): functions that
+// start with a 5-byte NOP, which the kernel probes without a trap, and that
+// the shim calls with a call's result and arguments. Where a library has
+// them, they replace every entry and return probe.
+var shimSites = []entryPoint{
+	{"mdshim_site_alloc", siteAlloc, false, true},
+	{"mdshim_site_free", siteFree, false, true},
+}
+
+// hasShimSites reports whether a library's functions include the shim's
+// probe sites.
+func hasShimSites(offsets map[string]uint64) bool {
+	for _, ep := range shimSites {
+		if _, ok := offsets[ep.symbol]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // AttachError reports entry points that could not be probed. Tracing goes
 // on without them; the caller reports them to the user.
 type AttachError struct {
@@ -255,7 +283,8 @@ type probeSite struct {
 // Attach puts the probes on the allocator in the ELF file lib for process
 // pid only: other processes that map the same file pay nothing. It fails
 // when malloc, free, calloc or realloc cannot be probed; an *AttachError
-// lists optional functions that could not be.
+// lists optional functions that could not be. When lib is mdtrace's shim,
+// its two probe sites are probed instead of the allocator's functions.
 //
 // Where the kernel has uprobe_multi links (6.6), all entry probes form one
 // link and all return probes another, so that attaching and detaching
@@ -273,8 +302,13 @@ func (p *Probes) Attach(pid int, lib string) error {
 		sites []probeSite
 		names []string
 		done  = map[uint64]bool{}
+		eps   = entryPoints
+		prog  = p.objs.AllocEntry
 	)
-	for _, ep := range entryPoints {
+	if hasShimSites(offsets) {
+		eps, prog = shimSites, p.objs.AllocSite
+	}
+	for _, ep := range eps {
 		off, ok := offsets[ep.symbol]
 		if !ok {
 			if ep.required {
@@ -285,7 +319,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		names = append(names, ep.symbol)
 		// With record_allocs (its end time) and verify_pointers (its
 		// place in nested calls), free gets a return probe.
-		if ep.call == callFree && (p.record || p.verify) {
+		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
 			ep.ret = true
 		}
 		if !done[off] {
@@ -298,9 +332,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 		failed []string
 	)
 	if p.multi {
-		links, err = p.attachMulti(ex, pid, sites)
+		links, err = p.attachMulti(ex, pid, prog, sites)
 	} else {
-		links, failed, err = p.attachEach(ex, pid, sites)
+		links, failed, err = p.attachEach(ex, pid, prog, sites)
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
@@ -335,7 +369,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 }
 
 // attachMulti attaches every site with two uprobe_multi links.
-func (p *Probes) attachMulti(ex *link.Executable, pid int, sites []probeSite) ([]link.Link, error) {
+func (p *Probes) attachMulti(ex *link.Executable, pid int, prog *ebpf.Program, sites []probeSite) ([]link.Link, error) {
 	var entry, ret link.UprobeMultiOptions
 	entry.PID, ret.PID = uint32(pid), uint32(pid)
 	for _, s := range sites {
@@ -345,9 +379,12 @@ func (p *Probes) attachMulti(ex *link.Executable, pid int, sites []probeSite) ([
 			ret.Addresses = append(ret.Addresses, s.offset)
 		}
 	}
-	el, err := ex.UprobeMulti(nil, p.objs.AllocEntry, &entry)
+	el, err := ex.UprobeMulti(nil, prog, &entry)
 	if err != nil {
 		return nil, err
+	}
+	if len(ret.Addresses) == 0 {
+		return []link.Link{el}, nil
 	}
 	rl, err := ex.UretprobeMulti(nil, p.objs.AllocReturn, &ret)
 	if err != nil {
@@ -359,14 +396,14 @@ func (p *Probes) attachMulti(ex *link.Executable, pid int, sites []probeSite) ([
 
 // attachEach attaches every site with its own perf-event uprobes, for
 // kernels without uprobe_multi. Optional functions that fail are listed.
-func (p *Probes) attachEach(ex *link.Executable, pid int, sites []probeSite) ([]link.Link, []string, error) {
+func (p *Probes) attachEach(ex *link.Executable, pid int, prog *ebpf.Program, sites []probeSite) ([]link.Link, []string, error) {
 	var (
 		links  []link.Link
 		failed []string
 	)
 	for _, s := range sites {
 		opts := &link.UprobeOptions{Address: s.offset, PID: pid, Cookie: s.call}
-		l, err := ex.Uprobe(s.symbol, p.objs.AllocEntry, opts)
+		l, err := ex.Uprobe(s.symbol, prog, opts)
 		if err == nil && s.ret {
 			links = append(links, l)
 			l, err = ex.Uretprobe(s.symbol, p.objs.AllocReturn, opts)

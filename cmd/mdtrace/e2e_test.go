@@ -46,6 +46,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building mdtrace: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The shim goes next to mdtrace, as make build puts it, where
+	// launched commands get it preloaded.
+	if out, err := exec.Command("make", "-s", "-C", "../..", "bin/libmdshim.so").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the shim: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if err := copyFile("../../bin/libmdshim.so", filepath.Join(dir, "libmdshim.so")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	testdataDir, _ = filepath.Abs("../../testdata")
 	if out, err := exec.Command("make", "-s", "-C", testdataDir).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the test programs: %v\n%s", err, out)
@@ -54,6 +64,17 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// shimBin is the shim next to mdtraceBin.
+func shimBin() string { return filepath.Join(filepath.Dir(mdtraceBin), "libmdshim.so") }
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }
 
 // needRoot skips a test that loads BPF programs when it cannot, and says why.
@@ -588,6 +609,9 @@ func TestBadInput(t *testing.T) {
 		{"command not found", []string{"--", dir + "/nonexistent"}, 127, "mdtrace: cannot run " + dir + "/nonexistent: exec: \"" + dir + "/nonexistent\": stat " + dir + "/nonexistent: no such file or directory\n"},
 		{"no malloc", []string{"--", mdtraceBin, "--version"}, 1, "mdtrace: " + mdtraceBin + ": neither it nor its libraries define malloc: no malloc to trace\n"},
 		{"32-bit program", []string{"--", prog32}, 1, "mdtrace: cannot trace " + prog32 + ": not a 64-bit x86-64 program\n"},
+		{"no-preload with a shim option", []string{"--no-preload", "-o", "guard", "--", "true"}, 2, "mdtrace: option guard rewrites memory through the preloaded shim, which --no-preload turns off\n"},
+		{"no-preload with -p", []string{"--no-preload", "-p", "1"}, 2, "mdtrace: --no-preload is for launched commands; with -p nothing is preloaded\nRun 'mdtrace --help' for usage.\n"},
+		{"missing shim", []string{"--shim", dir + "/nope.so", "-o", "guard", "--", "true"}, 1, "mdtrace: the shim (--shim): reading " + dir + "/nope.so: open " + dir + "/nope.so: no such file or directory\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
 	}
 	for _, tc := range cases {
@@ -851,7 +875,7 @@ func TestVerifyPointers(t *testing.T) {
 		code int
 	}{{"double", 128 + int(syscall.SIGABRT)}, {"interior", 128 + int(syscall.SIGABRT)}, {"usable", 0}} {
 		logPath := filepath.Join(t.TempDir(), "log")
-		r := runMdtrace(t, "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), tc.mode)
+		r := runMdtrace(t, "--no-preload", "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), tc.mode)
 		// glibc itself aborts on the double and the interior free.
 		if r.code != tc.code {
 			t.Errorf("%s: exit status %d, want %d; stderr:\n%s", tc.mode, r.code, tc.code, r.stderr)
@@ -863,7 +887,7 @@ func TestVerifyPointers(t *testing.T) {
 	// A correct program, realloc(p, 0) and frees inside the allocator
 	// included, gives no error.
 	logPath := filepath.Join(t.TempDir(), "log")
-	if r := runMdtrace(t, "-o", "verify_pointers", "--log", logPath, "--", prog("leaky")); r.code != 0 {
+	if r := runMdtrace(t, "--no-preload", "-o", "verify_pointers", "--log", logPath, "--", prog("leaky")); r.code != 0 {
 		t.Fatalf("leaky: exit status %d", r.code)
 	}
 	if log := readFile(t, logPath); log != "" {
@@ -927,8 +951,8 @@ func TestFoldedStacksWithLines(t *testing.T) {
 func TestShimGuardUnderMdtrace(t *testing.T) {
 	needRoot(t)
 	shim := filepath.Join(t.TempDir(), "libmdshim.so")
-	if out, err := exec.Command("sh", "-c", "cc -shared -fPIC -O2 -o "+shim+" ../../shim/*.c").CombinedOutput(); err != nil {
-		t.Fatalf("building the shim: %v\n%s", err, out)
+	if err := copyFile(shimBin(), shim); err != nil {
+		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "log")
 	r := runMdtrace(t, "-o", "guard backtrace leak_track", "--shim", shim, "--log", logPath, "--", prog("guardy"))

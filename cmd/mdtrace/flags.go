@@ -33,7 +33,10 @@ type Flags struct {
 	ReadyFile string
 	// Shim is the LD_PRELOAD library for the memory-rewriting options;
 	// "" looks for libmdshim.so next to mdtrace.
-	Shim      string
+	Shim string
+	// NoPreload launches a command without the shim when the options do
+	// not need it: the allocator itself is probed, as when attaching.
+	NoPreload bool
 	MaxAllocs uint32
 	// DebugDirs are searched for separate debug files, by build-id and
 	// .gnu_debuglink, before /usr/lib/debug.
@@ -99,7 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
-	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` for guard, fill, free_track and expand_alloc (default: libmdshim.so next to mdtrace)")
+	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
+	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity `N` of the live allocation table; allocations beyond it are counted, not tracked")
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
@@ -182,6 +186,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &usageError{fmt.Sprintf("invalid PID %d", f.PID)}
 	case f.PID == 0 && len(f.Command) == 0:
 		return nil, &usageError{"nothing to trace: give -p PID or a command after --"}
+	case f.NoPreload && f.PID != 0:
+		return nil, &usageError{"--no-preload is for launched commands; with -p nothing is preloaded"}
 	case f.MaxAllocs == 0:
 		return nil, &usageError{"--max-allocs must be at least 1"}
 	}
@@ -243,6 +249,19 @@ func parseOptions(s string, attach bool) (*tracer.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// checkPreload refuses --no-preload with options only the shim implements.
+func checkPreload(flags *Flags, cfg *tracer.Config) error {
+	if !flags.NoPreload {
+		return nil
+	}
+	for _, name := range cfg.Set {
+		if shimOptions[name] {
+			return fmt.Errorf("option %s rewrites memory through the preloaded shim, which --no-preload turns off", name)
+		}
+	}
+	return nil
 }
 
 // needsShim reports whether the options need the shim preloaded.

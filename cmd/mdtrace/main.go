@@ -33,6 +33,9 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cfg, err := parseOptions(flags.Options, flags.PID != 0)
+	if err == nil {
+		err = checkPreload(flags, cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		var cerr *tracer.ConfigError

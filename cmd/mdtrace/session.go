@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -151,15 +152,8 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 			env   []string
 			extra []*os.File
 		)
-		if needsShim(cfg) {
-			if env, err = shimEnv(flags); err != nil {
-				return 1, err
-			}
-			// The shim writes its errors into mdtrace's log file.
-			if logFile != nil {
-				extra = []*os.File{logFile}
-				env = append(env, "MDSHIM_LOG_FD=3")
-			}
+		if env, extra, err = s.launchEnv(logFile); err != nil {
+			return 1, err
 		}
 		s.proc, err = tracer.Launch(flags.Command, env, extra, hooks)
 	}
@@ -212,27 +206,99 @@ loop:
 	return 0, nil
 }
 
-// shimEnv is the environment of a command launched with the shim: mdtrace's
-// own, with the shim first in LD_PRELOAD and the options for it.
-func shimEnv(flags *Flags) ([]string, error) {
+// launchEnv is the environment of a launched command, nil for mdtrace's
+// own, and the files it inherits from descriptor 3 on. The shim is
+// preloaded when the options need it and, unless --no-preload, for its
+// probe sites, which cost the traced program a fraction of probes on the
+// allocator itself.
+func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
+	need := needsShim(s.cfg)
+	if !need && s.flags.NoPreload {
+		return nil, nil, nil
+	}
+	shim, err := shimPath(s.flags)
+	if err != nil {
+		if need {
+			return nil, nil, err
+		}
+		fmt.Fprintf(s.stderr, "mdtrace: note: %v; probing the program's allocator instead\n", err)
+		return nil, nil, nil
+	}
+	if !need {
+		ok, note := preloadable(s.flags.Command[0])
+		if note != "" {
+			fmt.Fprintf(s.stderr, "mdtrace: note: %s\n", note)
+		}
+		if !ok {
+			return nil, nil, nil
+		}
+	}
+	env := shimEnv(shim, s.flags.Options)
+	if s.cfg.Has(tracer.RecordAllocs) {
+		// The probe sites get the start time of every call.
+		env = append(env, "MDSHIM_RECORD=1")
+	}
+	var extra []*os.File
+	if logFile != nil {
+		// The shim writes its errors into mdtrace's log file.
+		extra = []*os.File{logFile}
+		env = append(env, "MDSHIM_LOG_FD=3")
+	}
+	return env, extra, nil
+}
+
+// shimPath returns the absolute path of the shim: --shim, or libmdshim.so
+// next to mdtrace.
+func shimPath(flags *Flags) (string, error) {
 	shim := flags.Shim
 	if shim == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("finding the shim: %w", err)
+			return "", fmt.Errorf("finding the shim: %w", err)
 		}
 		shim = filepath.Join(filepath.Dir(exe), "libmdshim.so")
+		if _, err := os.Stat(shim); err != nil {
+			return "", fmt.Errorf("no shim next to mdtrace (%s; give --shim PATH)", shim)
+		}
 	}
 	shim, err := filepath.Abs(shim)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := tracer.CheckExecutable(shim); err != nil {
-		return nil, fmt.Errorf("the shim (--shim): %w", err)
+		return "", fmt.Errorf("the shim (--shim): %w", err)
 	}
 	if strings.ContainsAny(shim, " :") {
-		return nil, fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
+		return "", fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
 	}
+	return shim, nil
+}
+
+// preloadable reports whether the shim may be preloaded, unasked, into
+// the program a command runs. Its malloc is glibc's, so it replaces only
+// glibc's: a program that brings its own allocator keeps it (with a note).
+// A program mdtrace cannot trace gets nothing, so that its error is the
+// one reported; a script gets the shim in its interpreter.
+func preloadable(command string) (ok bool, note string) {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return false, ""
+	}
+	lib, err := tracer.AllocatorOfFile(path, os.Environ())
+	switch {
+	case errors.Is(err, tracer.ErrNot64Bit) || errors.Is(err, tracer.ErrNoMalloc):
+		return false, ""
+	case err != nil:
+		return true, ""
+	case !strings.HasPrefix(filepath.Base(lib), "libc.so"):
+		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
+	}
+	return true, ""
+}
+
+// shimEnv is the environment of a command launched with the shim: mdtrace's
+// own, with the shim first in LD_PRELOAD and the options for it.
+func shimEnv(shim, options string) []string {
 	var env []string
 	preload := shim
 	for _, kv := range os.Environ() {
@@ -246,7 +312,7 @@ func shimEnv(flags *Flags) ([]string, error) {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "LD_PRELOAD="+preload, optionsEnv+"="+flags.Options), nil
+	return append(env, "LD_PRELOAD="+preload, optionsEnv+"="+options)
 }
 
 // ready attaches the probes to the process; the Process calls it before a
