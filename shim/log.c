@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Log lines in logcat's threadtime format on stderr, and frame-pointer
- * backtraces. Each line is formatted into a fixed buffer on the stack and
- * written with a single write(2); nothing here allocates.
+ * backtraces, their functions named by md_symbolize (symbols.c). Each line
+ * is formatted into a fixed buffer on the stack and written with a single
+ * write(2); nothing here allocates.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -147,19 +147,18 @@ void md_backtrace_log(const uintptr_t *frames, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		uintptr_t pc = frames[i];
-		Dl_info info;
+		struct md_sym sym;
 
-		if (dladdr((void *)pc, &info) != 0 && info.dli_fname != NULL) {
-			const char *name = info.dli_fname[0] != '\0' ? info.dli_fname : "<unknown>";
-			uintptr_t rel = pc - (uintptr_t)info.dli_fbase;
+		if (md_symbolize(pc, &sym)) {
+			const char *name = sym.path[0] != '\0' ? sym.path : "<unknown>";
 
-			if (info.dli_sname != NULL && info.dli_saddr != NULL)
+			if (sym.named)
 				md_log('E', "          #%02zd  pc %016lx  %s (%s+%lu)", (ssize_t)i,
-				       (unsigned long)rel, name, info.dli_sname,
-				       (unsigned long)(pc - (uintptr_t)info.dli_saddr));
+				       (unsigned long)sym.rel_pc, name, sym.name,
+				       (unsigned long)sym.offset);
 			else
 				md_log('E', "          #%02zd  pc %016lx  %s", (ssize_t)i,
-				       (unsigned long)rel, name);
+				       (unsigned long)sym.rel_pc, name);
 		} else {
 			md_log('E', "          #%02zd  pc %016lx  <unknown>", (ssize_t)i,
 			       (unsigned long)pc);

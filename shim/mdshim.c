@@ -180,6 +180,7 @@ static void md_init(void)
 		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 		return;
 	}
+	md_ctl_init(&g_cfg);
 	if (getenv("MDSHIM_CTL") != NULL) {
 		/*
 		 * Under mdtrace, which tracks allocations itself: pointers are
@@ -831,6 +832,7 @@ void *malloc(size_t size)
 
 	if (t_in_shim)
 		return __libc_malloc(size);
+	md_ctl_poll();
 	if (debug_on()) {
 		start = site_start();
 		ENTER();
@@ -852,6 +854,7 @@ void free(void *ptr)
 		__libc_free(ptr);
 		return;
 	}
+	md_ctl_poll();
 	start = site_start();
 	if (ptr != NULL)
 		mdshim_site_free(ptr, MD_CALL_FREE);

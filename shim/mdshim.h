@@ -130,6 +130,27 @@ size_t md_backtrace(void *fp, uintptr_t *frames, size_t max);
 /* md_backtrace_log logs frames in Android's backtrace format. */
 void md_backtrace_log(const uintptr_t *frames, size_t n);
 
+/* Longest function name md_symbolize gives, with its NUL; longer ones are cut. */
+#define MD_SYM_NAME_MAX 512
+
+/* md_sym is what md_symbolize finds out about a pc. */
+struct md_sym {
+	const char *path; /* the object's file name as dladdr gives it; may be "" */
+	uintptr_t rel_pc; /* pc minus dladdr's base of the object */
+	bool named;       /* name and offset are known */
+	char name[MD_SYM_NAME_MAX]; /* the function, as in the symbol table (not demangled) */
+	uintptr_t offset; /* pc minus the function's start */
+};
+
+/*
+ * md_symbolize names the function holding pc from the full symbol table of
+ * its object (.symtab, then .dynsym; symbols.c), falling back to dladdr's
+ * answer, which it keeps when dladdr names a function at the same start.
+ * It returns false if no loaded object holds pc. It never calls malloc,
+ * keeps errno, and must not be called from a signal handler.
+ */
+bool md_symbolize(uintptr_t pc, struct md_sym *out);
+
 /*
  * The calls reported at the probe sites (site.c), numbered as in mdtrace's
  * BPF programs (enum call in bpf/mdtrace.bpf.c).
@@ -207,5 +228,30 @@ bool md_ptrtab_take(struct md_ptrtab *t, const void *ptr, uintptr_t *value);
 void md_ptrtab_fork_prepare(struct md_ptrtab *t);
 void md_ptrtab_fork_parent(struct md_ptrtab *t);
 void md_ptrtab_fork_child(struct md_ptrtab *t);
+
+/*
+ * The control channel to mdtrace and Android's signals (ctl.c).
+ *
+ * md_ctl_init installs the handlers of the signals the options in cfg ask
+ * for (45 to 49, SIGRTMAX-19 to SIGRTMAX-15), logging Android's "Run:
+ * 'kill ...'" lines when verbose. Call it once, after the options are
+ * parsed and before "malloc debug enabled" is logged. Under mdtrace
+ * (MDSHIM_CTL set) the handlers of 45 to 48 pass the signal on to mdtrace.
+ *
+ * md_ctl_poll acts on the signals that arrived since the last call (the
+ * allocator stats of 49, or the line saying a signal was ignored without
+ * mdtrace). Call it from the malloc and free hooks: with nothing pending it
+ * costs one relaxed atomic load. It keeps errno.
+ */
+void md_ctl_init(const struct md_config *cfg);
+
+extern unsigned int md_ctl_pending __attribute__((visibility("hidden")));
+void md_ctl_poll_slow(void) __attribute__((visibility("hidden")));
+
+static inline void md_ctl_poll(void)
+{
+	if (__builtin_expect(__atomic_load_n(&md_ctl_pending, __ATOMIC_RELAXED) != 0, 0))
+		md_ctl_poll_slow();
+}
 
 #endif

@@ -822,6 +822,63 @@ int test_plain(void)
 	return 0;
 }
 
+/*
+ * The control channel's workloads (shim/ctl.c). ctl_pid prints the process
+ * id as "pid=N" for run.sh to put PID in its place. ctl_signals sends
+ * itself 45 to 49 (SIGRTMAX-19 to SIGRTMAX-15) in turn, each followed by a
+ * malloc and a free so that the shim acts on it. ctl_stats does the same
+ * with 49 alone. ctl_wait prints "ready" once the shim is set up and waits
+ * for a line on standard input, for signals sent from outside.
+ */
+static void ctl_say_pid(void)
+{
+	printf("pid=%d\n", (int)getpid());
+	fflush(stdout);
+}
+
+static void ctl_raise(int sig)
+{
+	CHECK(kill(getpid(), sig) == 0);
+	free(opaque(malloc(10)));
+	fprintf(stderr, "raised %d\n", sig);
+}
+
+int test_ctl_pid(void)
+{
+	free(opaque(malloc(10)));
+	ctl_say_pid();
+	fprintf(stderr, "ran\n");
+	return 0;
+}
+
+int test_ctl_signals(void)
+{
+	free(opaque(malloc(10)));
+	for (int sig = SIGRTMAX - 19; sig <= SIGRTMAX - 15; sig++)
+		ctl_raise(sig);
+	return 0;
+}
+
+int test_ctl_stats(void)
+{
+	free(opaque(malloc(10)));
+	ctl_raise(SIGRTMAX - 15);
+	return 0;
+}
+
+int test_ctl_wait(void)
+{
+	char line[16];
+
+	free(opaque(malloc(10)));
+	printf("ready\n");
+	fflush(stdout);
+	CHECK(fgets(line, sizeof(line), stdin) != NULL);
+	free(opaque(malloc(10)));
+	fprintf(stderr, "ran\n");
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -855,6 +912,10 @@ static const struct {
 	{ "free_track_double_free_churn", test_free_track_double_free_churn },
 	{ "verify_clean", test_verify_clean },
 	{ "verify_stress", test_verify_stress },
+	{ "ctl_pid", test_ctl_pid },
+	{ "ctl_signals", test_ctl_signals },
+	{ "ctl_stats", test_ctl_stats },
+	{ "ctl_wait", test_ctl_wait },
 };
 
 int main(int argc, char **argv)
