@@ -73,6 +73,8 @@ const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode):
 volatile u32 backtrace_on = 1;
 /* Cleared by user space when record_allocs has all the entries it may keep. */
 volatile u32 record_on = 1;
+/* Set by user space once a process is in the zygotes map. */
+volatile u32 have_zygotes = 0;
 
 /* A live allocation: which process, which pointer. */
 struct alloc_key {
@@ -87,7 +89,7 @@ struct alloc_info {
 	u64 stack_id; /* key into the stacks map; 0: no backtrace */
 	u64 time_ns;  /* CLOCK_MONOTONIC time of the call */
 	u32 tid;      /* the allocating thread */
-	u32 flags;    /* reserved (zygote child) */
+	u32 flags;    /* ALLOC_ZYGOTE: made by a zygote child */
 };
 
 /* The live table. */
@@ -197,6 +199,20 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } errors SEC(".maps");
+
+/*
+ * Zygote children: processes forked, without an exec, from a traced one.
+ * What they allocate after the fork carries ALLOC_ZYGOTE.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, u32);
+} zygotes SEC(".maps");
+
+/* struct alloc_info flags. */
+#define ALLOC_ZYGOTE 1
 
 /* The processes being traced, for the thread exit tracepoint. */
 struct {
@@ -379,6 +395,8 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u6
 		.tid = (u32)pid_tgid,
 	};
 
+	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
+		info.flags = ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {

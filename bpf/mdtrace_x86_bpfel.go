@@ -91,6 +91,7 @@ const (
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapThreads            = "threads"
 	MdtraceMapTraced             = "traced"
+	MdtraceMapZygotes            = "zygotes"
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
 	MdtraceProgAllocSite         = "alloc_site"
@@ -100,6 +101,7 @@ const (
 	MdtraceVarBacktraceOn        = "backtrace_on"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarHaveZygotes        = "have_zygotes"
 	MdtraceVarPageSize           = "page_size"
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
@@ -175,6 +177,7 @@ type MdtraceMapSpecs struct {
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
+	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
 }
 
 // MdtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -185,6 +188,7 @@ type MdtraceVariableSpecs struct {
 	BacktraceOn        *ebpf.VariableSpec `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
@@ -227,6 +231,7 @@ type MdtraceMaps struct {
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
+	Zygotes      *ebpf.Map `ebpf:"zygotes"`
 }
 
 func (m *MdtraceMaps) Close() error {
@@ -242,6 +247,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Stacks,
 		m.Threads,
 		m.Traced,
+		m.Zygotes,
 	)
 }
 
@@ -253,6 +259,7 @@ type MdtraceVariables struct {
 	BacktraceOn        *ebpf.Variable `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`

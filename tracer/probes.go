@@ -553,7 +553,46 @@ func (p *Probes) Forget(tgid int) error {
 	for _, k := range keys {
 		p.objs.Allocs.Delete(k)
 	}
+	// A program executed in a zygote child is a program of its own.
+	p.objs.Zygotes.Delete(uint32(tgid))
 	return nil
+}
+
+// Fork starts the table of child, a process forked from parent. A zygote
+// child (forked without a vfork's promise to exec) starts with a copy of
+// its parent's table, as its memory is a copy of its parent's, and what it
+// allocates from now on is marked as a zygote child's (z 1 in heap dumps,
+// bit 31 in leak info). Call it while the child is held before it runs.
+func (p *Probes) Fork(parent, child int, zygote bool) error {
+	if !zygote {
+		return nil
+	}
+	var (
+		key   bpf.MdtraceAllocKey
+		info  bpf.MdtraceAllocInfo
+		keys  []bpf.MdtraceAllocKey
+		infos []bpf.MdtraceAllocInfo
+	)
+	it := p.objs.Allocs.Iterate()
+	for it.Next(&key, &info) {
+		if int(key.Tgid) == parent {
+			key.Tgid = uint32(child)
+			keys = append(keys, key)
+			infos = append(infos, info)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading the live table: %w", err)
+	}
+	if len(keys) > 0 {
+		if _, err := p.objs.Allocs.BatchUpdate(keys, infos, nil); err != nil {
+			return fmt.Errorf("copying %d blocks of process %d to its child %d: %w", len(keys), parent, child, err)
+		}
+	}
+	if err := p.objs.Zygotes.Put(uint32(child), uint32(1)); err != nil {
+		return fmt.Errorf("marking process %d a zygote child: %w", child, err)
+	}
+	return p.objs.HaveZygotes.Set(uint32(1))
 }
 
 // Stack returns the frames of a stack id (return addresses minus one), or

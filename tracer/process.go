@@ -18,8 +18,13 @@ import (
 var errESRCH = unix.ESRCH
 
 // traceOptions: stop at the process's exit (reports) and at its execs (a
-// new program image).
-const traceOptions = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
+// new program image); with forks followed, at its forks too, whose
+// children are then traced from their first instruction.
+const (
+	traceOptions       = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
+	traceForkOptions   = traceOptions | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
+	maxFollowedProcess = 4096
+)
 
 // Hooks are called by a Process from its control goroutine.
 type Hooks struct {
@@ -34,6 +39,12 @@ type Hooks struct {
 	// Exec is called when the process has executed a new program, stopped
 	// before its first instruction as for Ready. It may be nil.
 	Exec func(pid int)
+	// Fork, when set, makes the Process follow forks: it is called when a
+	// traced process has forked (vfork: shares its parent's memory until
+	// it executes a program), with the child held before its first
+	// instruction. The child is then traced like its parent, with the
+	// same hooks.
+	Fork func(parent, child int, vfork bool)
 }
 
 // ExitStatus is how a process ended.
@@ -57,6 +68,9 @@ type ExitStatus struct {
 type Process struct {
 	PID int
 
+	// tracees are the processes traced: PID and, with forks followed, its
+	// descendants. Only the control goroutine uses it.
+	tracees  map[int]bool
 	launched bool
 	hooks    Hooks
 	detachq  chan chan error
@@ -121,10 +135,19 @@ func Attach(pid int, hooks Hooks) (*Process, error) {
 }
 
 func newProcess(h Hooks) *Process {
-	return &Process{hooks: h, detachq: make(chan chan error), done: make(chan struct{})}
+	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), done: make(chan struct{})}
 }
 
-// Done is closed when the process has exited or has been detached.
+// options are the ptrace options of every tracee.
+func (p *Process) options() uintptr {
+	if p.hooks.Fork != nil {
+		return traceForkOptions
+	}
+	return traceOptions
+}
+
+// Done is closed when the process, and every descendant followed, has
+// exited or has been detached.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait waits until the process has exited (or has been detached) and
@@ -193,6 +216,7 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File) erro
 	}
 	pid := cmd.Process.Pid
 	p.PID = pid
+	p.tracees[pid] = true
 	p.launched = true
 	var ws unix.WaitStatus
 	if _, err := wait4(pid, &ws, unix.WALL); err != nil {
@@ -219,7 +243,7 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File) erro
 		p.kill()
 		return fmt.Errorf("%s did not stop before its start", argv[0])
 	}
-	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, traceOptions); err != nil {
+	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, p.options()); err != nil {
 		p.kill()
 		return fmt.Errorf("tracing %s: %w", argv[0], err)
 	}
@@ -228,6 +252,7 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File) erro
 
 func (p *Process) attach(pid int) error {
 	p.PID = pid
+	p.tracees[pid] = true
 	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
@@ -235,7 +260,7 @@ func (p *Process) attach(pid int) error {
 		exe, _ := procExe(pid)
 		return fmt.Errorf("cannot trace process %d (%s): %w", pid, exe, errors.Unwrap(err))
 	}
-	err := ptrace(unix.PTRACE_SEIZE, pid, 0, traceOptions)
+	err := ptrace(unix.PTRACE_SEIZE, pid, 0, p.options())
 	switch {
 	case errors.Is(err, unix.ESRCH):
 		return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
@@ -265,7 +290,7 @@ func (p *Process) abort() {
 		p.kill()
 		return
 	}
-	p.detachNow(0)
+	p.detachNow(p.PID, 0)
 }
 
 func (p *Process) kill() {
@@ -274,44 +299,60 @@ func (p *Process) kill() {
 	wait4(p.PID, &ws, unix.WALL)
 }
 
-// loop handles the process's ptrace stops until it is gone.
+// loop handles the ptrace stops of the process and the descendants
+// followed until they are all gone.
 func (p *Process) loop(sigchld <-chan os.Signal) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		for {
-			var ws unix.WaitStatus
-			wpid, err := wait4(p.PID, &ws, unix.WALL|unix.WNOHANG)
-			if err != nil {
-				// Reaped by its parent first: the exit status is not ours.
-				p.status = ExitStatus{}
-				return
+	for len(p.tracees) > 0 {
+		// Each tracee is waited for by its PID: mdtrace's own children
+		// (the loader it runs to list libraries) are not the loop's.
+		for pid := range p.tracees {
+			for {
+				var ws unix.WaitStatus
+				wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
+				if err != nil {
+					// Reaped by its parent first: the exit status is not ours.
+					if pid == p.PID {
+						p.status = ExitStatus{}
+					}
+					delete(p.tracees, pid)
+					break
+				}
+				if wpid == 0 {
+					break
+				}
+				if p.handle(pid, ws) {
+					delete(p.tracees, pid)
+					break
+				}
 			}
-			if wpid == 0 {
-				break
-			}
-			if p.handle(ws) {
-				return
-			}
+		}
+		if len(p.tracees) == 0 {
+			return
 		}
 		select {
 		case <-sigchld:
 		case <-tick.C:
 		case reply := <-p.detachq:
-			reply <- p.detachRunning()
+			reply <- p.detachAll()
 			return
 		}
 	}
 }
 
-// handle acts on one wait status; it reports whether the process is gone.
-func (p *Process) handle(ws unix.WaitStatus) bool {
+// handle acts on one wait status of pid; it reports whether pid is gone.
+func (p *Process) handle(pid int, ws unix.WaitStatus) bool {
 	switch {
 	case ws.Exited():
-		p.status = ExitStatus{Code: ws.ExitStatus(), Known: true}
+		if pid == p.PID {
+			p.status = ExitStatus{Code: ws.ExitStatus(), Known: true}
+		}
 		return true
 	case ws.Signaled():
-		p.status = ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Known: true}
+		if pid == p.PID {
+			p.status = ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Known: true}
+		}
 		return true
 	case !ws.Stopped():
 		return false
@@ -320,46 +361,79 @@ func (p *Process) handle(ws unix.WaitStatus) bool {
 	switch event := int(ws>>16) & 0xff; event {
 	case unix.PTRACE_EVENT_EXIT:
 		if p.hooks.Exit != nil {
-			p.hooks.Exit(p.PID)
+			p.hooks.Exit(pid)
 		}
-		ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+		ptrace(unix.PTRACE_CONT, pid, 0, 0)
 	case unix.PTRACE_EVENT_EXEC:
 		if p.hooks.Exec != nil {
-			p.hooks.Exec(p.PID)
+			p.hooks.Exec(pid)
 		}
-		ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+		ptrace(unix.PTRACE_CONT, pid, 0, 0)
+	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		p.forked(pid, event == unix.PTRACE_EVENT_VFORK)
+		ptrace(unix.PTRACE_CONT, pid, 0, 0)
 	case unix.PTRACE_EVENT_STOP:
 		if isStopSignal(sig) {
 			// Group stop: stay stopped, but let SIGCONT through.
-			ptrace(unix.PTRACE_LISTEN, p.PID, 0, 0)
+			ptrace(unix.PTRACE_LISTEN, pid, 0, 0)
 		} else {
-			ptrace(unix.PTRACE_CONT, p.PID, 0, 0)
+			// Also the first stop of a child followed.
+			ptrace(unix.PTRACE_CONT, pid, 0, 0)
 		}
 	default:
 		// A signal on its way to the process: deliver it.
-		ptrace(unix.PTRACE_CONT, p.PID, 0, uintptr(sig))
+		ptrace(unix.PTRACE_CONT, pid, 0, uintptr(sig))
 	}
 	return false
+}
+
+// forked follows the child of a traced process. The kernel traced it at
+// its creation; it stays held at its first stop, which the loop sees only
+// once it is a tracee, so the Fork hook runs before it runs any code.
+func (p *Process) forked(parent int, vfork bool) {
+	msg, err := unix.PtraceGetEventMsg(parent)
+	if err != nil || msg == 0 {
+		return
+	}
+	child := int(msg)
+	if len(p.tracees) >= maxFollowedProcess {
+		// Let it go untraced rather than hold it forever.
+		ptrace(unix.PTRACE_DETACH, child, 0, 0)
+		return
+	}
+	p.tracees[child] = true
+	p.hooks.Fork(parent, child, vfork)
 }
 
 func isStopSignal(s syscall.Signal) bool {
 	return s == unix.SIGSTOP || s == unix.SIGTSTP || s == unix.SIGTTIN || s == unix.SIGTTOU
 }
 
-// detachRunning interrupts the running tracee and detaches from it,
+// detachAll detaches from every tracee.
+func (p *Process) detachAll() error {
+	var first error
+	for pid := range p.tracees {
+		if err := p.detachRunning(pid); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// detachRunning interrupts a running tracee and detaches from it,
 // delivering any signal it was stopped for.
-func (p *Process) detachRunning() error {
-	if err := ptrace(unix.PTRACE_INTERRUPT, p.PID, 0, 0); err != nil {
+func (p *Process) detachRunning(pid int) error {
+	if err := ptrace(unix.PTRACE_INTERRUPT, pid, 0, 0); err != nil {
 		return nil // already gone
 	}
 	for i := 0; i < 100; i++ {
 		var ws unix.WaitStatus
-		wpid, err := wait4(p.PID, &ws, unix.WALL)
+		wpid, err := wait4(pid, &ws, unix.WALL)
 		if err != nil || wpid == 0 {
 			return nil
 		}
 		if ws.Exited() || ws.Signaled() {
-			p.handle(ws)
+			p.handle(pid, ws)
 			return nil
 		}
 		if !ws.Stopped() {
@@ -369,20 +443,25 @@ func (p *Process) detachRunning() error {
 		switch event := int(ws>>16) & 0xff; event {
 		case unix.PTRACE_EVENT_EXIT:
 			if p.hooks.Exit != nil {
-				p.hooks.Exit(p.PID)
+				p.hooks.Exit(pid)
+			}
+		case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+			// The new child was traced at its creation: let it go too.
+			if msg, err := unix.PtraceGetEventMsg(pid); err == nil && msg != 0 {
+				p.detachRunning(int(msg))
 			}
 		case unix.PTRACE_EVENT_STOP, unix.PTRACE_EVENT_EXEC:
 		default:
 			sig = int(ws.StopSignal())
 		}
-		return p.detachNow(sig)
+		return p.detachNow(pid, sig)
 	}
-	return fmt.Errorf("process %d did not stop to be detached", p.PID)
+	return fmt.Errorf("process %d did not stop to be detached", pid)
 }
 
-func (p *Process) detachNow(sig int) error {
-	if err := ptrace(unix.PTRACE_DETACH, p.PID, 0, uintptr(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("detaching from process %d: %w", p.PID, err)
+func (p *Process) detachNow(pid, sig int) error {
+	if err := ptrace(unix.PTRACE_DETACH, pid, 0, uintptr(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("detaching from process %d: %w", pid, err)
 	}
 	return nil
 }

@@ -182,23 +182,52 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// launchModes are the two ways a launched command is traced: at the
+// shim's probe sites (the default) and with probes on glibc's allocator.
+var launchModes = []struct {
+	name  string
+	flag  string // the flag that selects the mode
+	probe string // the end of mdtrace's "tracing process" line
+}{
+	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free in "},
+	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc malloc_usable_size in /"},
+}
+
+// modeFlag is the flag of a launch mode.
+func modeFlag(flag string) string {
+	if flag == "--shim=" {
+		return flag + shimBin()
+	}
+	return flag
+}
+
+// TestLaunchLeakReport gives the same report, byte for byte, in both launch
+// modes: every kind of allocation function, a failed realloc and
+// reallocarray, and a leak made by a constructor before main.
 func TestLaunchLeakReport(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "log")
-	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", prog("leaky"), "3")
-	if r.code != 3 {
-		t.Fatalf("exit status %d, want the command's 3; stderr:\n%s", r.code, r.stderr)
-	}
-	if r.stdout != "leaky: done\n" {
-		t.Errorf("the command's output = %q", r.stdout)
-	}
-	log, _ := os.ReadFile(logPath)
-	msgs := logMessages(t, string(log), "")
-	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
-	// Every leak has its backtrace, the leaking function first, then main.
-	if n := strings.Count(string(log), "Backtrace at time of allocation:"); n != 13 {
-		t.Errorf("%d backtraces, want 13", n)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("leaky"), "3")
+			if r.code != 3 {
+				t.Fatalf("exit status %d, want the command's 3; stderr:\n%s", r.code, r.stderr)
+			}
+			if r.stdout != "leaky: done\n" {
+				t.Errorf("the command's output = %q", r.stdout)
+			}
+			if !strings.Contains(r.stderr, mode.probe) {
+				t.Errorf("stderr lacks %q:\n%s", mode.probe, r.stderr)
+			}
+			log, _ := os.ReadFile(logPath)
+			msgs := logMessages(t, string(log), "")
+			golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+			// Every leak has its backtrace, the leaking function first, then main.
+			if n := strings.Count(string(log), "Backtrace at time of allocation:"); n != 13 {
+				t.Errorf("%d backtraces, want 13", n)
+			}
+		})
 	}
 }
 
@@ -610,6 +639,7 @@ func TestBadInput(t *testing.T) {
 		{"no malloc", []string{"--", mdtraceBin, "--version"}, 1, "mdtrace: " + mdtraceBin + ": neither it nor its libraries define malloc: no malloc to trace\n"},
 		{"32-bit program", []string{"--", prog32}, 1, "mdtrace: cannot trace " + prog32 + ": not a 64-bit x86-64 program\n"},
 		{"no-preload with a shim option", []string{"--no-preload", "-o", "guard", "--", "true"}, 2, "mdtrace: option guard rewrites memory through the preloaded shim, which --no-preload turns off\n"},
+		{"follow-forks without -p", []string{"--follow-forks", "--", "true"}, 2, "mdtrace: --follow-forks is for -p: a launched command's children are always traced\nRun 'mdtrace --help' for usage.\n"},
 		{"no-preload with -p", []string{"--no-preload", "-p", "1"}, 2, "mdtrace: --no-preload is for launched commands; with -p nothing is preloaded\nRun 'mdtrace --help' for usage.\n"},
 		{"missing shim", []string{"--shim", dir + "/nope.so", "-o", "guard", "--", "true"}, 1, "mdtrace: the shim (--shim): reading " + dir + "/nope.so: open " + dir + "/nope.so: no such file or directory\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
@@ -867,31 +897,42 @@ func TestExecReplacesTheProgram(t *testing.T) {
 	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
 }
 
+// TestVerifyPointers checks verify_pointers in both launch modes. With
+// probes on glibc, eBPF reports the bad pointer and glibc then aborts on
+// the double and the interior free. With the shim, the shim reports it
+// with Android's messages and skips the operation: the program lives on.
 func TestVerifyPointers(t *testing.T) {
 	needRoot(t)
-	var all strings.Builder
-	for _, tc := range []struct {
-		mode string
-		code int
-	}{{"double", 128 + int(syscall.SIGABRT)}, {"interior", 128 + int(syscall.SIGABRT)}, {"usable", 0}} {
-		logPath := filepath.Join(t.TempDir(), "log")
-		r := runMdtrace(t, "--no-preload", "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), tc.mode)
-		// glibc itself aborts on the double and the interior free.
-		if r.code != tc.code {
-			t.Errorf("%s: exit status %d, want %d; stderr:\n%s", tc.mode, r.code, tc.code, r.stderr)
-		}
-		fmt.Fprintf(&all, "== %s\n%s", tc.mode, normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("verify")))
-	}
-	golden(t, "verify_pointers.txt", regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+`).ReplaceAllString(all.String(), "ALLOCATION 0xPTR"))
+	abort := 128 + int(syscall.SIGABRT)
+	for _, mode := range []struct {
+		name, flag, golden string
+		codes              []int
+	}{
+		{"sites", "--shim=", "verify_pointers_shim.txt", []int{0, 0, 0}},
+		{"no-preload", "--no-preload", "verify_pointers.txt", []int{abort, abort, 0}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			var all strings.Builder
+			for i, m := range []string{"double", "interior", "usable"} {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), m)
+				if r.code != mode.codes[i] {
+					t.Errorf("%s: exit status %d, want %d; stderr:\n%s", m, r.code, mode.codes[i], r.stderr)
+				}
+				fmt.Fprintf(&all, "== %s\n%s", m, normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("verify")))
+			}
+			golden(t, mode.golden, regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+`).ReplaceAllString(all.String(), "ALLOCATION 0xPTR"))
 
-	// A correct program, realloc(p, 0) and frees inside the allocator
-	// included, gives no error.
-	logPath := filepath.Join(t.TempDir(), "log")
-	if r := runMdtrace(t, "--no-preload", "-o", "verify_pointers", "--log", logPath, "--", prog("leaky")); r.code != 0 {
-		t.Fatalf("leaky: exit status %d", r.code)
-	}
-	if log := readFile(t, logPath); log != "" {
-		t.Errorf("errors for a correct program:\n%s", log)
+			// A correct program, realloc(p, 0) and frees inside the
+			// allocator included, gives no error.
+			logPath := filepath.Join(t.TempDir(), "log")
+			if r := runMdtrace(t, modeFlag(mode.flag), "-o", "verify_pointers", "--log", logPath, "--", prog("leaky")); r.code != 0 {
+				t.Fatalf("leaky: exit status %d", r.code)
+			}
+			if log := readFile(t, logPath); log != "" {
+				t.Errorf("errors for a correct program:\n%s", log)
+			}
+		})
 	}
 }
 

@@ -37,7 +37,10 @@ type Flags struct {
 	// NoPreload launches a command without the shim when the options do
 	// not need it: the allocator itself is probed, as when attaching.
 	NoPreload bool
-	MaxAllocs uint32
+	// FollowForks traces the children an attached process forks from now
+	// on (launched commands' children always are).
+	FollowForks bool
+	MaxAllocs   uint32
 	// DebugDirs are searched for separate debug files, by build-id and
 	// .gnu_debuglink, before /usr/lib/debug.
 	DebugDirs []string
@@ -103,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
+	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, "capacity `N` of the live allocation table; allocations beyond it are counted, not tracked")
@@ -186,6 +190,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &usageError{fmt.Sprintf("invalid PID %d", f.PID)}
 	case f.PID == 0 && len(f.Command) == 0:
 		return nil, &usageError{"nothing to trace: give -p PID or a command after --"}
+	case f.FollowForks && f.PID == 0:
+		return nil, &usageError{"--follow-forks is for -p: a launched command's children are always traced"}
 	case f.NoPreload && f.PID != 0:
 		return nil, &usageError{"--no-preload is for launched commands; with -p nothing is preloaded"}
 	case f.MaxAllocs == 0:

@@ -36,7 +36,6 @@ type session struct {
 
 	probes *tracer.Probes
 	sym    *stacks.Symbolizer
-	hist   stacks.MapsHistory // every library the process has mapped
 	// syncLibraries and syncErrors return once every library notice and
 	// pointer error sent so far is handled.
 	syncLibraries, syncErrors func()
@@ -45,12 +44,48 @@ type session struct {
 	rec               *recorder // record_allocs
 	proc              *tracer.Process
 
-	mu       sync.Mutex
+	// mu serializes the reports and guards the procs' finished flags
+	// and btOn; pmu, taken after mu if both are, guards procs and each
+	// proc's prog and libs. The library watcher takes only pmu, so a
+	// report can wait for it while holding mu.
+	mu    sync.Mutex
+	pmu   sync.Mutex
+	ctl   *ctlServer    // the shim's control socket, in launch mode with the shim
+	pid   int           // the process launched or attached to
+	procs map[int]*proc // it and, with forks followed, its descendants
+	btOn  bool
+}
+
+// proc is one traced process.
+type proc struct {
 	pid      int
 	prog     string
-	libs     []string // the allocator files probed
-	finished bool     // the exit reports are written
-	btOn     bool
+	libs     []string           // the allocator files probed
+	hist     stacks.MapsHistory // every library the process has mapped
+	finished bool               // the exit reports are written
+}
+
+// traced returns the traced process pid, nil if it is not one.
+func (s *session) traced(pid int) *proc {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.procs[pid]
+}
+
+// live returns the traced processes whose exit reports are not written.
+func (s *session) live() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	var out []*proc
+	for _, p := range s.procs {
+		if !p.finished {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *proc) int { return a.pid - b.pid })
+	return out
 }
 
 // launchGrace is how long mdtrace waits, after SIGINT or SIGTERM, for a
@@ -62,7 +97,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	if err := checkPrivileges(); err != nil {
 		return 1, err
 	}
-	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer()}
+	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
 	s.sym.DebugDirs = flags.DebugDirs
 	logw := stderr
 	var logFile *os.File
@@ -145,6 +180,9 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	defer signal.Stop(sigs)
 
 	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
+	if flags.PID == 0 || flags.FollowForks {
+		hooks.Fork = s.forked
+	}
 	if flags.PID != 0 {
 		s.proc, err = tracer.Attach(flags.PID, hooks)
 	} else {
@@ -154,6 +192,9 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		)
 		if env, extra, err = s.launchEnv(logFile); err != nil {
 			return 1, err
+		}
+		if s.ctl != nil {
+			defer s.ctl.Close()
 		}
 		s.proc, err = tracer.Launch(flags.Command, env, extra, hooks)
 	}
@@ -183,14 +224,14 @@ loop:
 			}
 		}
 		if interrupted != 0 {
-			s.finish()
+			s.finishAll()
 			if err := s.proc.Detach(); err != nil {
 				fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 			}
 		}
 	}
 	st, _ := s.proc.Wait()
-	s.finish()
+	s.finishAll()
 	probes.Detach()
 	s.reportLosses()
 	if flags.PID != 0 {
@@ -234,6 +275,14 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		}
 	}
 	env := shimEnv(shim, s.flags.Options)
+	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
+	// through its control socket.
+	ctl, err := listenCtl(func(pid int) bool { return s.traced(pid) != nil }, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ctl = ctl
+	env = append(env, ctl.Env())
 	if s.cfg.Has(tracer.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
@@ -331,13 +380,15 @@ func (s *session) ready(pid int) error {
 		return err
 	}
 	prog := tracer.ProgName(pid)
-	s.mu.Lock()
-	s.pid, s.prog = pid, prog
-	s.mu.Unlock()
-	if err := s.attach(pid, lib); err != nil {
+	p := &proc{pid: pid, prog: prog}
+	s.pmu.Lock()
+	s.pid = pid
+	s.procs[pid] = p
+	s.pmu.Unlock()
+	if err := s.attach(p, lib); err != nil {
 		return err
 	}
-	s.watchImage(pid)
+	s.watchImage(p)
 	if s.flags.ReadyFile != "" {
 		content := fmt.Sprintf("%d\n", pid)
 		if err := output.WriteFileAtomic(s.flags.ReadyFile, 0o644, func(w io.Writer) error {
@@ -353,41 +404,71 @@ func (s *session) ready(pid int) error {
 
 // watchImage follows the libraries of the process's current program: its
 // loader's changes from now on, and its maps as they are.
-func (s *session) watchImage(pid int) {
-	if loader, err := tracer.LoaderOf(pid); err == nil && loader != "" {
-		if err := s.probes.WatchLibraries(pid, loader); err != nil {
+func (s *session) watchImage(p *proc) {
+	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader != "" {
+		if err := s.probes.WatchLibraries(p.pid, loader); err != nil {
 			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
 		}
 	}
-	s.rememberMaps(pid)
+	s.rememberMaps(p)
 }
 
 // execed follows the process into a new program: the old image's blocks
 // are gone, and the new program may use another allocator and loader.
 func (s *session) execed(pid int) {
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
 	if err := s.probes.Forget(pid); err != nil {
 		s.notice("%v", err)
 	}
-	s.hist.Reset()
-	s.mu.Lock()
-	s.prog = tracer.ProgName(pid)
-	s.mu.Unlock()
+	p.hist.Reset()
+	prog := tracer.ProgName(pid)
+	s.pmu.Lock()
+	p.prog = prog
+	s.pmu.Unlock()
 	lib, err := tracer.AllocatorOfExec(pid)
 	if err != nil {
 		s.notice("process %d executed a program mdtrace cannot trace: %v", pid, err)
 		return
 	}
-	if !slices.Contains(s.libs, lib) {
-		if err := s.attach(pid, lib); err != nil {
+	if !slices.Contains(p.libs, lib) {
+		if err := s.attach(p, lib); err != nil {
 			s.notice("%v", err)
 		}
 	}
-	s.watchImage(pid)
+	s.watchImage(p)
 }
 
-// attach probes the allocator in lib for process pid.
-func (s *session) attach(pid int, lib string) error {
-	err := s.probes.Attach(pid, lib)
+// forked follows a child of a traced process, held before it runs: the
+// same allocators are probed for it, and a zygote child (not a vfork)
+// starts with a copy of its parent's table.
+func (s *session) forked(parent, child int, vfork bool) {
+	pp := s.traced(parent)
+	if pp == nil {
+		return
+	}
+	s.pmu.Lock()
+	c := &proc{pid: child, prog: pp.prog}
+	s.procs[child] = c
+	libs := slices.Clone(pp.libs)
+	s.pmu.Unlock()
+	if err := s.probes.Fork(parent, child, !vfork); err != nil {
+		s.notice("%v", err)
+	}
+	for _, lib := range libs {
+		if err := s.attach(c, lib); err != nil {
+			s.notice("process %d, forked from %d: %v", child, parent, err)
+		}
+	}
+	s.watchImage(c)
+	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)
+}
+
+// attach probes the allocator in lib for process p.
+func (s *session) attach(p *proc, lib string) error {
+	err := s.probes.Attach(p.pid, lib)
 	var aerr *tracer.AttachError
 	switch {
 	case errors.As(err, &aerr):
@@ -398,37 +479,68 @@ func (s *session) attach(pid int, lib string) error {
 	case err != nil:
 		return err
 	}
-	s.libs = append(s.libs, lib)
+	s.pmu.Lock()
+	p.libs = append(p.libs, lib)
+	s.pmu.Unlock()
 	return nil
 }
 
 // exiting writes the exit reports while the process is held at its exit.
+// A descendant's table goes with it; the first process's stays for the
+// reports written when mdtrace ends.
 func (s *session) exiting(pid int) {
-	s.finish()
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
+	s.finish(p)
+	if pid != s.pid {
+		if err := s.probes.Forget(pid); err != nil {
+			s.notice("%v", err)
+		}
+	}
+}
+
+// finishAll writes the exit reports of every process still traced.
+func (s *session) finishAll() {
+	for _, p := range s.live() {
+		s.finish(p)
+	}
 }
 
 // handleSignal acts on a signal sent to mdtrace; it reports whether mdtrace
-// should stop.
+// should stop. The malloc debug signals act on every process traced.
 func (s *session) handleSignal(sig syscall.Signal) bool {
-	switch int(sig) {
-	case int(unix.SIGINT), int(unix.SIGTERM), int(unix.SIGHUP):
+	switch sig {
+	case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
 		return true
+	}
+	s.debugSignal(int(sig), s.live())
+	return false
+}
+
+// debugSignal acts on one of malloc debug's signals for the processes
+// procs, as Android does when the signal reaches the process.
+func (s *session) debugSignal(sig int, procs []*proc) {
+	switch sig {
 	case tracer.BacktraceDumpSignal:
 		if !s.cfg.Has(tracer.Backtrace) {
 			s.notice("signal %d ignored: heap dumps need the backtrace option", sig)
-			return false
+			return
 		}
-		s.dump(fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, s.pid))
+		for _, p := range procs {
+			s.dump(p, fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, p.pid))
+		}
 	case tracer.RecordAllocsSignal:
 		if s.rec == nil {
 			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
-			return false
+			return
 		}
 		s.rec.Write(s.cfg.RecordAllocsFile, true)
 	case tracer.BacktraceEnableSignal:
 		if !s.cfg.BacktraceEnableOnSignal {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
-			return false
+			return
 		}
 		s.mu.Lock()
 		s.btOn = !s.btOn
@@ -440,25 +552,54 @@ func (s *session) handleSignal(sig syscall.Signal) bool {
 	default:
 		s.notice("signal %d ignored: its option is not supported yet", sig)
 	}
-	return false
 }
 
-// finish writes the reports that the options ask for at exit, once.
-func (s *session) finish() {
+// signal is a malloc debug signal that reached a shimmed process, which
+// passed it on: it acts on that process.
+func (s *session) signal(pid, sig int) {
+	if p := s.traced(pid); p != nil {
+		s.debugSignal(sig, []*proc{p})
+	}
+}
+
+// leakInfo answers the shim's get_malloc_leak_info for process pid.
+func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
+	if !s.cfg.Has(tracer.Backtrace) {
+		return 1, nil, 0, 0, 0, 0
+	}
+	snap, err := s.probes.Snapshot(pid)
+	if err != nil {
+		s.notice("get_malloc_leak_info of process %d: %v", pid, err)
+		return 0, nil, 0, 0, 0, 0
+	}
+	snap.BacktraceSize = s.cfg.BacktraceFrames
+	buf, overall, infoSize, total, btSize = snap.LeakInfo()
+	return 0, buf, overall, infoSize, total, btSize
+}
+
+// refused reports a request on the control socket that was not answered.
+func (s *session) refused(pid int, reason string) {
+	s.notice("refused a request on the shim's control socket from process %d: %s", pid, reason)
+}
+
+// finish writes the reports that the options ask for at a process's
+// exit, once.
+func (s *session) finish(p *proc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.finished || s.pid == 0 {
+	if p.finished {
 		return
 	}
-	s.finished = true
+	p.finished = true
 	s.syncErrors()
-	if s.rec != nil && s.cfg.RecordAllocsOnExit {
-		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, s.pid), false)
+	if s.rec != nil && s.cfg.RecordAllocsOnExit && p.pid == s.pid {
+		// One record stream covers every process traced.
+		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), false)
 	}
 	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
 		return
 	}
-	snap, maps, err := s.snapshot()
+	snap, maps, err := s.snapshot(p)
 	if err != nil {
 		s.notice("%v", err)
 		return
@@ -468,15 +609,15 @@ func (s *session) finish() {
 		if s.cfg.Has(tracer.BacktraceFull) {
 			report = output.LeakReportFull
 		}
-		report(s.log, s.prog, s.pid, s.pid, snap, s.frames(maps))
+		report(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps))
 	}
 	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
-		s.writeDump(fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, s.pid), snap, maps)
+		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
 	}
-	if s.flags.Folded != "" {
-		line := func(pc uint64) (string, int, bool) { return s.sym.Line(s.pid, maps, pc) }
+	if s.flags.Folded != "" && p.pid == s.pid {
+		line := func(pc uint64) (string, int, bool) { return s.sym.Line(p.pid, maps, pc) }
 		err := output.WriteFileAtomic(s.flags.Folded, 0o644, func(w io.Writer) error {
-			return output.WriteFolded(w, snap, s.frames(maps), line)
+			return output.WriteFolded(w, snap, s.frames(p, maps), line)
 		})
 		if err != nil {
 			s.notice("%v", err)
@@ -484,15 +625,15 @@ func (s *session) finish() {
 	}
 }
 
-// snapshot reads the live table and the process's maps.
-func (s *session) snapshot() (*leak.Snapshot, *stacks.Maps, error) {
+// snapshot reads the live table and the maps of a process.
+func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 	s.syncLibraries()
-	snap, err := s.probes.Snapshot(s.pid)
+	snap, err := s.probes.Snapshot(p.pid)
 	if err != nil {
 		return nil, nil, err
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
-	maps, err := stacks.ReadMaps(s.pid)
+	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		// The process is gone: frames are printed with what is known.
 		maps = nil
@@ -500,9 +641,9 @@ func (s *session) snapshot() (*leak.Snapshot, *stacks.Maps, error) {
 	return snap, maps, nil
 }
 
-func (s *session) frames(maps *stacks.Maps) func([]uint64) []stacks.Frame {
+func (s *session) frames(p *proc, maps *stacks.Maps) func([]uint64) []stacks.Frame {
 	return func(pcs []uint64) []stacks.Frame {
-		return s.sym.SymbolizeWithHistory(s.pid, maps, &s.hist, pcs)
+		return s.sym.SymbolizeWithHistory(p.pid, maps, &p.hist, pcs)
 	}
 }
 
@@ -531,51 +672,53 @@ func (s *session) rememberLibrary(lib tracer.Library) {
 		}
 		path = filepath.Join(cwd, path)
 	}
-	s.hist.AddLibrary(path, lib.Base)
+	if p := s.traced(lib.PID); p != nil {
+		p.hist.AddLibrary(path, lib.Base)
+	}
 }
 
 // rememberMaps adds the process's current maps to the history and parses
 // the files of new mappings while they are mapped.
-func (s *session) rememberMaps(pid int) {
-	maps, err := stacks.ReadMaps(pid)
+func (s *session) rememberMaps(p *proc) {
+	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		return
 	}
-	for _, m := range s.hist.Add(maps) {
-		s.sym.Symbolize(pid, maps, []uint64{m.Start})
+	for _, m := range p.hist.Add(maps) {
+		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
 	}
 }
 
-// dump writes a heap dump of the live table now.
-func (s *session) dump(path string) {
+// dump writes a heap dump of a process's live table now.
+func (s *session) dump(p *proc, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.finished || s.pid == 0 {
+	if p.finished {
 		return
 	}
-	snap, maps, err := s.snapshot()
+	snap, maps, err := s.snapshot(p)
 	if err != nil {
 		s.notice("%v", err)
 		return
 	}
-	s.writeDump(path, snap, maps)
+	s.writeDump(p, path, snap, maps)
 }
 
-func (s *session) writeDump(path string, snap *leak.Snapshot, maps *stacks.Maps) {
+func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *stacks.Maps) {
 	d := &output.HeapDump{
 		Fingerprint:   output.BuildFingerprint(),
 		BacktraceSize: s.cfg.BacktraceFrames,
 		Records:       snap.UniqueList(false),
 	}
 	if s.cfg.Has(tracer.BacktraceFull) {
-		d.BtInfo = s.frames(maps)
+		d.BtInfo = s.frames(p, maps)
 	}
 	if maps != nil {
 		d.Maps = maps.Raw
 	}
-	s.log.Errorf(s.pid, s.pid, "Dumping to file: %s\n", path)
+	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
 	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
-		s.log.Errorf(s.pid, s.pid, "Unable to create file: %s", path)
+		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)
 		if !s.logToStderr {
 			fmt.Fprintf(s.stderr, "mdtrace: %v\n", err)
 		}

@@ -83,8 +83,12 @@ func (s *session) logPointerError(e tracer.PointerError) {
 		s.unknownSuppressed++
 		return
 	}
+	p := s.traced(pid)
+	if p == nil {
+		p = &proc{pid: pid}
+	}
 	maps, _ := stacks.ReadMaps(pid)
-	frames := s.frames(maps)
+	frames := s.frames(p, maps)
 	s.log.Errorf(pid, tid, "%s", logDivider)
 	s.log.Errorf(pid, tid, "+++ ALLOCATION 0x%x %s", e.Ptr, what)
 	if pcs := s.probes.Stack(e.FreeStack); e.Freed != 0 && len(pcs) > 0 {

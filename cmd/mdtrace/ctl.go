@@ -1,0 +1,277 @@
+//go:build linux
+
+package main
+
+// The control channel of the shim (shim/ctl.c): the process mdtrace
+// launches reaches mdtrace on an abstract unix socket, named in its
+// environment by MDSHIM_CTL, to fetch its live allocations for Android's
+// get_malloc_leak_info and to pass on Android's malloc debug signals.
+//
+// A request is 16 bytes, all little endian: u32 magic "mdt1", u32 op,
+// u32 arg, u32 0. Op 1 (leak info, arg 0) is answered with a 40-byte header,
+// u32 magic, u32 status, u64 overall_size, info_size, total_memory and
+// backtrace_size, followed by overall_size bytes: the buffer of
+// spec/leak_info_api.md. Op 2 (signal, arg the signal number) is answered
+// with the magic alone once mdtrace has acted on it. Each connection carries one request, and only a process mdtrace
+// traces, by the pid the kernel gives for the peer (SO_PEERCRED), is served.
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	ctlMagic            = 0x3174646d // "mdt1" little endian
+	ctlOpLeakInfo       = 1
+	ctlOpSignal         = 2
+	ctlStatusOK         = 0
+	ctlStatusNotTracked = 1 // the backtrace option is off
+	ctlRequestSize      = 16
+	ctlAnswerHeaderSize = 40
+	ctlEnv              = "MDSHIM_CTL"
+)
+
+var (
+	// ctlReadTimeout bounds the wait for a request; the shim sends it
+	// right after connecting.
+	ctlReadTimeout = 10 * time.Second
+	// ctlWriteTimeout bounds the sending of an answer; the shim gives up
+	// after 30 seconds without progress.
+	ctlWriteTimeout = 30 * time.Second
+)
+
+// ctlHandler carries out the requests of the control channel. Its methods
+// may be called from several goroutines at once.
+type ctlHandler interface {
+	// leakInfo returns get_malloc_leak_info's answer for process pid:
+	// status ctlStatusOK with the buffer and its sizes (as
+	// (*leak.Snapshot).LeakInfo gives them; overall must be len(buf)), or
+	// ctlStatusNotTracked without the backtrace option.
+	leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64)
+	// signal acts on signal sig, received by process pid.
+	signal(pid, sig int)
+	// refused reports a connection closed without carrying out a request:
+	// its peer is not a traced process, its request is malformed or
+	// incomplete, or the answer could not be sent. pid is the peer's, 0 if
+	// unknown.
+	refused(pid int, reason string)
+}
+
+// ctlServer is the listening end of the control channel.
+type ctlServer struct {
+	name    string
+	ln      *net.UnixListener
+	allowed func(pid int) bool
+	h       ctlHandler
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[*net.UnixConn]struct{}
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+	err    error // of closing the listener
+}
+
+// listenCtl listens on a new abstract unix socket with a random name.
+// allowed decides which peers, by pid, are served; h carries out the
+// requests. Both are required.
+func listenCtl(allowed func(pid int) bool, h ctlHandler) (*ctlServer, error) {
+	if allowed == nil || h == nil {
+		return nil, errors.New("control socket: no peer check or no handler")
+	}
+	for try := 0; ; try++ {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("control socket: %w", err)
+		}
+		name := "mdtrace." + hex.EncodeToString(b[:])
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@" + name, Net: "unix"})
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) && try < 3 {
+				continue
+			}
+			return nil, fmt.Errorf("control socket: %w", err)
+		}
+		s := &ctlServer{
+			name:    name,
+			ln:      ln,
+			allowed: allowed,
+			h:       h,
+			conns:   make(map[*net.UnixConn]struct{}),
+			done:    make(chan struct{}),
+		}
+		s.wg.Add(1)
+		go s.serve()
+		return s, nil
+	}
+}
+
+// Name is the socket's abstract name, without the leading NUL.
+func (s *ctlServer) Name() string { return s.name }
+
+// Env is the environment entry that tells the shim the socket's name.
+func (s *ctlServer) Env() string { return ctlEnv + "=" + s.name }
+
+// Close stops accepting, closes the open connections and waits for their
+// handlers to return. It may be called more than once.
+func (s *ctlServer) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+		s.err = s.ln.Close()
+		for c := range s.conns {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return s.err
+}
+
+func (s *ctlServer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *ctlServer) serve() {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			if s.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors, say: wait a little for some to be freed.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-s.done:
+				return
+			case <-time.After(delay):
+			}
+			continue
+		}
+		delay = 0
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.handle(c)
+	}
+}
+
+// refuse reports a connection ended early, unless Close ended it.
+func (s *ctlServer) refuse(pid int, format string, args ...any) {
+	if s.isClosed() {
+		return
+	}
+	s.h.refused(pid, fmt.Sprintf(format, args...))
+}
+
+func (s *ctlServer) handle(c *net.UnixConn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	pid, err := peerPID(c)
+	if err != nil {
+		s.refuse(0, "control socket: the peer's credentials: %v", err)
+		return
+	}
+	if !s.allowed(pid) {
+		s.refuse(pid, "control socket: process %d is not traced", pid)
+		return
+	}
+	var req [ctlRequestSize]byte
+	c.SetReadDeadline(time.Now().Add(ctlReadTimeout))
+	if n, err := io.ReadFull(c, req[:]); err != nil {
+		s.refuse(pid, "control socket: process %d sent %d of %d request bytes: %v", pid, n, ctlRequestSize, err)
+		return
+	}
+	magic := binary.LittleEndian.Uint32(req[0:])
+	op := binary.LittleEndian.Uint32(req[4:])
+	arg := binary.LittleEndian.Uint32(req[8:])
+	zero := binary.LittleEndian.Uint32(req[12:])
+	switch {
+	case magic != ctlMagic:
+		s.refuse(pid, "control socket: process %d sent a bad magic number %#08x", pid, magic)
+	case zero != 0:
+		s.refuse(pid, "control socket: process %d sent a bad request (last word %#x)", pid, zero)
+	case op == ctlOpLeakInfo && arg == 0:
+		s.answerLeakInfo(c, pid)
+	case op == ctlOpSignal && arg >= 1 && arg <= 64:
+		s.h.signal(pid, int(arg))
+		// The acknowledgement lets the shim's handler return: what the
+		// signal asked for is done.
+		c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
+		c.Write(binary.LittleEndian.AppendUint32(nil, ctlMagic))
+	default:
+		s.refuse(pid, "control socket: process %d sent a bad request (op %d, arg %d)", pid, op, arg)
+	}
+}
+
+func (s *ctlServer) answerLeakInfo(c *net.UnixConn, pid int) {
+	status, buf, overall, infoSize, total, btSize := s.h.leakInfo(pid)
+	ans := make([]byte, ctlAnswerHeaderSize, ctlAnswerHeaderSize+len(buf))
+	binary.LittleEndian.PutUint32(ans[0:], ctlMagic)
+	binary.LittleEndian.PutUint32(ans[4:], status)
+	if status == ctlStatusOK {
+		if overall != uint64(len(buf)) ||
+			overall != 0 && (infoSize == 0 || infoSize != 16+8*btSize || overall%infoSize != 0) {
+			s.refuse(pid, "control socket: inconsistent leak info for process %d (buffer of %d bytes, overall_size %d, info_size %d, backtrace_size %d)",
+				pid, len(buf), overall, infoSize, btSize)
+			return
+		}
+		binary.LittleEndian.PutUint64(ans[8:], overall)
+		binary.LittleEndian.PutUint64(ans[16:], infoSize)
+		binary.LittleEndian.PutUint64(ans[24:], total)
+		binary.LittleEndian.PutUint64(ans[32:], btSize)
+		ans = append(ans, buf...)
+	}
+	c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
+	if _, err := c.Write(ans); err != nil {
+		s.refuse(pid, "control socket: answering process %d: %v", pid, err)
+	}
+}
+
+// peerPID is the pid of the process at the other end of c, from the
+// kernel's record of the process that connected.
+func peerPID(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var (
+		cred *unix.Ucred
+		cerr error
+	)
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
+}

@@ -1,0 +1,212 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// leakCounts returns, for each process in a log, the "+++ PROG leaked
+// block" lines: PROG and the total of the "(leak N of TOTAL)" numbering,
+// which must count the lines.
+func leakCounts(t *testing.T, log string) map[int][]string {
+	t.Helper()
+	re := regexp.MustCompile(`^\d\d-\d\d [\d:.]+ +(\d+) +\d+ E malloc_debug: \+\+\+ (\S+) leaked block of size \d+ at 0x[0-9a-f]+ \(leak (\d+) of (\d+)\)$`)
+	out := map[int][]string{}
+	for _, line := range strings.Split(log, "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		out[pid] = append(out[pid], m[2]+" of "+m[4])
+	}
+	return out
+}
+
+// TestChildrenOfShell: each program a shell runs gets its own report,
+// under its own PID, and the shell its own.
+func TestChildrenOfShell(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	leaky := prog("leaky")
+	r := runMdtrace(t, "-o", "leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", "sh", "-c", leaky+"; "+leaky)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	sh, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	if n := strings.Count(r.stderr, fmt.Sprintf(", forked from %d\n", sh)); n != 2 {
+		t.Errorf("%d children followed, want 2:\n%s", n, r.stderr)
+	}
+	counts := leakCounts(t, readFile(t, dir+"/log"))
+	var children []int
+	for pid, leaks := range counts {
+		if pid == sh {
+			continue
+		}
+		children = append(children, pid)
+		want := slices.Repeat([]string{leaky + " of 13"}, 13)
+		if !slices.Equal(leaks, want) {
+			t.Errorf("process %d: %q, want 13 leaks of leaky", pid, leaks)
+		}
+	}
+	if len(children) != 2 {
+		t.Errorf("reports of %d children, want 2: %v", len(children), counts)
+	}
+}
+
+// dumpRecords returns the "z Z  sz SIZE  num N" part of a heap dump's
+// records.
+func dumpRecords(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(readFile(t, path), "\n") {
+		if strings.HasPrefix(line, "z ") {
+			z, _, _ := strings.Cut(line, "  bt")
+			out = append(out, strings.Join(strings.Fields(z), " "))
+		}
+	}
+	return out
+}
+
+// TestZygoteChild: a child forked without exec starts with its parent's
+// table; what it allocates after the fork is a zygote child's (z 1). The
+// 4096 bytes are stdout's buffer, allocated by each process's first printf
+// after the fork.
+func TestZygoteChild(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
+				"--log", dir+"/log", "--", prog("forker"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var parent, child int
+			if _, err := fmt.Sscanf(r.stdout, "child %d\nparent %d\n", &child, &parent); err != nil {
+				t.Fatalf("output %q: %v", r.stdout, err)
+			}
+			if want := []string{"z 0 sz 4096 num 1", "z 0 sz 1111 num 1"}; !slices.Equal(dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want) {
+				t.Errorf("parent's dump: %q, want %q", dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want)
+			}
+			want := []string{"z 0 sz 1111 num 1", "z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}
+			if got := dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, child)); !slices.Equal(got, want) {
+				t.Errorf("child's dump: %q, want %q", got, want)
+			}
+			counts := leakCounts(t, readFile(t, dir+"/log"))
+			if len(counts[parent]) != 2 || len(counts[child]) != 3 {
+				t.Errorf("leaks per process: %v", counts)
+			}
+		})
+	}
+}
+
+// TestFollowForksAttach: with --follow-forks, the children an attached
+// process forks are traced too; without it, they are not.
+func TestFollowForksAttach(t *testing.T) {
+	needRoot(t)
+	for _, follow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			dir := t.TempDir()
+			target := start(t, prog("forker"), "wait")
+			target.expectLine(t, "ready")
+			args := []string{"-p", fmt.Sprint(target.cmd.Process.Pid), "-o", "leak_track", "--log", dir + "/log", "--ready-file", dir + "/ready"}
+			if follow {
+				args = append(args, "--follow-forks")
+			}
+			m := start(t, mdtraceBin, args...)
+			waitFile(t, dir+"/ready")
+			io.WriteString(target.stdin, "go\n")
+			line, _ := target.stdout.ReadString('\n')
+			var child int
+			if _, err := fmt.Sscanf(line, "child %d\n", &child); err != nil {
+				t.Fatalf("read %q: %v", line, err)
+			}
+			target.expectLine(t, fmt.Sprintf("parent %d", target.cmd.Process.Pid))
+			target.wait(t)
+			if code := m.wait(t); code != 0 {
+				t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			// stdout's buffer came before the attach: the parent
+			// leaks 1111 bytes, the child those and 2222.
+			counts := leakCounts(t, readFile(t, filepath.Join(dir, "log")))
+			if len(counts[target.cmd.Process.Pid]) != 1 {
+				t.Errorf("the attached process's leaks: %v", counts)
+			}
+			if want := map[bool]int{true: 2, false: 0}[follow]; len(counts[child]) != want {
+				t.Errorf("the child's leaks: %d, want %d; %v", len(counts[child]), want, counts)
+			}
+		})
+	}
+}
+
+// TestShimLeakInfo: get_malloc_leak_info in a shimmed process answers from
+// mdtrace's table, in Android's format, sorted by size with equal stacks
+// merged.
+func TestShimLeakInfo(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		opts, stdout, log string
+	}{
+		{"backtrace", "overall_size=432 info_size=144 total_memory=9500 backtrace_size=16 entries=3\n" +
+			"size=9000 num=1 first_frame=alloc_large\nsize=200 num=1 first_frame=alloc_medium\nsize=100 num=3 first_frame=alloc_small\nnull_check=ok\n",
+			"get_malloc_leak_info: At least one invalid parameter.\n"},
+		{"backtrace=4", "overall_size=144 info_size=48 total_memory=9500 backtrace_size=4 entries=3\n" +
+			"size=9000 num=1 first_frame=alloc_large\nsize=200 num=1 first_frame=alloc_medium\nsize=100 num=3 first_frame=alloc_small\nnull_check=ok\n",
+			"get_malloc_leak_info: At least one invalid parameter.\n"},
+		{"leak_track", "overall_size=0 info_size=0 total_memory=0 backtrace_size=0 entries=0\nnull_check=ok\n",
+			"get_malloc_leak_info: Allocations not being tracked, to enable set the option 'backtrace'.\n" +
+				"get_malloc_leak_info: At least one invalid parameter.\n"},
+	} {
+		t.Run(tc.opts, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runMdtrace(t, "-o", tc.opts, "--log", dir+"/log", "--", prog("leakinfo"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if r.stdout != tc.stdout {
+				t.Errorf("output:\n%s\nwant:\n%s", r.stdout, tc.stdout)
+			}
+			var got strings.Builder
+			for _, m := range logMessages(t, readFile(t, dir+"/log"), "") {
+				if !strings.Contains(m, "leaked block") && !strings.HasPrefix(m, "Backtrace") && !strings.HasPrefix(m, "   ") {
+					fmt.Fprintln(&got, m)
+				}
+			}
+			if got.String() != tc.log {
+				t.Errorf("log:\n%s\nwant:\n%s", got.String(), tc.log)
+			}
+		})
+	}
+}
+
+// TestShimSignal47: kill -47 to a shimmed process (here, the process
+// raising it) makes mdtrace write its heap dump at once, while it runs.
+func TestShimSignal47(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "backtrace backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("leakinfo"), "47")
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.HasSuffix(r.stdout, "null_check=ok\nraised 47\n") {
+		t.Errorf("output:\n%s", r.stdout)
+	}
+	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+	path := fmt.Sprintf("%s/h.%s.txt", dir, pid)
+	want := []string{"z 0 sz 9000 num 1", "z 0 sz 200 num 1", "z 0 sz 100 num 3"}
+	if got := dumpRecords(t, path); !slices.Equal(got, want) {
+		t.Errorf("dump records %q, want %q", got, want)
+	}
+	if log := readFile(t, dir+"/log"); !strings.Contains(log, " E malloc_debug: Dumping to file: "+path+"\n") {
+		t.Errorf("log:\n%s", log)
+	}
+}
