@@ -1,42 +1,263 @@
 #!/usr/bin/env bash
-# Side-by-side cost of tracing malloc/free pairs, as ratios measured in one
-# run: the same program natively and under mdtrace with several options.
-# Each configuration runs ROUNDS times, interleaved, and the median counts.
+# Side-by-side cost of malloc debug, as ratios measured in one run: each
+# workload natively, under empty probes (the floors), under mdtrace with
+# several options, under the shim alone and under heaptrack and valgrind
+# for reference. For each workload the configurations run ROUNDS times,
+# interleaved, and the median counts; the valgrind rows, the slowest, run
+# SLOW_ROUNDS times.
+#
+# Workloads:
+#   pairs     testdata/pairs N: malloc/free pairs of 32 to 96 bytes (ns/pair)
+#   pairs_mt  testdata/pairs_mt N THREADS: the same in THREADS threads
+#             (wall-clock ns/pair)
+#   sqlite3   /usr/bin/sqlite3 running scripts/bench_sqlite.sql on an
+#             in-memory database, about 40000 mallocs (wall time of the
+#             whole run, each tool's start and exit included; the same
+#             configuration running /bin/true, timed in the same rounds,
+#             shows what they cost)
+#
+# Usage: scripts/bench.sh   (as root, after make build testprogs and
+# building bin/mdbench; `make bench` does all of it)
+# Environment: N (20000), ROUNDS (5), SLOW_ROUNDS (3), THREADS (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A decimal point in $EPOCHREALTIME and in awk's numbers.
+export LC_ALL=C
 N=${N:-20000}
 ROUNDS=${ROUNDS:-5}
-prog=testdata/pairs
+SLOW_ROUNDS=${SLOW_ROUNDS:-3}
+THREADS=${THREADS:-4}
+if ((SLOW_ROUNDS > ROUNDS)); then
+	SLOW_ROUNDS=$ROUNDS
+fi
+shim=$PWD/bin/libmdshim.so
+sql=scripts/bench_sqlite.sql
+for f in bin/mdtrace bin/mdbench "$shim" testdata/pairs testdata/pairs_mt; do
+	[[ -e $f ]] || { echo "bench.sh: no $f: run make bench" >&2; exit 1; }
+done
+# The shim alone must really run: a shim LD_PRELOAD cannot load would
+# leave the program native, and its row would look free.
+if ! LD_PRELOAD=$shim grep -qF "$shim" /proc/self/maps 2>/dev/null; then
+	echo "bench.sh: LD_PRELOAD=$shim does not load it" >&2
+	exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mdtrace-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 
+order=(native floor sitefloor attach sites record checks shim heaptrack memcheck massif)
 declare -A label=(
 	[native]="native"
-	[floor]="empty probes (the floor)"
-	[leak]="mdtrace leak_track (no backtraces)"
-	[bt16]="mdtrace backtrace=16"
-	[bt64]="mdtrace backtrace=64"
+	[floor]="floor: empty probes on malloc, free"
+	[sitefloor]="site floor: empty probes on shim sites"
+	[attach]="attach style: --no-preload bt=16"
+	[sites]="launch, sites: backtrace=16"
+	[record]="launch, sites: record_allocs"
+	[checks]="launch: bt=16 guard fill free_track"
+	[shim]="shim alone: guard fill"
+	[heaptrack]="heaptrack"
+	[memcheck]="valgrind memcheck"
+	[massif]="valgrind massif"
 )
-declare -A cmd=(
-	[native]="$prog $N"
-	[floor]="bin/mdbench -- $prog $N"
-	[leak]="bin/mdtrace -o leak_track --log /dev/null -- $prog $N"
-	[bt16]="bin/mdtrace -o backtrace=16 --log /dev/null -- $prog $N"
-	[bt64]="bin/mdtrace -o backtrace=64 --log /dev/null -- $prog $N"
+# The rows that need a tool that may be missing.
+declare -A tool=([heaptrack]=heaptrack [memcheck]=valgrind [massif]=valgrind)
+# The rows that run SLOW_ROUNDS times.
+declare -A slow=([memcheck]=1 [massif]=1)
+
+# run_config CONFIG COMMAND [ARGS]: runs the command under a configuration,
+# its output files removed afterwards; the command's status.
+run_config() {
+	local cfg=$1 rc=0
+	shift
+	case $cfg in
+	native) "$@" ;;
+	floor) bin/mdbench -- "$@" ;;
+	sitefloor) bin/mdbench --sites "$shim" -- "$@" ;;
+	attach) bin/mdtrace --no-preload -o backtrace=16 --log /dev/null -- "$@" ;;
+	sites) bin/mdtrace -o backtrace=16 --log /dev/null -- "$@" ;;
+	record)
+		bin/mdtrace -o "record_allocs record_allocs_on_exit record_allocs_file=$tmp/records" --log /dev/null -- "$@" || rc=$?
+		rm -f "$tmp"/records.*
+		return $rc
+		;;
+	checks) bin/mdtrace -o "backtrace=16 guard fill free_track" --log /dev/null -- "$@" ;;
+	shim) LD_PRELOAD=$shim LIBC_DEBUG_MALLOC_OPTIONS="guard fill" "$@" ;;
+	heaptrack)
+		heaptrack -o "$tmp/heaptrack" "$@" || rc=$?
+		rm -f "$tmp"/heaptrack.*
+		return $rc
+		;;
+	memcheck) valgrind --tool=memcheck -q "$@" ;;
+	massif)
+		valgrind --tool=massif -q --massif-out-file="$tmp/massif.out" "$@" || rc=$?
+		rm -f "$tmp/massif.out"
+		return $rc
+		;;
+	esac
+}
+
+# sample WORKLOAD CONFIG: one measurement, ns/pair or ms, or "fail" (the
+# reason in $tmp/err.CONFIG).
+sample() {
+	local wl=$1 cfg=$2 out t0 t1
+	case $wl in
+	pairs | pairs_mt)
+		local args=(testdata/pairs "$N")
+		if [[ $wl == pairs_mt ]]; then
+			args=(testdata/pairs_mt "$N" "$THREADS")
+		fi
+		if out=$(run_config "$cfg" "${args[@]}" </dev/null 2>"$tmp/err.$cfg"); then
+			out=$(awk '/^pairs / {print $3; exit}' <<<"$out")
+			echo "${out:-fail}"
+		else
+			echo fail
+		fi
+		;;
+	sqlite3 | true)
+		local args=(sqlite3 -batch -init /dev/null :memory:) input=$sql
+		if [[ $wl == true ]]; then
+			args=(/bin/true) input=/dev/null
+		fi
+		t0=$EPOCHREALTIME
+		if run_config "$cfg" "${args[@]}" <"$input" >/dev/null 2>"$tmp/err.$cfg"; then
+			t1=$EPOCHREALTIME
+			awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", (b - a) * 1000}'
+		else
+			echo fail
+		fi
+		;;
+	esac
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
+# spread: (max - min) / median, in percent.
+spread() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {if (NR) printf "%.0f%%", 100 * (a[NR] - a[1]) / a[int((NR + 1) / 2)]}'; }
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "" || b == "" || b <= 0) exit
+		r = a / b
+		f = r >= 100 ? "%.0f\n" : r >= 10 ? "%.1f\n" : r >= 0.01 ? "%.2f\n" : "%.4f\n"
+		printf f, r }'
+}
+
+declare -A med # WORKLOAD/CONFIG: median
+declare -A why # WORKLOAD/CONFIG: why there is none
+declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [sqlite3]="ms")
+declare -A title=(
+	[pairs]="testdata/pairs $N: malloc/free pairs"
+	[pairs_mt]="testdata/pairs_mt $N $THREADS: pairs in $THREADS threads (wall clock)"
+	[sqlite3]="sqlite3 < $sql: whole run (wall clock)"
 )
-order=(native floor leak bt16 bt64)
-declare -A samples
-for ((r = 0; r < ROUNDS; r++)); do
-	for k in "${order[@]}"; do
-		ns=$(${cmd[$k]} 2>/dev/null | awk '/^pairs/ {print $3}')
-		samples[$k]+="$ns "
+
+# bench WORKLOAD: measures every configuration and prints the table.
+bench() {
+	local wl=$1 r cfg s
+	declare -A samples=()
+	for cfg in "${order[@]}"; do
+		if [[ -n ${tool[$cfg]:-} ]] && ! command -v "${tool[$cfg]}" >/dev/null 2>&1; then
+			why[$wl/$cfg]="${tool[$cfg]} not installed"
+		fi
 	done
+	for ((r = 0; r < ROUNDS; r++)); do
+		for cfg in "${order[@]}"; do
+			if [[ -n ${why[$wl/$cfg]:-} ]] || { [[ -n ${slow[$cfg]:-} ]] && ((r >= SLOW_ROUNDS)); }; then
+				continue
+			fi
+			s=$(sample "$wl" "$cfg")
+			if [[ $s == fail ]]; then
+				why[$wl/$cfg]="failed: $(grep -v '^mdtrace: tracing' "$tmp/err.$cfg" | head -1 | cut -c1-60)"
+				continue
+			fi
+			samples[$cfg]+="$s "
+			if [[ $wl == sqlite3 ]]; then
+				# The tool's own start and exit, on a program that does
+				# next to nothing.
+				s=$(sample true "$cfg")
+				if [[ $s != fail ]]; then
+					samples[$cfg/true]+="$s "
+				fi
+			fi
+		done
+	done
+	for cfg in "${order[@]}"; do
+		if [[ -z ${why[$wl/$cfg]:-} ]]; then
+			med[$wl/$cfg]=$(median <<<"${samples[$cfg]}")
+			if [[ $wl == sqlite3 ]]; then
+				med[true/$cfg]=$(median <<<"${samples[$cfg/true]:-}")
+			fi
+		fi
+	done
+	local native=${med[$wl/native]:-} floor=${med[$wl/floor]:-} sitefloor=${med[$wl/sitefloor]:-}
+	echo
+	echo "${title[$wl]}, median of $ROUNDS rounds (* of $SLOW_ROUNDS)"
+	local fmt='%-40s %10s %9s %8s %11s %7s%s\n' extra=""
+	if [[ $wl == sqlite3 ]]; then
+		extra=" on true"
+	fi
+	printf "$fmt" "" "${unit[$wl]}" "x native" "x floor" "x sitefloor" "spread" "$extra"
+	local name m
+	for cfg in "${order[@]}"; do
+		name=${label[$cfg]}
+		if [[ -n ${slow[$cfg]:-} ]]; then
+			name+=" *"
+		fi
+		if [[ -n ${why[$wl/$cfg]:-} ]]; then
+			printf '%-40s %s\n' "$name" "${why[$wl/$cfg]}"
+			continue
+		fi
+		m=${med[$wl/$cfg]}
+		extra=""
+		if [[ $wl == sqlite3 ]]; then
+			extra=$(printf ' %8s' "${med[true/$cfg]:-?}")
+		fi
+		printf "${fmt/10s/10.1f}" "$name" "$m" "$(ratio "$m" "$native")" \
+			"$(ratio "$m" "$floor")" "$(ratio "$m" "$sitefloor")" "$(spread <<<"${samples[$cfg]}")" "$extra"
+	done
+}
+
+# target WORKLOAD TEXT A B OP LIMIT: prints A/B against the target
+# "A/B OP LIMIT" with PASS or MISS. For sqlite3 it adds, for information,
+# the ratio with each side's time on /bin/true taken off.
+target() {
+	local wl=$1 text=$2 a=${med[$1/$3]:-} b=${med[$1/$4]:-} op=$5 limit=$6 r verdict net=""
+	if [[ -z $a || -z $b ]]; then
+		r="n/a"
+		verdict="(${why[$wl/$3]:-${why[$wl/$4]:-no figure}})"
+	else
+		r=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}')
+		verdict=$(awk -v r="$r" -v l="$limit" -v op="$op" 'BEGIN {
+			ok = op == "<=" ? r <= l : op == ">=" ? r >= l : r < l
+			print ok ? "PASS" : "MISS" }')
+		r+=x
+		if [[ $wl == sqlite3 && -n ${med[true/$3]:-} && -n ${med[true/$4]:-} ]]; then
+			net=$(awk -v a="$a" -v b="$b" -v ta="${med[true/$3]}" -v tb="${med[true/$4]}" \
+				'BEGIN {if (b - tb > 0) printf "(%.2fx without start and exit)", (a - ta) / (b - tb)}')
+		fi
+	fi
+	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
+}
+
+echo "malloc debug overhead, side by side; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+workloads=(pairs pairs_mt)
+if command -v sqlite3 >/dev/null 2>&1; then
+	workloads+=(sqlite3)
+else
+	echo "sqlite3 not installed: its workload is skipped"
+fi
+for wl in "${workloads[@]}"; do
+	bench "$wl"
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-base=$(echo "${samples[native]}" | median)
-floor=$(echo "${samples[floor]}" | median)
-printf '%-40s %12s %10s %9s\n' "malloc/free pairs ($N, median of $ROUNDS)" "ns/pair" "x native" "x floor"
-for k in "${order[@]}"; do
-	m=$(echo "${samples[$k]}" | median)
-	printf '%-40s %12.1f %10.1f %9.2f\n' "${label[$k]}" "$m" "$(echo "$m $base" | awk '{print $1/$2}')" "$(echo "$m $floor" | awk '{print $1/$2}')"
+echo
+echo "* valgrind rows: median of $SLOW_ROUNDS rounds. spread: (max - min) / median. sqlite3's \"on true\":"
+echo "  ms for the same configuration running /bin/true, its start and exit alone."
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); other work on the machine makes the figures noisy."
+
+echo
+echo "targets (ratios of the medians above):"
+for wl in "${workloads[@]}"; do
+	target "$wl" "attach style bt=16 / floor" attach floor "<=" 1.10
+	target "$wl" "attach style / with sites (sites cheaper by)" attach sites ">=" 5
+	target "$wl" "with sites / heaptrack" sites heaptrack "<" 1
+	target "$wl" "shim alone / native" shim native "<=" 3
 done
 
 echo

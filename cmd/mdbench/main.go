@@ -1,18 +1,28 @@
 //go:build linux
 
-// Command mdbench runs a command under empty uprobes, the floor that
-// `make bench` measures mdtrace against: an entry and a return probe on
-// malloc and an entry probe on free, attached as mdtrace attaches its own
-// (uprobe_multi links scoped to the process where the kernel has them),
-// with programs that do nothing.
+// Command mdbench runs a command under empty uprobes, the floors that
+// `make bench` measures mdtrace against, with programs that do nothing,
+// attached as mdtrace attaches its own (uprobe_multi links scoped to the
+// process where the kernel has them).
 //
-//	mdbench -- COMMAND [ARGS]
+// By default the probes are an entry and a return probe on the program's
+// malloc and an entry probe on its free: the floor of mdtrace without its
+// shim (--no-preload). With --sites, the shim is preloaded into the command
+// (LD_PRELOAD, no options) and the probes are entry probes on its two probe
+// sites, mdshim_site_alloc and mdshim_site_free: the floor of mdtrace with
+// its shim.
+//
+//	mdbench [--sites SHIM] -- COMMAND [ARGS]
 package main
 
 import (
+	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -23,16 +33,36 @@ import (
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
+// optionsEnv is the variable that gives the shim its options.
+const optionsEnv = "LIBC_DEBUG_MALLOC_OPTIONS"
+
+// siteSymbols are the shim's probe sites.
+var siteSymbols = []string{"mdshim_site_alloc", "mdshim_site_free"}
+
 func main() {
-	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
+	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: mdbench [--sites SHIM] -- COMMAND [ARGS]")
+		fs.PrintDefaults()
 	}
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: mdbench -- COMMAND [ARGS]")
+	sites := fs.String("sites", "", "preload the shim at `PATH` (libmdshim.so) and probe its two probe sites instead of malloc and free")
+	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	code, err := run(args)
+	args := fs.Args()
+	if len(args) == 0 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	var (
+		code int
+		err  error
+	)
+	if *sites != "" {
+		code, err = runSites(args, *sites)
+	} else {
+		code, err = run(args)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mdbench: %v\n", err)
 		os.Exit(1)
@@ -40,29 +70,94 @@ func main() {
 	os.Exit(code)
 }
 
-func run(argv []string) (int, error) {
+// probes are the empty program, loaded, and the links that attach it.
+type probes struct {
+	objs  bpf.EmptyObjects
+	multi bool
+	links []link.Link
+}
+
+func loadProbes() (*probes, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return 1, err
+		return nil, err
 	}
 	spec, err := bpf.LoadEmpty()
 	if err != nil {
-		return 1, err
+		return nil, err
 	}
-	multi := features.HaveBPFLinkUprobeMulti() == nil
-	if multi {
+	p := &probes{multi: features.HaveBPFLinkUprobeMulti() == nil}
+	if p.multi {
 		spec.Programs["empty_probe"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
-	var objs bpf.EmptyObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *probes) Close() {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.objs.Close()
+}
+
+func (p *probes) add(l link.Link, err error) error {
+	if err == nil {
+		p.links = append(p.links, l)
+	}
+	return err
+}
+
+// fn is a function to probe and its offset in its file.
+type fn struct {
+	symbol string
+	offset uint64
+}
+
+func offsetsOf(fns []fn) []uint64 {
+	var offs []uint64
+	for _, f := range fns {
+		offs = append(offs, f.offset)
+	}
+	return offs
+}
+
+// attach puts the empty program on the functions entry (entry probes) and
+// ret (return probes) of the file lib, for process pid only.
+func (p *probes) attach(pid int, lib string, entry, ret []fn) error {
+	ex, err := link.OpenExecutable(lib)
+	if err != nil {
+		return err
+	}
+	if p.multi {
+		err := p.add(ex.UprobeMulti(nil, p.objs.EmptyProbe, &link.UprobeMultiOptions{Addresses: offsetsOf(entry), PID: uint32(pid)}))
+		if err == nil && len(ret) > 0 {
+			err = p.add(ex.UretprobeMulti(nil, p.objs.EmptyProbe, &link.UprobeMultiOptions{Addresses: offsetsOf(ret), PID: uint32(pid)}))
+		}
+		return err
+	}
+	for _, f := range entry {
+		if err := p.add(ex.Uprobe(f.symbol, p.objs.EmptyProbe, &link.UprobeOptions{Address: f.offset, PID: pid})); err != nil {
+			return err
+		}
+	}
+	for _, f := range ret {
+		if err := p.add(ex.Uretprobe(f.symbol, p.objs.EmptyProbe, &link.UprobeOptions{Address: f.offset, PID: pid})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run runs argv with empty probes on its allocator's malloc (entry and
+// return) and free (entry).
+func run(argv []string) (int, error) {
+	p, err := loadProbes()
+	if err != nil {
 		return 1, err
 	}
-	defer objs.Close()
-	var links []link.Link
-	defer func() {
-		for _, l := range links {
-			l.Close()
-		}
-	}()
+	defer p.Close()
 	proc, err := tracer.Launch(argv, nil, nil, tracer.Hooks{
 		Ready: func(pid int) error {
 			lib, err := tracer.AllocatorOfExec(pid)
@@ -77,25 +172,8 @@ func run(argv []string) (int, error) {
 			if err != nil {
 				return err
 			}
-			ex, err := link.OpenExecutable(lib)
-			if err != nil {
-				return err
-			}
-			add := func(l link.Link, err error) error {
-				if err == nil {
-					links = append(links, l)
-				}
-				return err
-			}
-			if multi {
-				return errors.Join(
-					add(ex.UprobeMulti(nil, objs.EmptyProbe, &link.UprobeMultiOptions{Addresses: []uint64{malloc, free}, PID: uint32(pid)})),
-					add(ex.UretprobeMulti(nil, objs.EmptyProbe, &link.UprobeMultiOptions{Addresses: []uint64{malloc}, PID: uint32(pid)})))
-			}
-			return errors.Join(
-				add(ex.Uprobe("malloc", objs.EmptyProbe, &link.UprobeOptions{Address: malloc, PID: pid})),
-				add(ex.Uretprobe("malloc", objs.EmptyProbe, &link.UprobeOptions{Address: malloc, PID: pid})),
-				add(ex.Uprobe("free", objs.EmptyProbe, &link.UprobeOptions{Address: free, PID: pid})))
+			m, f := fn{"malloc", malloc}, fn{"free", free}
+			return p.attach(pid, lib, []fn{m, f}, []fn{m})
 		},
 	})
 	if err != nil {
@@ -106,4 +184,70 @@ func run(argv []string) (int, error) {
 		return 1, err
 	}
 	return st.Code, nil
+}
+
+// runSites runs argv with the shim preloaded, without options, and empty
+// entry probes on its two probe sites. It fails when the command ended
+// without the shim mapped: its probes could not have been hit.
+func runSites(argv []string, shim string) (int, error) {
+	shim, err := filepath.Abs(shim)
+	if err != nil {
+		return 1, err
+	}
+	if strings.ContainsAny(shim, " :") {
+		return 1, fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
+	}
+	var sites []fn
+	for _, sym := range siteSymbols {
+		off, err := tracer.FuncOffset(shim, sym)
+		if err != nil {
+			return 1, err
+		}
+		sites = append(sites, fn{sym, off})
+	}
+	p, err := loadProbes()
+	if err != nil {
+		return 1, err
+	}
+	defer p.Close()
+	mapped := false
+	proc, err := tracer.Launch(argv, shimEnv(shim), nil, tracer.Hooks{
+		Ready: func(pid int) error {
+			return p.attach(pid, shim, sites, nil)
+		},
+		Exit: func(pid int) {
+			maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+			mapped = bytes.Contains(maps, []byte(" "+shim+"\n"))
+		},
+	})
+	if err != nil {
+		return 1, err
+	}
+	st, err := proc.Wait()
+	if err != nil {
+		return 1, err
+	}
+	if !mapped {
+		return 1, errors.New("the command ran without the shim: LD_PRELOAD did not load it")
+	}
+	return st.Code, nil
+}
+
+// shimEnv is mdbench's environment with the shim first in LD_PRELOAD and
+// no options for it.
+func shimEnv(shim string) []string {
+	var env []string
+	preload := shim
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
+				preload += ":" + old
+			}
+		case strings.HasPrefix(kv, optionsEnv+"="):
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, "LD_PRELOAD="+preload)
 }
