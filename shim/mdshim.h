@@ -134,8 +134,15 @@ void md_backtrace_log(const uintptr_t *frames, size_t n);
 #define MD_SYM_NAME_MAX 512
 
 /* md_sym is what md_symbolize finds out about a pc. */
+#define MD_SYM_PATH_MAX 512
+
 struct md_sym {
-	const char *path; /* the object's file name as dladdr gives it; may be "" */
+	/*
+	 * The object's file: its path as the kernel names the mapping (as in
+	 * /proc/PID/maps), else as dladdr gives it; may be "".
+	 */
+	const char *path;
+	char path_buf[MD_SYM_PATH_MAX];
 	uintptr_t rel_pc; /* pc minus dladdr's base of the object */
 	bool named;       /* name and offset are known */
 	char name[MD_SYM_NAME_MAX]; /* the function, as in the symbol table (not demangled) */

@@ -103,6 +103,8 @@ struct entry {
 	size_t syms_len; /* mapped bytes */
 	char *pool;
 	size_t pool_len;
+	/* The file's path as the kernel names its mapping; "" if not opened. */
+	char path[MD_SYM_PATH_MAX];
 };
 
 /* object is what identifies the loaded object holding a pc, read from memory. */
@@ -116,6 +118,10 @@ struct object {
 	size_t build_id_len;
 	unsigned char build_id[BUILD_ID_MAX];
 };
+
+/* What the kernel appends to the path of a deleted file. */
+#define DELETED " (deleted)"
+#define DELETED_LEN (sizeof(DELETED) - 1)
 
 static struct entry cache[CACHE_SLOTS];
 static unsigned long cache_clock;
@@ -753,7 +759,19 @@ static struct entry *cache_get(const struct object *o, const char *dl_name)
 	if (e->ready)
 		drop_entry(e);
 	f.scratch = map_anon(SCRATCH_BYTES);
+	e->path[0] = '\0';
 	if (f.scratch != NULL && open_object(&f, o, dl_name)) {
+		char link[32];
+		ssize_t n;
+
+		md_format(link, sizeof(link), "/proc/self/fd/%d", f.fd);
+		n = readlink(link, e->path, sizeof(e->path) - 1);
+		if (n <= 0 || e->path[0] != '/')
+			n = 0;
+		/* As in mdtrace's reports, a deleted file keeps its name. */
+		if (n > (ssize_t)DELETED_LEN && memcmp(e->path + n - DELETED_LEN, DELETED, DELETED_LEN) == 0)
+			n -= (ssize_t)DELETED_LEN;
+		e->path[n] = '\0';
 		build_index(&f, o, e);
 		close(f.fd);
 	}
@@ -806,6 +824,7 @@ bool md_symbolize(uintptr_t pc, struct md_sym *out)
 	Dl_info info;
 	uintptr_t start;
 	char name[MD_SYM_NAME_MAX];
+	const struct entry *e;
 	bool found;
 
 	out->path = NULL;
@@ -829,7 +848,12 @@ bool md_symbolize(uintptr_t pc, struct md_sym *out)
 	if (lm == NULL || !read_object(&o, &info, lm))
 		goto out;
 	cache_lock();
-	found = lookup(cache_get(&o, info.dli_fname), pc - o.bias, name, sizeof(name), &start);
+	e = cache_get(&o, info.dli_fname);
+	found = lookup(e, pc - o.bias, name, sizeof(name), &start);
+	if (e->path[0] != '\0') {
+		memcpy(out->path_buf, e->path, sizeof(out->path_buf));
+		out->path = out->path_buf;
+	}
 	cache_unlock();
 	/* dladdr's answer stands when it names the same function. */
 	if (found && !(out->named && (uintptr_t)info.dli_saddr == o.bias + start)) {
