@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +142,26 @@ func preloads(environ []byte) map[string]bool {
 		}
 	}
 	return out
+}
+
+// PreloadEnv returns the environment env with lib first in LD_PRELOAD and
+// each "KEY=value" of set in place of any KEY it had.
+func PreloadEnv(env []string, lib string, set ...string) []string {
+	var out []string
+	preload := lib
+	for _, kv := range env {
+		key, val, _ := strings.Cut(kv, "=")
+		switch {
+		case key == "LD_PRELOAD":
+			if val != "" {
+				preload += ":" + val
+			}
+		case slices.ContainsFunc(set, func(s string) bool { return strings.HasPrefix(s, key+"=") }):
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(append(out, "LD_PRELOAD="+preload), set...)
 }
 
 func sortPreloadedFirst(libs []string, pre map[string]bool) {

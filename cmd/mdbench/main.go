@@ -211,7 +211,7 @@ func runSites(argv []string, shim string) (int, error) {
 	}
 	defer p.Close()
 	mapped := false
-	proc, err := tracer.Launch(argv, shimEnv(shim), nil, tracer.Hooks{
+	proc, err := tracer.Launch(argv, tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"="), nil, tracer.Hooks{
 		Ready: func(pid int) error {
 			return p.attach(pid, shim, sites, nil)
 		},
@@ -231,23 +231,4 @@ func runSites(argv []string, shim string) (int, error) {
 		return 1, errors.New("the command ran without the shim: LD_PRELOAD did not load it")
 	}
 	return st.Code, nil
-}
-
-// shimEnv is mdbench's environment with the shim first in LD_PRELOAD and
-// no options for it.
-func shimEnv(shim string) []string {
-	var env []string
-	preload := shim
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "LD_PRELOAD="):
-			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
-				preload += ":" + old
-			}
-		case strings.HasPrefix(kv, optionsEnv+"="):
-		default:
-			env = append(env, kv)
-		}
-	}
-	return append(env, "LD_PRELOAD="+preload)
 }

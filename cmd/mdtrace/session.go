@@ -274,7 +274,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 			return nil, nil, nil
 		}
 	}
-	env := shimEnv(shim, s.flags.Options)
+	env := tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"="+s.flags.Options)
 	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
 	// through its control socket.
 	ctl, err := listenCtl(func(pid int) bool { return s.traced(pid) != nil }, s)
@@ -343,25 +343,6 @@ func preloadable(command string) (ok bool, note string) {
 		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
 	}
 	return true, ""
-}
-
-// shimEnv is the environment of a command launched with the shim: mdtrace's
-// own, with the shim first in LD_PRELOAD and the options for it.
-func shimEnv(shim, options string) []string {
-	var env []string
-	preload := shim
-	for _, kv := range os.Environ() {
-		switch {
-		case strings.HasPrefix(kv, "LD_PRELOAD="):
-			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
-				preload += ":" + old
-			}
-		case strings.HasPrefix(kv, optionsEnv+"="):
-		default:
-			env = append(env, kv)
-		}
-	}
-	return append(env, "LD_PRELOAD="+preload, optionsEnv+"="+options)
 }
 
 // ready attaches the probes to the process; the Process calls it before a
