@@ -191,6 +191,8 @@ static void md_init(void)
 		if (!(g_cfg.options & (MD_FRONT_GUARD | MD_REAR_GUARD | MD_FREE_TRACK)) && !g_cfg.verify_pointers)
 			g_cfg.options &= ~(uint64_t)MD_TRACK_ALLOCS;
 		if (!(g_cfg.options & MD_SHIM_OPTIONS)) {
+			if (g_cfg.options & MD_VERBOSE)
+				md_log('I', "%s: malloc debug enabled", program_invocation_name);
 			t_in_shim = 0;
 			__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 			return;

@@ -207,19 +207,22 @@ func isSpace(r rune) bool {
 // supported are the options this version of mdtrace implements; the others
 // are recognized, and refused with "not supported yet" rather than ignored.
 var supported = map[string]bool{
-	"backtrace":                  true,
-	"backtrace_enable_on_signal": true,
-	"backtrace_dump_on_exit":     true,
-	"backtrace_dump_prefix":      true,
-	"backtrace_full":             true,
-	"backtrace_size":             true,
-	"backtrace_min_size":         true,
-	"backtrace_max_size":         true,
-	"leak_track":                 true,
-	"record_allocs":              true,
-	"record_allocs_file":         true,
-	"record_allocs_on_exit":      true,
-	"verify_pointers":            true,
+	"backtrace":                     true,
+	"backtrace_enable_on_signal":    true,
+	"backtrace_dump_on_exit":        true,
+	"backtrace_dump_prefix":         true,
+	"backtrace_full":                true,
+	"backtrace_size":                true,
+	"backtrace_min_size":            true,
+	"backtrace_max_size":            true,
+	"leak_track":                    true,
+	"record_allocs":                 true,
+	"record_allocs_file":            true,
+	"record_allocs_on_exit":         true,
+	"verify_pointers":               true,
+	"verbose":                       true,
+	"log_allocator_stats_on_signal": true,
+	"log_allocator_stats_on_exit":   true,
 }
 
 // shimOptions are implemented by the shim, preloaded into a launched

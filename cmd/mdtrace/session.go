@@ -54,6 +54,7 @@ type session struct {
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
 	btOn  bool
+	start time.Time // when tracing began
 }
 
 // proc is one traced process.
@@ -380,6 +381,8 @@ func (s *session) ready(pid int) error {
 		}
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	s.start = time.Now()
+	s.logVerbose(p)
 	return nil
 }
 
@@ -530,6 +533,16 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 		if err := s.probes.SetBacktrace(on); err != nil {
 			s.notice("toggling backtraces: %v", err)
 		}
+	case tracer.LogAllocatorStatsSignal:
+		if !s.cfg.Has(tracer.LogAllocatorStatsOnSignal) {
+			s.notice("signal %d ignored: logging allocator stats needs the log_allocator_stats_on_signal option", sig)
+			return
+		}
+		s.mu.Lock()
+		for _, p := range procs {
+			s.logStats(p)
+		}
+		s.mu.Unlock()
 	default:
 		s.notice("signal %d ignored: its option is not supported yet", sig)
 	}
@@ -576,6 +589,10 @@ func (s *session) finish(p *proc) {
 	if s.rec != nil && s.cfg.RecordAllocsOnExit && p.pid == s.pid {
 		// One record stream covers every process traced.
 		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), false)
+	}
+	if s.cfg.Has(tracer.LogAllocatorStatsOnExit) && s.ctl == nil {
+		// A preloaded shim logs glibc's statistics itself.
+		s.logStats(p)
 	}
 	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
 		return
