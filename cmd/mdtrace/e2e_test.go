@@ -642,6 +642,10 @@ func TestBadInput(t *testing.T) {
 		{"follow-forks without -p", []string{"--follow-forks", "--", "true"}, 2, "mdtrace: --follow-forks is for -p: a launched command's children are always traced\nRun 'mdtrace --help' for usage.\n"},
 		{"no-preload with -p", []string{"--no-preload", "-p", "1"}, 2, "mdtrace: --no-preload is for launched commands; with -p nothing is preloaded\nRun 'mdtrace --help' for usage.\n"},
 		{"missing shim", []string{"--shim", dir + "/nope.so", "-o", "guard", "--", "true"}, 1, "mdtrace: the shim (--shim): reading " + dir + "/nope.so: open " + dir + "/nope.so: no such file or directory\n"},
+		{"all with a command", []string{"--all", "--", "true"}, 2, "mdtrace: --all audits every process: give neither -p nor a command\nRun 'mdtrace --help' for usage.\n"},
+		{"all with options", []string{"--all", "-o", "backtrace"}, 2, "mdtrace: --all takes no malloc debug options: it counts live blocks and bytes per process\nRun 'mdtrace --help' for usage.\n"},
+		{"interval without backtrace", []string{"--interval", "1s", "-o", "leak_track", "--", "true"}, 2, "mdtrace: --interval writes heap dumps of the traced processes: it needs the backtrace option\n"},
+		{"bad interval", []string{"--interval", "soon", "--", "true"}, 2, "mdtrace: invalid argument \"soon\" for \"--interval\" flag: time: invalid duration \"soon\"\nRun 'mdtrace --help' for usage.\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
 	}
 	for _, tc := range cases {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -40,7 +41,12 @@ type Flags struct {
 	// FollowForks traces the children an attached process forks from now
 	// on (launched commands' children always are).
 	FollowForks bool
-	MaxAllocs   uint32
+	// All audits every process that uses the system's libc.
+	All bool
+	// Interval is the period of --all's summaries, and of heap dumps of
+	// the traced processes otherwise; 0 for none.
+	Interval  time.Duration
+	MaxAllocs uint32
 	// DebugDirs are searched for separate debug files, by build-id and
 	// .gnu_debuglink, before /usr/lib/debug.
 	DebugDirs []string
@@ -106,6 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
+	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
+	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
@@ -184,6 +192,14 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	f.Options = opts
 
 	switch {
+	case f.All && (f.PID != 0 || len(f.Command) > 0):
+		return nil, &usageError{"--all audits every process: give neither -p nor a command"}
+	case f.All && (fs.Changed("options") || len(fromFlags) > 0):
+		return nil, &usageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
+	case f.Interval < 0:
+		return nil, &usageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
+	case f.All:
+		return f, nil
 	case f.PID != 0 && len(f.Command) > 0:
 		return nil, &usageError{"give either -p PID or a command, not both"}
 	case fs.Changed("pid") && f.PID <= 0:
@@ -269,6 +285,15 @@ func checkPreload(flags *Flags, cfg *tracer.Config) error {
 		if shimOptions[name] {
 			return fmt.Errorf("option %s rewrites memory through the preloaded shim, which --no-preload turns off", name)
 		}
+	}
+	return nil
+}
+
+// checkInterval refuses --interval without the backtrace option, outside
+// --all: the periodic output is a heap dump.
+func checkInterval(flags *Flags, cfg *tracer.Config) error {
+	if flags.Interval > 0 && !cfg.Has(tracer.Backtrace) {
+		return errors.New("--interval writes heap dumps of the traced processes: it needs the backtrace option")
 	}
 	return nil
 }

@@ -32,9 +32,19 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mdtrace %s\n", version)
 		return 0
 	}
+	if flags.All {
+		status, err := runAll(flags, stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		}
+		return status
+	}
 	cfg, err := parseOptions(flags.Options, flags.PID != 0)
 	if err == nil {
 		err = checkPreload(flags, cfg)
+	}
+	if err == nil {
+		err = checkInterval(flags, cfg)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -249,4 +250,61 @@ func TestShimStressUnderMdtrace(t *testing.T) {
 			t.Errorf("a leak of the program's own: %s\n%s", m, log)
 		}
 	}
+}
+
+// TestAll: --all audits every process using the system's libc; the test's
+// own process is listed among the others with exactly what it allocated
+// after mdtrace started: leaky's 13 blocks.
+func TestAll(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--all", "--interval", "300ms", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	target := start(t, prog("leaky"), "hold")
+	target.expectLine(t, "leaky: done")
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^ +%d +(\d+) +(\d+)  (.*)$`, target.cmd.Process.Pid))
+	var got []string
+	for i := 0; i < 100 && got == nil; i++ {
+		line, err := m.stdout.ReadString('\n')
+		if err != nil {
+			t.Fatalf("mdtrace's output ended: %v; stderr:\n%s", err, m.stderr.String())
+		}
+		got = row.FindStringSubmatch(line)
+	}
+	if got == nil {
+		t.Fatal("the test's process was never listed")
+	}
+	if got[1] != "13" || got[2] != "16194" || got[3] != prog("leaky") {
+		t.Errorf("row %q, want 13 blocks, 16194 bytes, %s", got[0], prog("leaky"))
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	target.stdin.Close()
+	target.wait(t)
+}
+
+// TestIntervalDumps: --interval writes a heap dump of the traced process
+// periodically, as signal 47 does.
+func TestIntervalDumps(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--interval", "200ms", "-o", "backtrace backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("leaky"), "hold")
+	m.expectLine(t, "leaky: done")
+	waitFile(t, dir+"/ready")
+	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+	path := fmt.Sprintf("%s/h.%s.txt", dir, pid)
+	waitFile(t, path)
+	for i := 0; i < 100 && strings.Count(readFile(t, dir+"/log"), "Dumping to file: "+path) < 2; i++ {
+		sleepBriefly()
+	}
+	m.stdin.Close()
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if n := strings.Count(readFile(t, dir+"/log"), "Dumping to file: "+path); n < 2 {
+		t.Errorf("%d dumps, want at least 2", n)
+	}
+	checkHeapDump(t, readFile(t, path), prog("leaky"))
 }

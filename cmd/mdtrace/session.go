@@ -204,9 +204,18 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	}
 
 	interrupted := syscall.Signal(0)
+	var tick <-chan time.Time
+	if flags.Interval > 0 {
+		t := time.NewTicker(flags.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
 loop:
 	for {
 		select {
+		case <-tick:
+			// A heap dump of every process, as signal 47 writes.
+			s.debugSignal(tracer.BacktraceDumpSignal, s.live())
 		case <-s.proc.Done():
 			break loop
 		case sig := <-sigs:
@@ -372,17 +381,25 @@ func (s *session) ready(pid int) error {
 	}
 	s.watchImage(p)
 	if s.flags.ReadyFile != "" {
-		content := fmt.Sprintf("%d\n", pid)
-		if err := output.WriteFileAtomic(s.flags.ReadyFile, 0o644, func(w io.Writer) error {
-			_, err := io.WriteString(w, content)
+		if err := writeReadyFile(s.flags.ReadyFile, pid); err != nil {
 			return err
-		}); err != nil {
-			return fmt.Errorf("writing the ready file: %w", err)
 		}
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
 	s.start = time.Now()
 	s.logVerbose(p)
+	return nil
+}
+
+// writeReadyFile writes the ready file: a PID and a newline.
+func writeReadyFile(path string, pid int) error {
+	content := fmt.Sprintf("%d\n", pid)
+	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, content)
+		return err
+	}); err != nil {
+		return fmt.Errorf("writing the ready file: %w", err)
+	}
 	return nil
 }
 
