@@ -68,6 +68,13 @@ const volatile u32 record = 0;			 /* record_allocs: send every call to user spac
 const volatile u32 alloc_backtraces = 1;	 /* allocations get backtraces (the backtrace option) */
 const volatile u32 verify = 0;			 /* verify_pointers: report bad pointers */
 const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode): unknown pointers are errors */
+/*
+ * abort_on_error: the thread that passed a bad pointer gets SIGABRT once its
+ * error is in the errors ring buffer (see pointer_error). Only
+ * verify_pointers finds errors here, so without verify this does nothing;
+ * leaks never abort.
+ */
+const volatile u32 abort_on_error = 0;
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
 volatile u32 backtrace_on = 1;
@@ -75,6 +82,12 @@ volatile u32 backtrace_on = 1;
 volatile u32 record_on = 1;
 /* Set by user space once a process is in the zygotes map. */
 volatile u32 have_zygotes = 0;
+/*
+ * Set once an allocation could not be tracked (the live table was full):
+ * from then on an unknown pointer may be a block the table missed, which
+ * user space does not report and abort_on_error does not abort for.
+ */
+volatile u32 table_full = 0;
 
 /* A live allocation: which process, which pointer. */
 struct alloc_key {
@@ -401,32 +414,59 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u6
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
 		count(COUNTER_TABLE_FULL);
+		table_full = 1;
+		/*
+		 * A block freed before at this address is live again, if
+		 * untracked: its free is not a use after free.
+		 */
+		if (verify)
+			bpf_map_delete_elem(&freed, &key);
 		return;
 	}
 	count(COUNTER_ALLOCS);
 }
 
-/* Reports a bad pointer given to fn, with the failure's backtrace. */
+#define SIGABRT 6
+
+/*
+ * Reports a bad pointer given to fn, with the failure's backtrace, from the
+ * entry probe of fn.
+ *
+ * With abort_on_error the thread then gets SIGABRT, as Android aborts after
+ * the error block. The program cannot write mdtrace's log, so the order is:
+ * the error goes into the ring buffer first; the signal is acted on only
+ * when the thread leaves the probe for user space, once the probed first
+ * instruction of fn is stepped over and before the rest of fn runs, so the
+ * bad pointer never reaches the allocator; the dying process is then held
+ * at its exit stop (ptrace), where mdtrace drains the ring buffer and
+ * writes the whole block before letting it go. A program that blocks or
+ * catches SIGABRT gets it as any other SIGABRT.
+ */
 static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key *key, u32 fn)
 {
 	u64 *free_stack = bpf_map_lookup_elem(&freed, key);
 	struct pointer_error *e;
+	bool freed_block = free_stack != 0;
 
-	if (!free_stack && !unknown_is_error)
+	if (!freed_block && !unknown_is_error)
 		return; /* maybe a block allocated before mdtrace attached */
 	e = bpf_ringbuf_reserve(&errors, sizeof(*e), 0);
 	if (!e) {
+		/* Lost, and counted: the abort still keeps the pointer from the allocator. */
 		count(COUNTER_ERRORS_LOST);
-		return;
+	} else {
+		e->tgid = key->tgid;
+		e->tid = (u32)bpf_get_current_pid_tgid();
+		e->fn = fn;
+		e->freed = freed_block;
+		e->ptr = key->ptr;
+		e->free_stack = free_stack ? *free_stack : 0;
+		e->fail_stack = take_stack(ctx, AT_ENTRY);
+		bpf_ringbuf_submit(e, abort_on_error ? BPF_RB_FORCE_WAKEUP : 0);
 	}
-	e->tgid = key->tgid;
-	e->tid = (u32)bpf_get_current_pid_tgid();
-	e->fn = fn;
-	e->freed = free_stack != 0;
-	e->ptr = key->ptr;
-	e->free_stack = free_stack ? *free_stack : 0;
-	e->fail_stack = take_stack(ctx, AT_ENTRY);
-	bpf_ringbuf_submit(e, 0);
+	/* An unknown pointer after the table overflowed may be a missed block: not an error. */
+	if (abort_on_error && (freed_block || !table_full))
+		bpf_send_signal_thread(SIGABRT);
 }
 
 /*

@@ -97,6 +97,7 @@ const (
 	MdtraceProgAllocSite         = "alloc_site"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
 	MdtraceProgThreadExit        = "thread_exit"
+	MdtraceVarAbortOnError       = "abort_on_error"
 	MdtraceVarAllocBacktraces    = "alloc_backtraces"
 	MdtraceVarBacktraceOn        = "backtrace_on"
 	MdtraceVarBtMaxSize          = "bt_max_size"
@@ -106,6 +107,7 @@ const (
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
 	MdtraceVarStackDepth         = "stack_depth"
+	MdtraceVarTableFull          = "table_full"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
 	MdtraceVarUnusedPointerError = "unused_pointer_error"
@@ -184,6 +186,7 @@ type MdtraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceVariableSpecs struct {
+	AbortOnError       *ebpf.VariableSpec `ebpf:"abort_on_error"`
 	AllocBacktraces    *ebpf.VariableSpec `ebpf:"alloc_backtraces"`
 	BacktraceOn        *ebpf.VariableSpec `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
@@ -193,6 +196,7 @@ type MdtraceVariableSpecs struct {
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
+	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
@@ -255,6 +259,7 @@ func (m *MdtraceMaps) Close() error {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceVariables struct {
+	AbortOnError       *ebpf.Variable `ebpf:"abort_on_error"`
 	AllocBacktraces    *ebpf.Variable `ebpf:"alloc_backtraces"`
 	BacktraceOn        *ebpf.Variable `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
@@ -264,6 +269,7 @@ type MdtraceVariables struct {
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
+	TableFull          *ebpf.Variable `ebpf:"table_full"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`

@@ -96,6 +96,11 @@ type ProbeConfig struct {
 	// malloc_usable_size (verify_pointers). With UnknownIsError, pointers the
 	// table never saw are errors too: only when every allocation was seen.
 	Verify, UnknownIsError bool
+	// AbortOnError sends SIGABRT to a thread that gives a bad pointer,
+	// once its error is in the errors ring buffer, before the function
+	// runs (abort_on_error). Only Verify finds errors in the probes: without
+	// it, AbortOnError does nothing. Leaks never abort.
+	AbortOnError bool
 	// PerProbeLinks attaches each probe with its own perf-event link, as on
 	// kernels without uprobe_multi links (before 6.6), even where the
 	// kernel has them.
@@ -154,6 +159,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		"verify":           boolU32(cfg.Verify),
 		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
 		"unknown_is_error": boolU32(cfg.UnknownIsError),
+		"abort_on_error":   boolU32(cfg.AbortOnError),
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -66,4 +66,8 @@ enum {
 	BPF_LOCAL_STORAGE_GET_F_CREATE = (1ULL << 0),
 };
 
+enum {
+	BPF_RB_FORCE_WAKEUP = (1ULL << 1),
+};
+
 #endif /* __MDTRACE_TYPES_H__ */

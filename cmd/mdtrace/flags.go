@@ -236,6 +236,7 @@ var supported = map[string]bool{
 	"record_allocs_file":            true,
 	"record_allocs_on_exit":         true,
 	"verify_pointers":               true,
+	"abort_on_error":                true,
 	"verbose":                       true,
 	"log_allocator_stats_on_signal": true,
 	"log_allocator_stats_on_exit":   true,

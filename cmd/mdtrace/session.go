@@ -136,6 +136,10 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		// A launched command's every block is seen: unknown pointers
 		// are errors. An attached process has blocks from before.
 		UnknownIsError: flags.PID == 0,
+		// Probes on the allocator send SIGABRT to the thread; the
+		// process is held at its exit until the error block is
+		// written. A preloaded shim aborts by itself.
+		AbortOnError: cfg.Has(tracer.AbortOnError),
 	})
 	if err != nil {
 		return 1, err
