@@ -78,19 +78,30 @@ func isLoader(path string) bool {
 // pickAllocator returns the first file that defines malloc among exe and
 // then libs, in the dynamic linker's search order: the executable, the
 // preloaded libraries, then the rest.
+//
+// The path is resolved through symbolic links, so that one file has one
+// name whichever way it was reached (/lib or /usr/lib).
 func pickAllocator(exe string, libs []string) (string, error) {
 	if definesMalloc(exe) {
-		return exe, nil
+		return canonical(exe), nil
 	}
 	for _, l := range libs {
 		if isLoader(l) {
 			continue
 		}
 		if definesMalloc(l) {
-			return l, nil
+			return canonical(l), nil
 		}
 	}
 	return "", fmt.Errorf("%s: neither it nor its libraries define malloc: %w", exe, ErrNoMalloc)
+}
+
+// canonical resolves the symbolic links of path, or returns it as it is.
+func canonical(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
 }
 
 // AllocatorOfRunning finds the file that provides malloc to a running
