@@ -36,8 +36,6 @@ extern void *__libc_memalign(size_t alignment, size_t size);
 #define DEBUG_FREE_TAG 0x1cc7dccdU
 /* Largest request served; bit 31 of a recorded size is Android's zygote flag. */
 #define MAX_SIZE ((size_t)0x7fffffff)
-/* Size of the chunks compared when a freed block is verified. */
-#define FREE_CHECK_CHUNK (512 * 1024)
 #define LOG_DIVIDER "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
 
 /* header precedes every allocation when a guard is enabled. */
@@ -358,15 +356,31 @@ static bool verify_pointer(void *ptr, const char *fn, uintptr_t *taken)
 	return true;
 }
 
+/* first_bad returns the index of the first byte of p[0..len) that is not v, or len. */
+static size_t first_bad(const uint8_t *p, size_t len, uint8_t v)
+{
+	uint64_t pattern = 0x0101010101010101ULL * v, w;
+	size_t i = 0;
+
+	/* Eight bytes at a time, the common case being an intact guard. */
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&w, p + i, sizeof(w));
+		if (w != pattern)
+			break;
+	}
+	for (; i < len; i++)
+		if (p[i] != v)
+			break;
+	return i;
+}
+
 static void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
 			size_t len, long first_index, uint8_t expected)
 {
 	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
 	size_t i, n;
 
-	for (i = 0; i < len; i++)
-		if (guard[i] != expected)
-			break;
+	i = first_bad(guard, len, expected);
 	if (i == len)
 		return;
 	n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
@@ -424,16 +438,9 @@ static void verify_freed(const struct freed *e)
 		bytes = real_usable_size(e->ptr);
 	}
 	bytes = min_size(bytes, g_cfg.fill_on_free_bytes);
-	for (size_t off = 0; off < bytes; off += FREE_CHECK_CHUNK) {
-		size_t len = min_size(FREE_CHECK_CHUNK, bytes - off);
-
-		for (size_t i = 0; i < len; i++) {
-			if (p[off + i] != MD_FILL_FREE_VALUE) {
-				log_free_error(e, p, bytes);
-				break;
-			}
-		}
-	}
+	/* One report for the block, however many bytes differ. */
+	if (first_bad(p, bytes, MD_FILL_FREE_VALUE) != bytes)
+		log_free_error(e, p, bytes);
 }
 
 /* free_track_add keeps a freed block; returns the block to really free, if any. */
