@@ -542,19 +542,14 @@ func (p *Probes) Counters() (Counters, error) {
 // Forget drops every live allocation of process tgid, when it executes a
 // new program: its old memory is gone.
 func (p *Probes) Forget(tgid int) error {
-	var (
-		key  bpf.MdtraceAllocKey
-		info bpf.MdtraceAllocInfo
-		keys []bpf.MdtraceAllocKey
-	)
-	it := p.objs.Allocs.Iterate()
-	for it.Next(&key, &info) {
+	var keys []bpf.MdtraceAllocKey
+	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
 		if int(key.Tgid) == tgid {
-			keys = append(keys, key)
+			keys = append(keys, *key)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the live table: %w", err)
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range keys {
 		p.objs.Allocs.Delete(k)
@@ -574,21 +569,19 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 		return nil
 	}
 	var (
-		key   bpf.MdtraceAllocKey
-		info  bpf.MdtraceAllocInfo
 		keys  []bpf.MdtraceAllocKey
 		infos []bpf.MdtraceAllocInfo
 	)
-	it := p.objs.Allocs.Iterate()
-	for it.Next(&key, &info) {
+	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
 		if int(key.Tgid) == parent {
-			key.Tgid = uint32(child)
-			keys = append(keys, key)
-			infos = append(infos, info)
+			k := *key
+			k.Tgid = uint32(child)
+			keys = append(keys, k)
+			infos = append(infos, *info)
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the live table: %w", err)
+	})
+	if err != nil {
+		return err
 	}
 	if len(keys) > 0 {
 		if _, err := p.objs.Allocs.BatchUpdate(keys, infos, nil); err != nil {
@@ -627,30 +620,48 @@ func decodeStack(buf []byte, depth int) []uint64 {
 	return frames
 }
 
+// allocOf is the live-table entry key, info as an allocation of a snapshot.
+func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
+	return leak.Alloc{
+		Ptr:     key.Ptr,
+		Size:    info.Size,
+		Zygote:  info.Flags&1 != 0,
+		StackID: info.StackId,
+		TID:     info.Tid,
+		TimeNS:  info.TimeNs,
+	}
+}
+
 // Snapshot reads the live allocations of process tgid and their backtraces.
 // Frames are return addresses minus one, as Android stores them.
 func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
+	// The allocations are gathered in chunks and copied once into a slice
+	// of the right size: growing one slice by append would copy a table
+	// of a million allocations about five times.
 	var (
-		key  bpf.MdtraceAllocKey
-		info bpf.MdtraceAllocInfo
+		chunks [][]leak.Alloc
+		n      int
 	)
-	it := p.objs.Allocs.Iterate()
-	for it.Next(&key, &info) {
+	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
 		if int(key.Tgid) != tgid {
-			continue
+			return
 		}
-		snap.Allocs = append(snap.Allocs, leak.Alloc{
-			Ptr:     key.Ptr,
-			Size:    info.Size,
-			Zygote:  info.Flags&1 != 0,
-			StackID: info.StackId,
-			TID:     info.Tid,
-			TimeNS:  info.TimeNs,
-		})
+		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
+			chunks = append(chunks, make([]leak.Alloc, 0, min(1<<14, max(64, n))))
+		}
+		c := &chunks[len(chunks)-1]
+		*c = append(*c, allocOf(key, info))
+		n++
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the live table: %w", err)
+	if n > 0 {
+		snap.Allocs = make([]leak.Alloc, 0, n)
+		for _, c := range chunks {
+			snap.Allocs = append(snap.Allocs, c...)
+		}
 	}
 	sort.Slice(snap.Allocs, func(i, j int) bool { return snap.Allocs[i].Ptr < snap.Allocs[j].Ptr })
 	buf := make([]byte, 8+8*max(p.stackDepth, 1))

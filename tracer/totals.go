@@ -3,8 +3,6 @@
 package tracer
 
 import (
-	"fmt"
-
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -15,20 +13,15 @@ type Totals struct {
 
 // Totals sums the live table per process.
 func (p *Probes) Totals() (map[int]Totals, error) {
-	var (
-		key  bpf.MdtraceAllocKey
-		info bpf.MdtraceAllocInfo
-		out  = map[int]Totals{}
-	)
-	it := p.objs.Allocs.Iterate()
-	for it.Next(&key, &info) {
+	out := map[int]Totals{}
+	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
 		t := out[int(key.Tgid)]
 		t.Blocks++
 		t.Bytes += info.Size
 		out[int(key.Tgid)] = t
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("reading the live table: %w", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

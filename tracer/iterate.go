@@ -1,0 +1,50 @@
+//go:build linux
+
+package tracer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/bpf"
+)
+
+// allocBatch is how many entries of the live table one system call reads.
+var allocBatch = 4096
+
+// eachAlloc calls fn with every entry of the live table. It reads the table
+// a batch at a time (BPF_MAP_LOOKUP_BATCH), one system call for allocBatch
+// entries instead of two per entry for a walk key by key. While the probes
+// change the table, it sees each entry at most once: the kernel's cursor is
+// a hash bucket, where a walk key by key starts over from the first key
+// when the key it stands on is freed. fn must not keep its arguments.
+func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
+	n := allocBatch
+	keys := make([]bpf.MdtraceAllocKey, n)
+	infos := make([]bpf.MdtraceAllocInfo, n)
+	var cursor ebpf.MapBatchCursor
+	for {
+		got, err := p.objs.Allocs.BatchLookup(&cursor, keys, infos, nil)
+		if errors.Is(err, unix.ENOSPC) {
+			// A hash bucket holds more entries than a batch: the
+			// cursor stays on it, read it with room for twice as many.
+			n *= 2
+			keys = make([]bpf.MdtraceAllocKey, n)
+			infos = make([]bpf.MdtraceAllocInfo, n)
+			continue
+		}
+		if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("reading the live table: %w", err)
+		}
+		for i := range got {
+			fn(&keys[i], &infos[i])
+		}
+		if err != nil {
+			// ErrKeyNotExist: the last batch.
+			return nil
+		}
+	}
+}

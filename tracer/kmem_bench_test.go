@@ -1,0 +1,195 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"reflect"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// kmem is the kernel memory that the probes' maps may use, read at one
+// moment, in bytes.
+type kmem struct {
+	slab    int64            // /proc/meminfo Slab
+	vmalloc int64            // /proc/meminfo VmallocUsed
+	memcg   int64            // kernel memory charged to this process's memory cgroup; -1 unknown
+	caches  map[string]int64 // /proc/slabinfo: num_objs * objsize of each cache
+	objs    map[string]int64 // /proc/slabinfo: num_objs of each cache
+}
+
+func readKmem(tb testing.TB) kmem {
+	tb.Helper()
+	runtime.GC()
+	k := kmem{memcg: memcgKernel(), caches: map[string]int64{}, objs: map[string]int64{}}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(meminfo), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Slab:":
+			k.slab = v << 10
+		case "VmallocUsed:":
+			k.vmalloc = v << 10
+		}
+	}
+	if f, err := os.Open("/proc/slabinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 4 || strings.HasPrefix(fields[0], "#") {
+				continue
+			}
+			num, err1 := strconv.ParseInt(fields[2], 10, 64)
+			size, err2 := strconv.ParseInt(fields[3], 10, 64)
+			if err1 == nil && err2 == nil {
+				k.caches[fields[0]] = num * size
+				k.objs[fields[0]] = num
+			}
+		}
+		f.Close()
+	}
+	return k
+}
+
+// memcgKernel returns the kernel memory charged to this process's memory
+// cgroup (cgroup v2 memory.stat "kernel", or v1 memory.kmem.usage_in_bytes),
+// or -1.
+func memcgKernel() int64 {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[1] == "memory":
+			b, err := os.ReadFile("/sys/fs/cgroup/memory" + parts[2] + "/memory.kmem.usage_in_bytes")
+			if err == nil {
+				v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				if err == nil {
+					return v
+				}
+			}
+		case parts[0] == "0" && parts[1] == "":
+			b, err := os.ReadFile("/sys/fs/cgroup" + parts[2] + "/memory.stat")
+			if err != nil {
+				continue
+			}
+			for l := range strings.SplitSeq(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "kernel "); ok {
+					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// memlock returns the kernel's own account of a map's memory, the
+// "memlock" of its fdinfo.
+func memlock(tb testing.TB, m *ebpf.Map) int64 {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "memlock:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("no memlock in the fdinfo of map %v", m)
+	return 0
+}
+
+// BenchmarkKernelBytesPerAlloc measures the kernel memory the probes use
+// per tracked live allocation: it loads them as mdtrace does by default
+// (a live table of DefaultMaxAllocs, DefaultMaxStacks backtraces of 16
+// frames), puts 200,000 live allocations with 4,000 unique backtraces (one
+// per 50 allocations) in the maps, and divides the growth of the slab
+// caches, of the memory cgroup's kernel memory and of the maps' memlock by
+// the number of allocations. It also reports the memory the maps take
+// before any allocation (the hash buckets), and logs the slab caches that
+// grew and each map's memlock per entry.
+func BenchmarkKernelBytesPerAlloc(b *testing.B) {
+	needBPF(b)
+	const (
+		n = 200_000
+		m = n / 50
+	)
+	for b.Loop() {
+		before := readKmem(b)
+		p, err := LoadProbes(ProbeConfig{StackDepth: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		loaded := readKmem(b)
+		allocs0, stacks0 := memlock(b, p.objs.Allocs), memlock(b, p.objs.Stacks)
+		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: m, seed: 3})
+		filled := readKmem(b)
+		allocs1, stacks1 := memlock(b, p.objs.Allocs), memlock(b, p.objs.Stacks)
+
+		per := func(d int64) float64 { return float64(d) / n }
+		b.ReportMetric(per(filled.slab-loaded.slab), "B/alloc-slab")
+		if filled.memcg >= 0 {
+			b.ReportMetric(per(filled.memcg-loaded.memcg), "B/alloc-memcg")
+			b.ReportMetric(per(filled.memcg-before.memcg), "B/alloc-memcg-with-fixed")
+			b.ReportMetric(float64(loaded.memcg-before.memcg)/1e6, "MB-fixed-memcg")
+		}
+		b.ReportMetric(per(allocs1-allocs0+stacks1-stacks0), "B/alloc-memlock")
+		b.ReportMetric(float64(allocs0+stacks0)/1e6, "MB-fixed-memlock")
+
+		b.Logf("kmem: memlock per entry: allocs %.1f B (%d entries), stacks %.1f B (%d entries); empty maps: allocs %.1f MB, stacks %.1f MB",
+			float64(allocs1-allocs0)/n, n, float64(stacks1-stacks0)/m, m, float64(allocs0)/1e6, float64(stacks0)/1e6)
+		b.Logf("kmem: loading: slab %+.1f MB, vmalloc %+.1f MB; filling: slab %+.1f MB, vmalloc %+.1f MB",
+			float64(loaded.slab-before.slab)/1e6, float64(loaded.vmalloc-before.vmalloc)/1e6,
+			float64(filled.slab-loaded.slab)/1e6, float64(filled.vmalloc-loaded.vmalloc)/1e6)
+		var maps []string
+		v := reflect.ValueOf(p.objs.MdtraceMaps)
+		for i := range v.NumField() {
+			if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil {
+				maps = append(maps, fmt.Sprintf("%s %.2f", v.Type().Field(i).Tag.Get("ebpf"), float64(memlock(b, m))/1e6))
+			}
+		}
+		b.Logf("kmem: memlock of each map, MB, filled: %s", strings.Join(maps, ", "))
+		type grow struct {
+			name        string
+			bytes, objs int64
+		}
+		var grew []grow
+		for name, v := range filled.caches {
+			if d := v - loaded.caches[name]; d > 256<<10 {
+				grew = append(grew, grow{name, d, filled.objs[name] - loaded.objs[name]})
+			}
+		}
+		sort.Slice(grew, func(i, j int) bool { return grew[i].bytes > grew[j].bytes })
+		for _, g := range grew {
+			b.Logf("kmem: slab cache %-16s %+8d objects %+7.1f MB = %5.1f B per allocation", g.name, g.objs, float64(g.bytes)/1e6, per(g.bytes))
+		}
+		p.Close()
+	}
+}
