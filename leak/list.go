@@ -2,6 +2,7 @@ package leak
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -52,36 +53,64 @@ func (s *Snapshot) Backtrace(a *Alloc) []uint64 {
 // Backtraces longer than s.BacktraceSize (when positive) count as cut to that
 // length, as Android never stores more frames.
 func (s *Snapshot) SortList() []Alloc {
-	list := slices.Clone(s.Allocs)
-	s.sortAllocs(list)
+	keys := s.sortedKeys(false)
+	list := make([]Alloc, len(keys))
+	for i, k := range keys {
+		list[i] = s.Allocs[k.idx]
+	}
 	return list
 }
 
-func (s *Snapshot) sortAllocs(list []Alloc) {
-	slices.SortStableFunc(list, func(a, b Alloc) int {
-		if a.Zygote != b.Zygote {
-			if a.Zygote {
-				return 1
-			}
-			return -1
+// sortKey is what the GetList order compares of one allocation, gathered
+// once: comparing allocations directly would look their backtraces up in
+// s.Stacks twice per comparison, and move 48-byte Allocs.
+type sortKey struct {
+	size uint64
+	ptr  uint64
+	idx  uint32 // the index in s.Allocs
+	// rank is the zygote flag in bit 31, and below it MaxInt32 minus the
+	// length of the backtrace (0 without one): for allocations of one
+	// size, GetList's order is rank's.
+	rank uint32
+}
+
+// sortedKeys returns the keys of s.Allocs (without those with StackID 0,
+// with onlyWithBacktrace) in SortList order. Allocations that compare equal
+// keep their order in s.Allocs, as in a stable sort: the index is the last
+// criterion, which makes the order total.
+func (s *Snapshot) sortedKeys(onlyWithBacktrace bool) []sortKey {
+	keys := make([]sortKey, 0, len(s.Allocs))
+	for i := range s.Allocs {
+		a := &s.Allocs[i]
+		if onlyWithBacktrace && a.StackID == 0 {
+			continue
 		}
-		if c := cmp.Compare(b.Size, a.Size); c != 0 {
+		rank := uint32(math.MaxInt32 - min(len(s.Backtrace(a)), math.MaxInt32))
+		if a.Zygote {
+			rank |= 1 << 31
+		}
+		keys = append(keys, sortKey{size: a.Size, ptr: a.Ptr, idx: uint32(i), rank: rank})
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		// Parent allocations first, then larger sizes first; then
+		// allocations with a backtrace before those without one, longer
+		// backtraces first; then, as between two allocations without one,
+		// lower pointer first.
+		if c := cmp.Compare(a.rank>>31, b.rank>>31); c != 0 {
 			return c
 		}
-		af, bf := s.Backtrace(&a), s.Backtrace(&b)
-		switch {
-		case af != nil && bf == nil:
-			return -1
-		case af == nil && bf != nil:
-			return 1
-		case af == nil && bf == nil:
-			return cmp.Compare(a.Ptr, b.Ptr)
-		}
-		if c := cmp.Compare(len(bf), len(af)); c != 0 {
+		if c := cmp.Compare(b.size, a.size); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Ptr, b.Ptr)
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.ptr, b.ptr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx)
 	})
+	return keys
 }
 
 // UniqueList returns the records of Android's PointerData::GetUniqueList:
@@ -101,29 +130,37 @@ func (s *Snapshot) sortAllocs(list []Alloc) {
 // stack id whose frames are empty are kept. Otherwise every allocation is
 // kept, as in a heap dump.
 func (s *Snapshot) UniqueList(onlyWithBacktrace bool) []Record {
-	list := make([]Alloc, 0, len(s.Allocs))
-	for _, a := range s.Allocs {
-		if onlyWithBacktrace && a.StackID == 0 {
+	keys := s.sortedKeys(onlyWithBacktrace)
+	// First the runs, so that the records are allocated once: growing
+	// them by append would copy a million of them about five times.
+	starts := make([]uint64, (len(keys)+63)/64) // bit i: keys[i] starts a record
+	n := 0
+	for i := range keys {
+		if i == 0 || !s.sameRecord(&keys[i-1], &keys[i]) {
+			starts[i/64] |= 1 << (i % 64)
+			n++
+		}
+	}
+	recs := make([]Record, 0, n)
+	for i, k := range keys {
+		if starts[i/64]&(1<<(i%64)) == 0 {
+			recs[len(recs)-1].Num++
 			continue
 		}
-		list = append(list, a)
-	}
-	s.sortAllocs(list)
-
-	var recs []Record
-	for i := range list {
-		a := &list[i]
-		frames := s.Backtrace(a)
-		if n := len(recs); n > 0 {
-			last := &recs[n-1]
-			if last.Zygote == a.Zygote && last.Size == a.Size && slices.Equal(last.Frames, frames) {
-				last.Num++
-				continue
-			}
-		}
-		recs = append(recs, Record{Zygote: a.Zygote, Size: a.Size, Num: 1, StackID: a.StackID, Frames: frames})
+		a := &s.Allocs[k.idx]
+		recs = append(recs, Record{Zygote: a.Zygote, Size: a.Size, Num: 1, StackID: a.StackID, Frames: s.Backtrace(a)})
 	}
 	return recs
+}
+
+// sameRecord reports whether two allocations, by their keys, merge into one
+// record when adjacent: the same zygote flag, size and backtrace frames.
+func (s *Snapshot) sameRecord(x, y *sortKey) bool {
+	if x.size != y.size || x.rank != y.rank {
+		return false
+	}
+	a, b := &s.Allocs[x.idx], &s.Allocs[y.idx]
+	return a.StackID == b.StackID || slices.Equal(s.Backtrace(a), s.Backtrace(b))
 }
 
 // TotalMemory returns the sum of Size*Num over recs, the "Total memory" of a

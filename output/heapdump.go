@@ -3,6 +3,8 @@ package output
 import (
 	"bufio"
 	"io"
+	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/mdtrace/mdtrace/leak"
@@ -32,8 +34,19 @@ type HeapDump struct {
 	// Nil means that it could not be read.
 	Maps []byte
 	// BtInfo resolves a record's frames for the "bt_info" lines of the
-	// backtrace_full option. Nil leaves the lines out.
+	// backtrace_full option. Nil leaves the lines out. WriteHeapDump calls
+	// it once per backtrace: records whose Frames are the same slice (the
+	// same memory and length, as the records of one stack that UniqueList
+	// returns) share one bt_info line, so BtInfo must resolve the same pcs
+	// the same way throughout a dump.
 	BtInfo func([]uint64) []stacks.Frame
+}
+
+// framesKey identifies a record's frames by their memory: records made from
+// one stack of a snapshot share it.
+type framesKey struct {
+	first *uint64
+	n     int
 }
 
 // WriteHeapDump writes d to w as Android's malloc debug writes a heap dump,
@@ -78,11 +91,28 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 	b = strconv.AppendInt(b, int64(d.BacktraceSize), 10)
 	b = append(b, "\n\n"...)
 
+	// The bt_info line of each backtrace, resolved and formatted once: a
+	// stack's records differ only by size.
+	var (
+		btInfo    map[framesKey]string
+		demangled map[string]string
+	)
+	if d.BtInfo != nil {
+		btInfo = map[framesKey]string{}
+		demangled = map[string]string{}
+	}
 	for i := range d.Records {
 		r := &d.Records[i]
 		b = appendRecord(b, r)
 		if d.BtInfo != nil && len(r.Frames) > 0 {
-			b = appendBtInfo(b, d.BtInfo(r.Frames))
+			k := framesKey{&r.Frames[0], len(r.Frames)}
+			if line, ok := btInfo[k]; ok {
+				b = append(b, line...)
+			} else {
+				start := len(b)
+				b = appendBtInfo(b, d.BtInfo(r.Frames), demangled)
+				btInfo[k] = string(b[start:])
+			}
 		}
 		if len(b) >= 32<<10 {
 			if _, err := bw.Write(b); err != nil {
@@ -123,7 +153,8 @@ func appendRecord(b []byte, r *leak.Record) []byte {
 		b = append(b, '0')
 	}
 	b = append(b, "  sz "...)
-	b = appendPad(b, strconv.AppendUint(nil, r.Size, 10), 8, ' ')
+	var num [20]byte
+	b = appendPad(b, strconv.AppendUint(num[:0], r.Size, 10), 8, ' ')
 	b = append(b, "  num    "...)
 	b = strconv.AppendUint(b, r.Num, 10)
 	b = append(b, "  bt"...)
@@ -132,13 +163,30 @@ func appendRecord(b []byte, r *leak.Record) []byte {
 			break
 		}
 		b = append(b, ' ')
-		b = strconv.AppendUint(b, pc, 16)
+		b = appendHex(b, pc)
 	}
 	return append(b, '\n')
 }
 
-// appendBtInfo appends the bt_info line of a record.
-func appendBtInfo(b []byte, frames []stacks.Frame) []byte {
+// appendHex appends v in lower-case hexadecimal without leading zeros, as
+// strconv.AppendUint(b, v, 16) does, but straight into b: a heap dump of a
+// million allocations has some ten million frames.
+func appendHex(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	n := max((bits.Len64(v)+3)/4, 1)
+	b = slices.Grow(b, n)
+	end := len(b) + n
+	b = b[:end]
+	for i := end - 1; i >= end-n; i-- {
+		b[i] = digits[v&15]
+		v >>= 4
+	}
+	return b
+}
+
+// appendBtInfo appends the bt_info line of a record. demangled holds the
+// names demangled so far, which many backtraces share.
+func appendBtInfo(b []byte, frames []stacks.Frame, demangled map[string]string) []byte {
 	b = append(b, "  bt_info"...)
 	for _, f := range frames {
 		b = append(b, ` {"`...)
@@ -150,7 +198,12 @@ func appendBtInfo(b []byte, frames []stacks.Frame) []byte {
 			continue
 		}
 		b = append(b, ` "`...)
-		b = append(b, stacks.Demangle(f.Func)...)
+		name, ok := demangled[f.Func]
+		if !ok {
+			name = stacks.Demangle(f.Func)
+			demangled[f.Func] = name
+		}
+		b = append(b, name...)
 		b = append(b, `" `...)
 		b = strconv.AppendUint(b, f.FuncOff, 16)
 		b = append(b, '}')
