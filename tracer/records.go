@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/output"
 )
 
 // Record types; they mirror enum record_type in bpf/mdtrace.bpf.c and
@@ -19,6 +20,21 @@ const (
 
 // Record is one allocator call of a traced process, for record_allocs.
 type Record = bpf.MdtraceRecordEvent
+
+// OutputRecord is ev as a record_allocs entry; whether its pointer is
+// still live is not known yet (Present -1).
+func OutputRecord(ev *Record) output.Record {
+	return output.Record{
+		TID:     int32(ev.Tid),
+		Type:    output.RecordType(ev.Type),
+		Ptr:     ev.Ptr,
+		Size:    ev.Size,
+		Arg:     ev.Arg,
+		StartNS: ev.StartNs,
+		EndNS:   ev.EndNs,
+		Present: -1,
+	}
+}
 
 // Records opens the reader of the record_allocs ring buffer.
 func (p *Probes) Records() (*EventReader[Record], error) {

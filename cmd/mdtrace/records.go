@@ -57,16 +57,7 @@ func (r *recorder) add(ev *tracer.Record) {
 		}
 		return
 	}
-	err := r.recs.Add(output.Record{
-		TID:     int32(ev.Tid),
-		Type:    output.RecordType(ev.Type),
-		Ptr:     ev.Ptr,
-		Size:    ev.Size,
-		Arg:     ev.Arg,
-		StartNS: ev.StartNs,
-		EndNS:   ev.EndNs,
-		Present: -1,
-	})
+	err := r.recs.Add(tracer.OutputRecord(ev))
 	if err != nil && !r.spillFailed {
 		r.spillFailed = true
 		r.s.notice("%v: records stay in memory", err)

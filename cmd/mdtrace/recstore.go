@@ -2,12 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/mdtrace/mdtrace/output"
 )
@@ -50,8 +51,25 @@ func recordKey(r *output.Record) uint64 {
 	return r.EndNS
 }
 
+// sortRecords sorts records by recordKey, keeping the order of equal keys.
+// The generic sort moves records directly, where sort.SliceStable swaps
+// them through reflection; they arrive nearly sorted (by end time), which
+// leaves the merges little to move.
+func sortRecords(recs []output.Record) {
+	slices.SortStableFunc(recs, func(a, b output.Record) int { return cmp.Compare(recordKey(&a), recordKey(&b)) })
+}
+
 // Add keeps one record.
 func (s *recordStore) Add(r output.Record) error {
+	if len(s.mem) == cap(s.mem) {
+		// Doubling, up to memLimit, copies each record about once on
+		// the way to a full store; append grows large slices by a
+		// quarter, copying each about four times.
+		n := max(min(max(2*cap(s.mem), 1024), s.memLimit), len(s.mem)+1)
+		mem := make([]output.Record, len(s.mem), n)
+		copy(mem, s.mem)
+		s.mem = mem
+	}
 	s.mem = append(s.mem, r)
 	s.n++
 	if len(s.mem) >= s.memLimit {
@@ -74,7 +92,7 @@ func (s *recordStore) spill() error {
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(s.mem, func(i, j int) bool { return recordKey(&s.mem[i]) < recordKey(&s.mem[j]) })
+	sortRecords(s.mem)
 	w := bufio.NewWriterSize(s.file, 1<<20)
 	var b [spilledSize]byte
 	for i := range s.mem {
@@ -117,7 +135,7 @@ func decodeRecord(b []byte, r *output.Record) {
 
 // Each calls fn with every record in order.
 func (s *recordStore) Each(fn func(*output.Record) error) error {
-	sort.SliceStable(s.mem, func(i, j int) bool { return recordKey(&s.mem[i]) < recordKey(&s.mem[j]) })
+	sortRecords(s.mem)
 	if len(s.runs) == 0 {
 		for i := range s.mem {
 			if err := fn(&s.mem[i]); err != nil {
