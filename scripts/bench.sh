@@ -266,3 +266,71 @@ GOMAXPROCS=1 go test -run '^$' -bench 'AppendRecord|RecordWriter|ReadRecords' -b
 echo
 echo "symbolization:"
 go test -run '^$' -bench 'Symbolize' -benchtime 3x -benchmem ./stacks | grep -E '^Benchmark'
+
+# Issue 7's figures, measured in one run: the heap dump of a million live
+# allocations (output), reading them from the live table (tracer, as
+# root), the kernel memory per tracked allocation, and record_allocs
+# events per second, from the ring buffer (tracer) and through mdtrace's
+# recorder to its file (cmd/mdtrace). Each is printed against its target.
+echo
+echo "a million live allocations, kernel memory, record_allocs throughput:"
+i7=$tmp/issue7
+: >"$i7"
+# gobench ARGS: go test -bench ARGS, its output added to $i7.
+gobench() {
+	if ! go test -run '^$' -bench "$@" >>"$i7" 2>&1; then
+		tail -20 "$i7" >&2
+		echo "bench.sh: go test -bench $* failed" >&2
+		exit 1
+	fi
+}
+gobench 'HeapDump1M' -benchtime 1x ./output
+gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc' -benchtime 1x -benchmem ./tracer
+gobench 'RecordStream' -benchtime 3000000x -benchmem ./tracer
+gobench 'Recorder' -benchtime 2x -benchmem ./cmd/mdtrace
+grep -E '^Benchmark|kmem:|SKIP' "$i7" | sed -e 's/^ *kmem_bench_test.go:[0-9]*: kmem: /    /'
+# metric BENCHMARK UNIT: the figure of UNIT on BENCHMARK's line, if any.
+metric() {
+	awk -v b="$1" -v u="$2" '/^Benchmark/ {
+		name = $1; sub(/-[0-9]+$/, "", name)
+		if (name != b) next
+		for (i = 3; i < NF; i++) if ($(i + 1) == u) { print $i; exit }
+	}' "$i7"
+}
+# goal TEXT VALUE UNIT OP LIMIT: prints VALUE against "OP LIMIT", PASS or MISS.
+goal() {
+	local text=$1 v=$2 unit=$3 op=$4 limit=$5 verdict
+	if [[ -z $v ]]; then
+		printf '  %-58s %12s  %-2s %-8s %s\n' "$text" "n/a" "$op" "$limit" "(no figure: needs root for the tracer's)"
+		return
+	fi
+	verdict=$(awk -v v="$v" -v l="$limit" -v op="$op" 'BEGIN {
+		ok = op == "<=" ? v <= l : op == ">=" ? v >= l : v < l
+		print ok ? "PASS" : "MISS" }')
+	printf '  %-58s %12s  %-2s %-8s %s\n' "$text" "$(awk -v v="$v" 'BEGIN {printf(v >= 1e6 ? "%.2fM" : v >= 100 ? "%.0f" : "%.2f", v >= 1e6 ? v / 1e6 : v)}') $unit" "$op" "$limit" "$verdict"
+}
+rsec=$(metric BenchmarkRecordStream/read ns/op)
+rline=$(metric BenchmarkRecordStream/read+line ns/op)
+keep=$(metric BenchmarkRecorder ns/event-keep)
+write=$(metric BenchmarkRecorder ns/event-write)
+live=""
+if [[ -n $rsec && -n $keep ]]; then
+	live=$(awk -v a="$rsec" -v b="$keep" 'BEGIN {print 1e9 / (a + b)}')
+fi
+echo
+echo "targets:"
+goal "heap dump of 1M allocations: Snapshot, UniqueList, file" "$(metric BenchmarkSnapshotDump1M s/dump)" s "<" 2
+goal "  its process's peak RSS" "$(metric BenchmarkSnapshotDump1M MB-peak-RSS)" MB "<" 300
+goal "  from a snapshot in memory: UniqueList + WriteHeapDump" "$(metric BenchmarkHeapDump1M/plain s/dump)" s "<" 2
+goal "  the same with bt_info lines (backtrace_full, symbolized)" "$(metric BenchmarkHeapDump1M/full s/dump)" s "<" 2
+goal "  peak RSS, snapshot in memory" "$(metric BenchmarkHeapDump1M/plain MB-peak-RSS)" MB "<" 300
+goal "  peak RSS with bt_info lines" "$(metric BenchmarkHeapDump1M/full MB-peak-RSS)" MB "<" 300
+goal "  Probes.Snapshot alone (key by key: $(metric BenchmarkSnapshot1M/key-by-key s/snapshot) s)" "$(metric BenchmarkSnapshot1M/batch s/snapshot)" s "<" 2
+goal "kernel bytes per live allocation (memory cgroup growth)" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg)" B "<=" 100
+goal "  the kernel's own count (maps' memlock growth)" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock)" B "<=" 100
+goal "record_allocs events/s: ring buffer decode + output line" "$(metric BenchmarkRecordStream/read+line events/s)" "ev/s" ">=" 2000000
+goal "  while tracing: ring buffer decode + recorder keeps it" "$live" "ev/s" ">=" 2000000
+goal "  at the end: sorted and written to the file" "$(awk -v w="$write" 'BEGIN {if (w > 0) print 1e9 / w}')" "ev/s" ">=" 2000000
+echo "  record_allocs per event: ring buffer ${rsec:-?} ns, with the line ${rline:-?} ns; recorder: keep ${keep:-?} ns, write ${write:-?} ns"
+echo "  (end to end $(awk -v a="$rsec" -v b="$keep" -v c="$write" 'BEGIN {if (a + b + c > 0) printf "%.2fM", 1e3 / (a + b + c)}') events/s); allocations per event: ring buffer $(metric BenchmarkRecordStream/read allocs/op), with the line $(metric BenchmarkRecordStream/read+line allocs/op)"
+echo "  One sample each on this machine: figures vary by tens of percent between runs."
