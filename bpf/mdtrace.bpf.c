@@ -55,6 +55,7 @@ enum counter {
 	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
 	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
 	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
+	COUNTER_PROGRAM_LOST,	   /* program mode: processes not traced (traced map or exec ring buffer full) */
 	COUNTER_MAX,
 };
 
@@ -75,6 +76,18 @@ const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode):
  * leaks never abort.
  */
 const volatile u32 abort_on_error = 0;
+
+/*
+ * Program mode (--program NAME): the probes have no PID filter, and only
+ * the processes in the traced map count. A process enters it when it
+ * executes a program whose file name contains program_name, as Android
+ * enables malloc debug where strstr(getprogname(), program) matches, and
+ * when a traced process forks; it leaves it when it executes another.
+ */
+#define PROGRAM_NAME_MAX 64
+const volatile u32 only_traced = 0;
+const volatile u32 program_len = 0;
+const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
 volatile u32 backtrace_on = 1;
@@ -227,10 +240,13 @@ struct {
 /* struct alloc_info flags. */
 #define ALLOC_ZYGOTE 1
 
-/* The processes being traced, for the thread exit tracepoint. */
+/*
+ * The processes being traced, for the thread exit tracepoint, and in
+ * program mode for every probe.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, 4096);
 	__type(key, u32);
 	__type(value, u32);
 } traced SEC(".maps");
@@ -273,6 +289,17 @@ static __always_inline void count(u32 idx)
 }
 
 /* Sends one record_allocs event. */
+/* In program mode, whether the current process is one of the traced. */
+static __always_inline bool ignored(void)
+{
+	u32 tgid;
+
+	if (!only_traced)
+		return false;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	return !bpf_map_lookup_elem(&traced, &tgid);
+}
+
 static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
 {
 	struct record_event *e;
@@ -547,6 +574,8 @@ int alloc_entry(struct pt_regs *ctx)
 	u32 call = bpf_get_attach_cookie(ctx);
 	u64 a0 = PT_REGS_PARM1(ctx);
 
+	if (ignored())
+		return 0;
 	switch (call) {
 	case CALL_FREE:
 		/*
@@ -582,10 +611,13 @@ int alloc_entry(struct pt_regs *ctx)
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, u64 ret)
 {
-	struct thread_state *ts = thread_state();
+	struct thread_state *ts;
 	u64 size, ptr = ret, n;
 	u32 call;
 
+	if (ignored())
+		return 0;
+	ts = thread_state();
 	if (!ts || ts->call == CALL_NONE)
 		return 0;
 	/* A nested call returns with the stack below the outer call's entry. */
@@ -684,6 +716,8 @@ int alloc_site(struct pt_regs *ctx)
 	u64 a0 = PT_REGS_PARM3(ctx), a1 = PT_REGS_PARM4(ctx), start = PT_REGS_PARM5(ctx);
 	struct thread_state *ts;
 
+	if (ignored())
+		return 0;
 	if (bpf_get_attach_cookie(ctx) == SITE_FREE) {
 		if (call == CALL_REALLOC) {
 			/* The old block comes back if the realloc fails. */
@@ -822,5 +856,167 @@ int libraries_changed(struct pt_regs *ctx)
 		if (bpf_probe_read_user(&lm, sizeof(lm), (void *)(lm + 24)) != 0)
 			break;
 	}
+	return 0;
+}
+
+/* The longest executable path program mode looks at. */
+#define EXEC_NAME_LEN 256
+
+/* Program mode: processes that start to be traced (struct exec_event). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} execs SEC(".maps");
+
+/* A process that program mode traces from its exec, or its fork, on. */
+struct exec_event {
+	u32 tgid;
+	u32 parent;		  /* a fork: the traced process that forked it; 0 for an exec */
+	char name[EXEC_NAME_LEN]; /* an exec: the path it executed */
+};
+
+/* Names struct exec_event in BTF, so that Go gets the type. */
+const struct exec_event unused_exec_event __attribute__((unused)) = {};
+
+/* The path being matched, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct exec_event);
+} exec_scratch SEC(".maps");
+
+/* The fields read from the kernel's structures, relocated by CO-RE. */
+struct linux_binprm___md {
+	const char *filename;
+} __attribute__((preserve_access_index));
+
+struct task_struct___md {
+	int tgid;
+} __attribute__((preserve_access_index));
+
+/* A search of program_name in the file name: base and len bound it. */
+struct name_match {
+	u32 base;
+	u32 len;
+	u32 found;
+};
+
+/* One step of the scan for the file name: is the character at i a slash? */
+static long find_base(u64 i, void *data)
+{
+	struct name_match *m = data;
+	u32 zero = 0;
+	struct exec_event *e = bpf_map_lookup_elem(&exec_scratch, &zero);
+
+	if (!e || i >= m->len)
+		return 1;
+	if (e->name[i & (EXEC_NAME_LEN - 1)] == '/')
+		m->base = i + 1;
+	return 0;
+}
+
+/* One step of the search: does program_name start at base + i? */
+static long match_at(u64 i, void *data)
+{
+	struct name_match *m = data;
+	u32 zero = 0, start = m->base + (u32)i, j;
+	struct exec_event *e = bpf_map_lookup_elem(&exec_scratch, &zero);
+
+	if (!e || start + program_len > m->len)
+		return 1;
+	for (j = 0; j < PROGRAM_NAME_MAX && j < program_len; j++) {
+		if (e->name[(start + j) & (EXEC_NAME_LEN - 1)] != program_name[j])
+			return 0;
+	}
+	m->found = 1;
+	return 1;
+}
+
+/*
+ * A process executed a program: in program mode it is traced from its
+ * first instruction when the file name (after the last slash) contains
+ * program_name, and user space hears of it; otherwise it is not traced.
+ */
+SEC("raw_tp/sched_process_exec")
+int program_exec(u64 *ctx)
+{
+	struct linux_binprm___md *bprm = (void *)ctx[2];
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, one = 1;
+	struct name_match m = {};
+	struct exec_event *s, *e;
+	const char *filename;
+	long n;
+
+	if (!program_len)
+		return 0;
+	s = bpf_map_lookup_elem(&exec_scratch, &zero);
+	if (!s)
+		return 0;
+	if (bpf_probe_read_kernel(&filename, sizeof(filename), &bprm->filename) != 0)
+		return 0;
+	n = bpf_probe_read_kernel_str(s->name, sizeof(s->name), filename);
+	if (n <= 1)
+		return 0;
+	m.len = n - 1;
+	bpf_loop(EXEC_NAME_LEN, find_base, &m, 0);
+	bpf_loop(EXEC_NAME_LEN, match_at, &m, 0);
+	/* A new program is no zygote child. */
+	bpf_map_delete_elem(&zygotes, &tgid);
+	if (!m.found) {
+		bpf_map_delete_elem(&traced, &tgid);
+		return 0;
+	}
+	if (bpf_map_update_elem(&traced, &tgid, &one, BPF_ANY) != 0) {
+		count(COUNTER_PROGRAM_LOST);
+		return 0;
+	}
+	e = bpf_ringbuf_reserve(&execs, sizeof(*e), 0);
+	if (!e) {
+		/* Traced, but user space will not hear of it. */
+		count(COUNTER_PROGRAM_LOST);
+		return 0;
+	}
+	e->tgid = tgid;
+	e->parent = 0;
+	__builtin_memcpy(e->name, s->name, sizeof(e->name));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/*
+ * Program mode: a child forked by a traced process is traced too, as a
+ * zygote child. (A vfork child shares its parent's memory until it
+ * executes a program, which ends it as a zygote child.)
+ */
+SEC("raw_tp/sched_process_fork")
+int program_fork(u64 *ctx)
+{
+	struct task_struct___md *child = (void *)ctx[1];
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, one = 1;
+	struct exec_event *e;
+	int child_tgid = 0;
+
+	if (!program_len || !bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	if (bpf_probe_read_kernel(&child_tgid, sizeof(child_tgid), &child->tgid) != 0 || (u32)child_tgid == tgid)
+		return 0;
+	if (bpf_map_update_elem(&traced, &child_tgid, &one, BPF_ANY) != 0) {
+		count(COUNTER_PROGRAM_LOST);
+		return 0;
+	}
+	/* A zygote child from its first allocation (have_zygotes is set). */
+	if (bpf_map_update_elem(&zygotes, &child_tgid, &one, BPF_ANY) != 0)
+		count(COUNTER_PROGRAM_LOST);
+	/* User space follows it, unless it follows it already through its parent. */
+	e = bpf_ringbuf_reserve(&execs, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_PROGRAM_LOST);
+		return 0;
+	}
+	e->tgid = child_tgid;
+	e->parent = tgid;
+	e->name[0] = 0;
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -29,6 +29,13 @@ type MdtraceAllocKey struct {
 	Ptr  uint64
 }
 
+type MdtraceExecEvent struct {
+	_      structs.HostLayout
+	Tgid   uint32
+	Parent uint32
+	Name   [256]int8
+}
+
 type MdtraceLibEvent struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -83,6 +90,8 @@ const (
 	MdtraceMapAllocs             = "allocs"
 	MdtraceMapCounters           = "counters"
 	MdtraceMapErrors             = "errors"
+	MdtraceMapExecScratch        = "exec_scratch"
+	MdtraceMapExecs              = "execs"
 	MdtraceMapFreed              = "freed"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapRdebug             = "rdebug"
@@ -96,6 +105,8 @@ const (
 	MdtraceProgAllocReturn       = "alloc_return"
 	MdtraceProgAllocSite         = "alloc_site"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
+	MdtraceProgProgramExec       = "program_exec"
+	MdtraceProgProgramFork       = "program_fork"
 	MdtraceProgThreadExit        = "thread_exit"
 	MdtraceVarAbortOnError       = "abort_on_error"
 	MdtraceVarAllocBacktraces    = "alloc_backtraces"
@@ -103,12 +114,16 @@ const (
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
 	MdtraceVarHaveZygotes        = "have_zygotes"
+	MdtraceVarOnlyTraced         = "only_traced"
 	MdtraceVarPageSize           = "page_size"
+	MdtraceVarProgramLen         = "program_len"
+	MdtraceVarProgramName        = "program_name"
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
+	MdtraceVarUnusedExecEvent    = "unused_exec_event"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
 	MdtraceVarUnusedPointerError = "unused_pointer_error"
 	MdtraceVarUnusedRecordEvent  = "unused_record_event"
@@ -161,6 +176,8 @@ type MdtraceProgramSpecs struct {
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
 	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
+	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
+	ProgramFork      *ebpf.ProgramSpec `ebpf:"program_fork"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
@@ -171,6 +188,8 @@ type MdtraceMapSpecs struct {
 	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Errors       *ebpf.MapSpec `ebpf:"errors"`
+	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
+	Execs        *ebpf.MapSpec `ebpf:"execs"`
 	Freed        *ebpf.MapSpec `ebpf:"freed"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
@@ -192,12 +211,16 @@ type MdtraceVariableSpecs struct {
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
+	OnlyTraced         *ebpf.VariableSpec `ebpf:"only_traced"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
+	ProgramLen         *ebpf.VariableSpec `ebpf:"program_len"`
+	ProgramName        *ebpf.VariableSpec `ebpf:"program_name"`
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
+	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
 	UnusedRecordEvent  *ebpf.VariableSpec `ebpf:"unused_record_event"`
@@ -227,6 +250,8 @@ type MdtraceMaps struct {
 	Allocs       *ebpf.Map `ebpf:"allocs"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Errors       *ebpf.Map `ebpf:"errors"`
+	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
+	Execs        *ebpf.Map `ebpf:"execs"`
 	Freed        *ebpf.Map `ebpf:"freed"`
 	Notify       *ebpf.Map `ebpf:"notify"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
@@ -243,6 +268,8 @@ func (m *MdtraceMaps) Close() error {
 		m.Allocs,
 		m.Counters,
 		m.Errors,
+		m.ExecScratch,
+		m.Execs,
 		m.Freed,
 		m.Notify,
 		m.Rdebug,
@@ -265,12 +292,16 @@ type MdtraceVariables struct {
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
+	OnlyTraced         *ebpf.Variable `ebpf:"only_traced"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`
+	ProgramLen         *ebpf.Variable `ebpf:"program_len"`
+	ProgramName        *ebpf.Variable `ebpf:"program_name"`
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
+	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`
 	UnusedRecordEvent  *ebpf.Variable `ebpf:"unused_record_event"`
@@ -285,6 +316,8 @@ type MdtracePrograms struct {
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
+	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
+	ProgramFork      *ebpf.Program `ebpf:"program_fork"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
 }
 
@@ -294,6 +327,8 @@ func (p *MdtracePrograms) Close() error {
 		p.AllocReturn,
 		p.AllocSite,
 		p.LibrariesChanged,
+		p.ProgramExec,
+		p.ProgramFork,
 		p.ThreadExit,
 	)
 }

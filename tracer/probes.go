@@ -50,6 +50,7 @@ const (
 	counterRecordsLost
 	counterNotifyLost
 	counterErrorsLost
+	counterProgramLost
 	counterMax
 )
 
@@ -69,6 +70,7 @@ type Counters struct {
 	RecordsLost    uint64 // record_allocs records lost: the ring buffer was full
 	NotifyLost     uint64 // library load notices lost: the ring buffer was full
 	ErrorsLost     uint64 // verify_pointers errors lost: the ring buffer was full
+	ProgramLost    uint64 // program mode: processes not traced, or not reported
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -105,6 +107,10 @@ type ProbeConfig struct {
 	// kernels without uprobe_multi links (before 6.6), even where the
 	// kernel has them.
 	PerProbeLinks bool
+	// Program, when set, is program mode: probes attached without a PID
+	// count only the processes that execute a program whose file name
+	// contains Program, and their children (see WatchPrograms).
+	Program string
 }
 
 // Probes are mdtrace's loaded BPF programs and maps, and the uprobes that
@@ -119,6 +125,8 @@ type Probes struct {
 	record     bool
 	verify     bool
 	exitLink   link.Link // the thread exit tracepoint, with record
+	// programLinks are program mode's exec and fork tracepoints.
+	programLinks []link.Link
 
 	mu    sync.Mutex
 	links []link.Link
@@ -160,6 +168,18 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
 		"unknown_is_error": boolU32(cfg.UnknownIsError),
 		"abort_on_error":   boolU32(cfg.AbortOnError),
+	}
+	if cfg.Program != "" {
+		if len(cfg.Program) >= MaxProgramName {
+			return nil, fmt.Errorf("program name %q longer than %d bytes", cfg.Program, MaxProgramName-1)
+		}
+		var name [MaxProgramName]byte
+		copy(name[:], cfg.Program)
+		vars["only_traced"] = uint32(1)
+		vars["program_len"] = uint32(len(cfg.Program))
+		vars["program_name"] = name
+		// Children forked by traced processes are zygote children.
+		vars["have_zygotes"] = uint32(1)
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -487,7 +507,8 @@ func (p *Probes) SetBacktrace(on bool) error {
 // Detach removes the uprobes; the maps stay readable until Close.
 func (p *Probes) Detach() {
 	p.mu.Lock()
-	links := p.links
+	links := append(p.links, p.programLinks...)
+	p.programLinks = nil
 	if p.exitLink != nil {
 		links = append(links, p.exitLink)
 		p.exitLink = nil
@@ -536,6 +557,7 @@ func (p *Probes) Counters() (Counters, error) {
 		RecordsLost:    vals[counterRecordsLost],
 		NotifyLost:     vals[counterNotifyLost],
 		ErrorsLost:     vals[counterErrorsLost],
+		ProgramLost:    vals[counterProgramLost],
 	}, nil
 }
 
@@ -572,16 +594,31 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 		keys  []bpf.MdtraceAllocKey
 		infos []bpf.MdtraceAllocInfo
 	)
+	// The child's own blocks, if it has run already, stay.
+	own := map[uint64]bool{}
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
-		if int(key.Tgid) == parent {
+		switch int(key.Tgid) {
+		case parent:
 			k := *key
 			k.Tgid = uint32(child)
 			keys = append(keys, k)
 			infos = append(infos, *info)
+		case child:
+			own[key.Ptr] = true
 		}
 	})
 	if err != nil {
 		return err
+	}
+	if len(own) > 0 {
+		n := 0
+		for i := range keys {
+			if !own[keys[i].Ptr] {
+				keys[n], infos[n] = keys[i], infos[i]
+				n++
+			}
+		}
+		keys, infos = keys[:n], infos[:n]
 	}
 	if len(keys) > 0 {
 		if _, err := p.objs.Allocs.BatchUpdate(keys, infos, nil); err != nil {

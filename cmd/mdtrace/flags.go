@@ -43,6 +43,9 @@ type Flags struct {
 	FollowForks bool
 	// All audits every process that uses the system's libc.
 	All bool
+	// Program traces every process that executes a program whose file
+	// name contains it, from now on (Android's libc.debug.malloc.program).
+	Program string
 	// Interval is the period of --all's summaries, and of heap dumps of
 	// the traced processes otherwise; 0 for none.
 	Interval  time.Duration
@@ -69,6 +72,8 @@ and writes Android's leak reports and native heap dumps.
 Usage:
   mdtrace [flags] -p PID              attach to a running process
   mdtrace [flags] -- COMMAND [ARGS]   launch a command under malloc debug
+  mdtrace [flags] --program NAME      trace every process that runs NAME from now on
+  mdtrace --all                       audit every process
 
 Examples:
   sudo mdtrace -p 1234 --backtrace
@@ -113,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
+	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
@@ -192,20 +198,32 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	f.Options = opts
 
 	switch {
-	case f.All && (f.PID != 0 || len(f.Command) > 0):
-		return nil, &usageError{"--all audits every process: give neither -p nor a command"}
+	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
+		return nil, &usageError{"--all audits every process: give neither -p, --program nor a command"}
 	case f.All && (fs.Changed("options") || len(fromFlags) > 0):
 		return nil, &usageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
 	case f.Interval < 0:
 		return nil, &usageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
 	case f.All:
 		return f, nil
+	case fs.Changed("program") && (f.PID != 0 || len(f.Command) > 0):
+		return nil, &usageError{"--program traces the processes that run NAME from now on: give neither -p nor a command"}
+	case fs.Changed("program") && f.Program == "":
+		return nil, &usageError{"--program needs a program name"}
+	case strings.Contains(f.Program, "/"):
+		return nil, &usageError{fmt.Sprintf("--program %q: NAME is matched within file names, so it cannot hold a '/'", f.Program)}
+	case len(f.Program) >= tracer.MaxProgramName:
+		return nil, &usageError{fmt.Sprintf("--program NAME is at most %d bytes long", tracer.MaxProgramName-1)}
+	case f.Program != "" && f.FollowForks:
+		return nil, &usageError{"--follow-forks is for -p: with --program, children are always traced"}
+	case f.Program != "" && f.NoPreload:
+		return nil, &usageError{"--no-preload is for launched commands; with --program nothing is preloaded"}
 	case f.PID != 0 && len(f.Command) > 0:
 		return nil, &usageError{"give either -p PID or a command, not both"}
 	case fs.Changed("pid") && f.PID <= 0:
 		return nil, &usageError{fmt.Sprintf("invalid PID %d", f.PID)}
-	case f.PID == 0 && len(f.Command) == 0:
-		return nil, &usageError{"nothing to trace: give -p PID or a command after --"}
+	case f.PID == 0 && len(f.Command) == 0 && f.Program == "":
+		return nil, &usageError{"nothing to trace: give -p PID, --program NAME or a command after --"}
 	case f.FollowForks && f.PID == 0:
 		return nil, &usageError{"--follow-forks is for -p: a launched command's children are always traced"}
 	case f.NoPreload && f.PID != 0:
@@ -261,15 +279,15 @@ var errUnsupported = errors.New("not supported yet")
 
 // parseOptions parses the option string and refuses options mdtrace does
 // not implement yet, and shim options for a process it attaches to.
-func parseOptions(s string, attach bool) (*tracer.Config, error) {
+func parseOptions(s string, noShim string) (*tracer.Config, error) {
 	cfg, err := tracer.ParseConfig(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range cfg.Set {
 		switch {
-		case shimOptions[name] && attach:
-			return nil, fmt.Errorf("option %s rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p", name)
+		case shimOptions[name] && noShim != "":
+			return nil, fmt.Errorf("option %s rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not %s", name, noShim)
 		case !supported[name] && !shimOptions[name]:
 			return nil, fmt.Errorf("option %s is %w", name, errUnsupported)
 		}

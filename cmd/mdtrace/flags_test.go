@@ -75,7 +75,7 @@ func TestUnsupportedOptions(t *testing.T) {
 		if o.Value == tracer.ValueRequired {
 			s += "=5"
 		}
-		_, err := parseOptions(s, false)
+		_, err := parseOptions(s, "")
 		if supported[o.Name] || shimOptions[o.Name] {
 			if err != nil {
 				t.Errorf("%s: %v", s, err)
@@ -85,11 +85,11 @@ func TestUnsupportedOptions(t *testing.T) {
 		}
 	}
 	// The first option not supported yet is named.
-	if _, err := parseOptions("front_guard check_unreachable_on_signal", false); err == nil || err.Error() != "option check_unreachable_on_signal is not supported yet" {
+	if _, err := parseOptions("front_guard check_unreachable_on_signal", ""); err == nil || err.Error() != "option check_unreachable_on_signal is not supported yet" {
 		t.Errorf("check_unreachable_on_signal: %v", err)
 	}
 	// Shim options need a launched command.
-	if _, err := parseOptions("backtrace guard=8", true); err == nil || err.Error() != "option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p" {
+	if _, err := parseOptions("backtrace guard=8", "-p"); err == nil || err.Error() != "option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p" {
 		t.Errorf("guard with -p: %v", err)
 	}
 }

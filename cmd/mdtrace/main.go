@@ -39,7 +39,14 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		return status
 	}
-	cfg, err := parseOptions(flags.Options, flags.PID != 0)
+	noShim := ""
+	switch {
+	case flags.PID != 0:
+		noShim = "-p"
+	case flags.Program != "":
+		noShim = "--program"
+	}
+	cfg, err := parseOptions(flags.Options, noShim)
 	if err == nil {
 		err = checkPreload(flags, cfg)
 	}

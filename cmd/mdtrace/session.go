@@ -53,8 +53,14 @@ type session struct {
 	ctl   *ctlServer    // the shim's control socket, in launch mode with the shim
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
-	btOn  bool
-	start time.Time // when tracing began
+	// systemLib is, in program mode, the system's libc, whose probes have
+	// no PID filter.
+	systemLib string
+	// programPaths are, in program mode, the paths that the processes
+	// matched executed (their parent's, for forks), under pmu.
+	programPaths map[int]string
+	btOn         bool
+	start        time.Time // when tracing began
 }
 
 // proc is one traced process.
@@ -135,11 +141,12 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		Verify:            verify,
 		// A launched command's every block is seen: unknown pointers
 		// are errors. An attached process has blocks from before.
-		UnknownIsError: flags.PID == 0,
+		UnknownIsError: flags.PID == 0 && flags.Program == "",
 		// Probes on the allocator send SIGABRT to the thread; the
 		// process is held at its exit until the error block is
 		// written. A preloaded shim aborts by itself.
 		AbortOnError: cfg.Has(tracer.AbortOnError),
+		Program:      flags.Program,
 	})
 	if err != nil {
 		return 1, err
@@ -184,6 +191,9 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		syscall.Signal(tracer.LogAllocatorStatsSignal))
 	defer signal.Stop(sigs)
 
+	if flags.Program != "" {
+		return s.runProgram(sigs)
+	}
 	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
 	if flags.PID == 0 || flags.FollowForks {
 		hooks.Fork = s.forked
@@ -471,9 +481,13 @@ func (s *session) forked(parent, child int, vfork bool) {
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)
 }
 
-// attach probes the allocator in lib for process p.
+// attach probes the allocator in lib for process p. In program mode the
+// system's libc is probed for every process already.
 func (s *session) attach(p *proc, lib string) error {
-	err := s.probes.Attach(p.pid, lib)
+	var err error
+	if lib != s.systemLib {
+		err = s.probes.Attach(p.pid, lib)
+	}
 	var aerr *tracer.AttachError
 	switch {
 	case errors.As(err, &aerr):
@@ -503,6 +517,9 @@ func (s *session) exiting(pid int) {
 		if err := s.probes.Forget(pid); err != nil {
 			s.notice("%v", err)
 		}
+	}
+	if s.flags.Program != "" {
+		s.dropProgramProc(pid)
 	}
 }
 
@@ -783,6 +800,7 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.RecordsLost, "records were lost: the record ring buffer was full")
 	add(c.NotifyLost, "library notices were lost: frames of unloaded libraries may stay unnamed")
 	add(c.ErrorsLost, "pointer errors were lost: the error ring buffer was full")
+	add(c.ProgramLost, "processes running the program were not traced, or not reported: a table or ring buffer was full")
 	return out
 }
 

@@ -1,0 +1,90 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/mdtrace/mdtrace/bpf"
+)
+
+// MaxProgramName bounds the program name of program mode, with its NUL.
+const MaxProgramName = 64
+
+// ProgramExec is a process that program mode traces from now on: it
+// executed a matching program, or a traced process forked it.
+type ProgramExec struct {
+	PID    int
+	Parent int    // for a fork, the traced process that forked it; 0 for an exec
+	Path   string // for an exec, the path it executed, as given to execve
+}
+
+// ProgramReader reads the processes that program mode starts tracing.
+type ProgramReader struct {
+	r  *EventReader[bpf.MdtraceExecEvent]
+	ev bpf.MdtraceExecEvent
+}
+
+// WatchPrograms starts program mode (the probes must be loaded with
+// ProbeConfig.Program): from now on a process that executes a matching
+// program is traced from its first instruction, and so are the children
+// it forks, by the probes attached without a PID; the reader tells of
+// each matching exec.
+func (p *Probes) WatchPrograms() (*ProgramReader, error) {
+	r, err := newEventReader[bpf.MdtraceExecEvent](p.objs.Execs, "exec")
+	if err != nil {
+		return nil, err
+	}
+	var links []link.Link
+	for _, tp := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sched_process_fork", p.objs.ProgramFork}, {"sched_process_exec", p.objs.ProgramExec}} {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp.name, Program: tp.prog})
+		if err != nil {
+			closeLinks(links)
+			r.Close()
+			return nil, fmt.Errorf("attaching the %s tracepoint: %w", tp.name, err)
+		}
+		links = append(links, l)
+	}
+	p.mu.Lock()
+	p.programLinks = append(p.programLinks, links...)
+	p.mu.Unlock()
+	return &ProgramReader{r: r}, nil
+}
+
+// Next returns the next matching exec, waiting until deadline at the most
+// (ErrNoRecord when none came; os.ErrClosed once closed).
+func (r *ProgramReader) Next(deadline time.Time) (ProgramExec, error) {
+	if err := r.r.Next(deadline, &r.ev); err != nil {
+		return ProgramExec{}, err
+	}
+	name := unsafe.Slice((*byte)(unsafe.Pointer(&r.ev.Name[0])), len(r.ev.Name))
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return ProgramExec{PID: int(r.ev.Tgid), Parent: int(r.ev.Parent), Path: string(name)}, nil
+}
+
+// Close stops the reader.
+func (r *ProgramReader) Close() error { return r.r.Close() }
+
+// IsTraced reports whether program mode traces process pid.
+func (p *Probes) IsTraced(pid int) bool {
+	var v uint32
+	return p.objs.Traced.Lookup(uint32(pid), &v) == nil
+}
+
+// Untrace removes process pid from program mode's traced processes, when
+// it has exited: its PID may be reused.
+func (p *Probes) Untrace(pid int) {
+	p.objs.Traced.Delete(uint32(pid))
+	p.objs.Zygotes.Delete(uint32(pid))
+}
