@@ -109,13 +109,16 @@ struct alloc_key {
 	u64 ptr;
 };
 
-/* What mdtrace knows of a live allocation. */
+/*
+ * What mdtrace knows of a live allocation: 24 bytes, so that an element of
+ * the live table (the kernel's 48-byte header, the key and the value, and
+ * the allocator's 8-byte link) fits the 96-byte slab class.
+ */
 struct alloc_info {
 	u64 size;     /* the size the program asked for */
 	u64 stack_id; /* key into the stacks map; 0: no backtrace */
-	u64 time_ns;  /* CLOCK_MONOTONIC time of the call */
 	u32 tid;      /* the allocating thread */
-	u32 flags;    /* ALLOC_ZYGOTE: made by a zygote child */
+	u32 stamp;    /* ALLOC_ZYGOTE, and the CLOCK_MONOTONIC second of the call above it */
 };
 
 /* The live table. */
@@ -237,8 +240,9 @@ struct {
 	__type(value, u32);
 } zygotes SEC(".maps");
 
-/* struct alloc_info flags. */
+/* struct alloc_info stamp: bit 0, made by a zygote child; the second of the call from bit 1 up. */
 #define ALLOC_ZYGOTE 1
+#define ALLOC_TIME_SHIFT 1
 
 /*
  * The processes being traced, for the thread exit tracepoint, and in
@@ -431,12 +435,12 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u6
 	struct alloc_key key = { .tgid = pid_tgid >> 32, .ptr = ptr };
 	struct alloc_info info = {
 		.size = size,
-		.time_ns = time_ns,
 		.tid = (u32)pid_tgid,
+		.stamp = (u32)(time_ns / 1000000000) << ALLOC_TIME_SHIFT,
 	};
 
 	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
-		info.flags = ALLOC_ZYGOTE;
+		info.stamp |= ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {

@@ -17,9 +17,8 @@ type MdtraceAllocInfo struct {
 	_       structs.HostLayout
 	Size    uint64
 	StackId uint64
-	TimeNs  uint64
 	Tid     uint32
-	Flags   uint32
+	Stamp   uint32
 }
 
 type MdtraceAllocKey struct {

@@ -15,7 +15,8 @@ type Alloc struct {
 	StackID uint64
 	// TID is the thread that made the allocation.
 	TID uint32
-	// TimeNS is the CLOCK_MONOTONIC time of the allocation.
+	// TimeNS is the CLOCK_MONOTONIC time of the allocation, to the second
+	// when it comes from the probes.
 	TimeNS uint64
 }
 

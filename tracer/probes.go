@@ -189,6 +189,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if cfg.RecordBufferBytes == 0 {
 		cfg.RecordBufferBytes = DefaultRecordBuffer
 	}
+	if !cfg.Record {
+		// Nothing is recorded: the smallest ring buffer, a page, instead
+		// of 32 MiB of locked kernel memory.
+		cfg.RecordBufferBytes = uint32(os.Getpagesize())
+	}
 	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
 	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
 	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
@@ -657,15 +662,23 @@ func decodeStack(buf []byte, depth int) []uint64 {
 	return frames
 }
 
+// The stamp of a live-table entry: the zygote flag, and the second of the
+// allocation above it; they mirror ALLOC_ZYGOTE and ALLOC_TIME_SHIFT in
+// bpf/mdtrace.bpf.c.
+const (
+	allocZygote    = 1
+	allocTimeShift = 1
+)
+
 // allocOf is the live-table entry key, info as an allocation of a snapshot.
 func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 	return leak.Alloc{
 		Ptr:     key.Ptr,
 		Size:    info.Size,
-		Zygote:  info.Flags&1 != 0,
+		Zygote:  info.Stamp&allocZygote != 0,
 		StackID: info.StackId,
 		TID:     info.Tid,
-		TimeNS:  info.TimeNs,
+		TimeNS:  uint64(info.Stamp>>allocTimeShift) * 1e9,
 	}
 }
 

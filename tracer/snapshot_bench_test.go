@@ -88,12 +88,12 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	for i := range f.allocs {
 		size := uint64(1) << (rng.IntN(14) + 3)
 		size = size/2 + rng.Uint64N(size/2+1)
-		info := bpf.MdtraceAllocInfo{Size: size, TimeNs: 1e9 + uint64(i)*1000, Tid: f.tgid + uint32(rng.IntN(8))}
+		info := bpf.MdtraceAllocInfo{Size: size, Stamp: uint32(1+i/1000) << allocTimeShift, Tid: f.tgid + uint32(rng.IntN(8))}
 		if rng.IntN(100) != 0 {
 			info.StackId = ids[zipf.Uint64()]
 		}
 		if rng.IntN(50) == 0 {
-			info.Flags = 1
+			info.Stamp |= allocZygote
 		}
 		keys = append(keys, bpf.MdtraceAllocKey{Tgid: f.tgid, Ptr: ptr})
 		infos = append(infos, info)
