@@ -359,6 +359,78 @@ enum stack_at {
 };
 
 /*
+ * The stack memory a walk reads at once: up to WALK_CHUNK bytes from a
+ * frame record, not beyond its page, so that one read of user memory
+ * usually covers several frames. The slack lets a record at the end be
+ * read with a masked offset.
+ */
+#define WALK_CHUNK 1024
+struct walk_buf {
+	u8 b[WALK_CHUNK + 16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk_buf);
+} walk_scratch SEC(".maps");
+
+/*
+ * Walks the frame-pointer chain of the current thread into st->ips, with
+ * the allocator's caller first (see enum stack_at), as the kernel's user
+ * stack walk does, but reading the stack a chunk at a time instead of a
+ * frame at a time. A frame record is the caller's frame pointer, then the
+ * return address. The walk stops at a null, misaligned or unreadable frame
+ * pointer, or one that does not go up the stack. Returns the number of
+ * frames, 0 if there is none.
+ */
+static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at)
+{
+	u64 fp = PT_REGS_FP(ctx), base = 0, len = 0, next, ret, off;
+	u32 zero = 0, i, nr = 0;
+	struct walk_buf *w = bpf_map_lookup_elem(&walk_scratch, &zero);
+
+	if (!w)
+		return 0;
+	switch (at) {
+	case AT_RETURN:
+		st->ips[0] = PT_REGS_IP(ctx);
+		nr = 1;
+		break;
+	case AT_ENTRY:
+		if (bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0)
+			return 0;
+		nr = 1;
+		break;
+	}
+	for (i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || !fp || (fp & 7))
+			break;
+		if (fp < base || fp + 16 > base + len) {
+			/* The record is aligned: it does not cross its page. */
+			len = page_size - (fp & (page_size - 1));
+			if (len > WALK_CHUNK)
+				len = WALK_CHUNK;
+			if (len < 16 || bpf_probe_read_user(w->b, len, (void *)fp) != 0)
+				break;
+			base = fp;
+		}
+		off = (fp - base) & (WALK_CHUNK - 1);
+		next = *(u64 *)&w->b[off];
+		ret = *(u64 *)&w->b[off + 8];
+		if (!ret)
+			break;
+		st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
+		nr++;
+		if (next <= fp)
+			break;
+		fp = next;
+	}
+	return nr;
+}
+
+/*
  * Takes the current user backtrace, with the allocator's caller as the first
  * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
  */
@@ -366,7 +438,6 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
-	long n;
 	u64 h;
 	u32 i, nr;
 
@@ -375,14 +446,8 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	n = bpf_get_stack(ctx, st->ips, stack_depth * sizeof(u64),
-			  BPF_F_USER_STACK | (at == AT_SITE ? 1 : 0));
-	if (n <= 0) {
-		count(COUNTER_STACK_ERROR);
-		return 0;
-	}
-	nr = n / sizeof(u64);
-	if (at == AT_ENTRY && bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0) {
+	nr = walk_frames(ctx, st, at);
+	if (nr == 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}

@@ -82,6 +82,11 @@ type MdtraceThreadState struct {
 	OldValid uint32
 }
 
+type MdtraceWalkBuf struct {
+	_ structs.HostLayout
+	B [1040]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -99,6 +104,7 @@ const (
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapThreads            = "threads"
 	MdtraceMapTraced             = "traced"
+	MdtraceMapWalkScratch        = "walk_scratch"
 	MdtraceMapZygotes            = "zygotes"
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
@@ -197,6 +203,7 @@ type MdtraceMapSpecs struct {
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
+	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
 	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
 }
 
@@ -259,6 +266,7 @@ type MdtraceMaps struct {
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
+	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
 	Zygotes      *ebpf.Map `ebpf:"zygotes"`
 }
 
@@ -277,6 +285,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Stacks,
 		m.Threads,
 		m.Traced,
+		m.WalkScratch,
 		m.Zygotes,
 	)
 }

@@ -159,11 +159,6 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		}
 		defer s.rec.Close()
 	}
-	if depth > 0 {
-		if err := ensureStackDepth(depth); err != nil {
-			fmt.Fprintf(stderr, "mdtrace: warning: %v\n", err)
-		}
-	}
 
 	notices, err := probes.LibraryNotices()
 	if err != nil {
@@ -827,27 +822,6 @@ func checkPrivileges() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing %s); try sudo", strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-// stackSysctl limits the frames the kernel walks for any stack capture.
-const stackSysctl = "/proc/sys/kernel/perf_event_max_stack"
-
-// ensureStackDepth raises kernel.perf_event_max_stack when the backtrace
-// option asks for more frames than the kernel walks.
-func ensureStackDepth(depth int) error {
-	b, err := os.ReadFile(stackSysctl)
-	if err != nil {
-		return nil
-	}
-	var cur int
-	fmt.Sscanf(string(b), "%d", &cur)
-	if cur >= depth {
-		return nil
-	}
-	if err := os.WriteFile(stackSysctl, []byte(fmt.Sprintf("%d\n", depth)), 0o644); err != nil {
-		return fmt.Errorf("backtraces are cut at %d frames: raising %s to %d: %v", cur, filepath.Base(stackSysctl), depth, err)
 	}
 	return nil
 }

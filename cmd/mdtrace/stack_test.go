@@ -1,0 +1,58 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// deepFrameRe is frameRe for frame numbers of two or three digits.
+var deepFrameRe = regexp.MustCompile(`^          #(\d{2,3})  pc ([0-9a-f]{16})  (\S+)(?: \((.+)\+(\d+)\))?$`)
+
+// TestDeepBacktraces: backtraces are exactly as deep as the option says,
+// the walk going up the frame-pointer chain through many chunks of stack,
+// in both launch modes, also beyond the kernel's own perf_event_max_stack
+// (127 by default).
+func TestDeepBacktraces(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		for _, tc := range []struct {
+			frames, depth int
+			want         []string // the functions of deep's frames, innermost first
+		}{
+			// bottom, recurse at depths 40 to 0, main.
+			{64, 40, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 41), []string{"main"})},
+			{16, 40, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 15))},
+			{200, 250, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 199))},
+		} {
+			t.Run(fmt.Sprintf("%s/backtrace=%d/depth=%d", mode.name, tc.frames, tc.depth), func(t *testing.T) {
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", fmt.Sprintf("backtrace=%d leak_track", tc.frames), "--", prog("deep"), fmt.Sprint(tc.depth), "100")
+				if r.code != 0 {
+					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+				}
+				var got []string
+				frames := 0
+				for _, m := range logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "") {
+					fm := deepFrameRe.FindStringSubmatch(m)
+					if fm == nil {
+						continue
+					}
+					frames++
+					if fm[3] == prog("deep") {
+						got = append(got, fm[4])
+					}
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("deep's frames (%d):\n%v\nwant (%d):\n%v", len(got), got, len(tc.want), tc.want)
+				}
+				if frames > tc.frames {
+					t.Errorf("%d frames, more than backtrace=%d", frames, tc.frames)
+				}
+			})
+		}
+	}
+}
