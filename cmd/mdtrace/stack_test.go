@@ -22,7 +22,7 @@ func TestDeepBacktraces(t *testing.T) {
 	for _, mode := range launchModes {
 		for _, tc := range []struct {
 			frames, depth int
-			want         []string // the functions of deep's frames, innermost first
+			want          []string // the functions of deep's frames, innermost first
 		}{
 			// bottom, recurse at depths 40 to 0, main.
 			{64, 40, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 41), []string{"main"})},
