@@ -654,6 +654,9 @@ func TestBadInput(t *testing.T) {
 		{"program with follow-forks", []string{"--program", "x", "--follow-forks"}, 2, "mdtrace: --follow-forks is for -p: with --program, children are always traced\nRun 'mdtrace --help' for usage.\n"},
 		{"program with a shim option", []string{"--program", "x", "-o", "backtrace fill"}, 2, "mdtrace: option fill rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not --program\n"},
 		{"all with program", []string{"--all", "--program", "x"}, 2, "mdtrace: --all audits every process: give neither -p, --program nor a command\nRun 'mdtrace --help' for usage.\n"},
+		{"negative top", []string{"--top", "-1", "--", "true"}, 2, "mdtrace: invalid --top -1\nRun 'mdtrace --help' for usage.\n"},
+		{"top with all", []string{"--all", "--top", "5"}, 2, "mdtrace: --top is for traced processes: --all prints its own summary\nRun 'mdtrace --help' for usage.\n"},
+		{"top without backtrace", []string{"--top", "5", "-o", "leak_track", "--", "true"}, 2, "mdtrace: --top lists allocation sites by their backtraces: it needs the backtrace option\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
 	}
 	for _, tc := range cases {

@@ -19,6 +19,9 @@ var version = "0.1.0-dev"
 // DefaultOptions are the malloc debug options used when none are given.
 const DefaultOptions = "backtrace leak_track"
 
+// defaultTopInterval is the period of --top's view without --interval.
+const defaultTopInterval = 5 * time.Second
+
 // optionsEnv is the environment variable Android reads its options from.
 const optionsEnv = "LIBC_DEBUG_MALLOC_OPTIONS"
 
@@ -48,7 +51,10 @@ type Flags struct {
 	Program string
 	// Interval is the period of --all's summaries, and of heap dumps of
 	// the traced processes otherwise; 0 for none.
-	Interval  time.Duration
+	Interval time.Duration
+	// Top, when positive, makes each --interval show the top Top
+	// allocation sites of each traced process instead of writing dumps.
+	Top       int
 	MaxAllocs uint32
 	// DebugDirs are searched for separate debug files, by build-id and
 	// .gnu_debuglink, before /usr/lib/debug.
@@ -120,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
+	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
@@ -196,6 +203,9 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		opts = DefaultOptions
 	}
 	f.Options = opts
+	if f.Top > 0 && f.Interval == 0 {
+		f.Interval = defaultTopInterval
+	}
 
 	switch {
 	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
@@ -204,6 +214,10 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &usageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
 	case f.Interval < 0:
 		return nil, &usageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
+	case f.Top < 0:
+		return nil, &usageError{fmt.Sprintf("invalid --top %d", f.Top)}
+	case f.All && f.Top > 0:
+		return nil, &usageError{"--top is for traced processes: --all prints its own summary"}
 	case f.All:
 		return f, nil
 	case fs.Changed("program") && (f.PID != 0 || len(f.Command) > 0):
@@ -311,6 +325,9 @@ func checkPreload(flags *Flags, cfg *tracer.Config) error {
 // checkInterval refuses --interval without the backtrace option, outside
 // --all: the periodic output is a heap dump.
 func checkInterval(flags *Flags, cfg *tracer.Config) error {
+	if flags.Top > 0 && !cfg.Has(tracer.Backtrace) {
+		return errors.New("--top lists allocation sites by their backtraces: it needs the backtrace option")
+	}
 	if flags.Interval > 0 && !cfg.Has(tracer.Backtrace) {
 		return errors.New("--interval writes heap dumps of the traced processes: it needs the backtrace option")
 	}

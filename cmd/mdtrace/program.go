@@ -112,7 +112,7 @@ func (s *session) runProgram(sigs chan os.Signal) (int, error) {
 				}
 			}()
 		case <-tick:
-			s.debugSignal(tracer.BacktraceDumpSignal, s.live())
+			s.periodic()
 		case sig := <-sigs:
 			if s.handleSignal(sig.(syscall.Signal)) {
 				interrupted = sig.(syscall.Signal)

@@ -223,8 +223,7 @@ loop:
 	for {
 		select {
 		case <-tick:
-			// A heap dump of every process, as signal 47 writes.
-			s.debugSignal(tracer.BacktraceDumpSignal, s.live())
+			s.periodic()
 		case <-s.proc.Done():
 			break loop
 		case sig := <-sigs:

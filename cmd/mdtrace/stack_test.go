@@ -56,3 +56,37 @@ func TestDeepBacktraces(t *testing.T) {
 		}
 	}
 }
+
+// TestTopView: --top shows, every --interval, the allocation sites with the
+// most live bytes, named by their innermost frames.
+func TestTopView(t *testing.T) {
+	needRoot(t)
+	m := start(t, mdtraceBin, "--top", "3", "--interval", "200ms", "-o", "backtrace", "--", prog("leaky"), "hold")
+	m.expectLine(t, "leaky: done")
+	timeRe := regexp.MustCompile(` at \d\d:\d\d:\d\d: `)
+	var view []string
+	for len(view) < 5 {
+		line, err := m.stdout.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the view: %v; stderr:\n%s", err, m.stderr.String())
+		}
+		view = append(view, timeRe.ReplaceAllString(line, " at HH:MM:SS: "))
+	}
+	want := []string{
+		"       BYTES     BLOCKS  SITE\n",
+		"        4096          1  leak_pvalloc <- main <- __libc_start_call_main\n",
+		"        1024          1  leak_aligned_alloc <- main <- __libc_start_call_main\n",
+		"        1013          1  leak_in_constructor <- __libc_start_main\n",
+	}
+	header := regexp.MustCompile(`^mdtrace: process \d+ \(` + regexp.QuoteMeta(prog("leaky")) + `\) at HH:MM:SS: 13 live blocks, 16194 bytes; top 3 of 13 allocation sites:\n$`)
+	if !header.MatchString(view[0]) {
+		t.Errorf("view header %q", view[0])
+	}
+	if !slices.Equal(view[1:], want) {
+		t.Errorf("view:\n%s\nwant:\n%s", strings.Join(view[1:], ""), strings.Join(want, ""))
+	}
+	m.stdin.Close()
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+}

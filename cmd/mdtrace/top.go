@@ -1,0 +1,50 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// periodic is what each --interval does: the top view with --top, else a
+// heap dump of every process, as signal 47 writes.
+func (s *session) periodic() {
+	if s.flags.Top > 0 {
+		s.showTop(os.Stdout)
+		return
+	}
+	s.debugSignal(tracer.BacktraceDumpSignal, s.live())
+}
+
+// showTop writes the top view of every traced process to f, replacing the
+// last one when f is a terminal.
+func (s *session) showTop(f *os.File) {
+	var b bytes.Buffer
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+		b.WriteString(output.ClearScreen)
+	}
+	now := time.Now()
+	procs := s.live()
+	s.mu.Lock()
+	for _, p := range procs {
+		if p.finished {
+			continue
+		}
+		snap, maps, err := s.snapshot(p)
+		if err != nil {
+			s.notice("%v", err)
+			continue
+		}
+		sites, total := snap.Sites()
+		output.WriteTopSites(&b, p.pid, p.prog, now, sites, total, s.flags.Top, s.frames(p, maps))
+	}
+	s.mu.Unlock()
+	f.Write(b.Bytes())
+}
