@@ -3,13 +3,11 @@
 package tracer
 
 import (
-	"bytes"
 	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -172,11 +170,7 @@ func (n *NoticeReader) Next(deadline time.Time) (Library, error) {
 	if err := n.r.Next(deadline, &n.ev); err != nil {
 		return Library{}, err
 	}
-	name := unsafe.Slice((*byte)(unsafe.Pointer(&n.ev.Name[0])), len(n.ev.Name))
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
-	}
-	return Library{PID: int(n.ev.Tgid), Base: n.ev.Base, Path: string(name)}, nil
+	return Library{PID: int(n.ev.Tgid), Base: n.ev.Base, Path: cString(n.ev.Name[:])}, nil
 }
 
 // Close stops the reader.

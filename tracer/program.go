@@ -3,10 +3,8 @@
 package tracer
 
 import (
-	"bytes"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -66,11 +64,7 @@ func (r *ProgramReader) Next(deadline time.Time) (ProgramExec, error) {
 	if err := r.r.Next(deadline, &r.ev); err != nil {
 		return ProgramExec{}, err
 	}
-	name := unsafe.Slice((*byte)(unsafe.Pointer(&r.ev.Name[0])), len(r.ev.Name))
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		name = name[:i]
-	}
-	return ProgramExec{PID: int(r.ev.Tgid), Parent: int(r.ev.Parent), Path: string(name)}, nil
+	return ProgramExec{PID: int(r.ev.Tgid), Parent: int(r.ev.Parent), Path: cString(r.ev.Name[:])}, nil
 }
 
 // Close stops the reader.

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -52,3 +53,12 @@ func (r *EventReader[T]) Next(deadline time.Time, e *T) error {
 
 // Close stops the reader.
 func (r *EventReader[T]) Close() error { return r.rd.Close() }
+
+// cString is the NUL-terminated string in a char array of an event.
+func cString(a []int8) string {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), len(a))
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}

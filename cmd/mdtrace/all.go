@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,14 +43,7 @@ func runAll(flags *Flags, stdout, stderr io.Writer) (int, error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 	defer signal.Stop(sigs)
-	err = probes.Attach(0, lib)
-	var aerr *tracer.AttachError
-	switch {
-	case errors.As(err, &aerr):
-		for _, f := range aerr.Failed {
-			fmt.Fprintf(stderr, "mdtrace: could not probe %s; its allocations are not tracked\n", f)
-		}
-	case err != nil:
+	if err := partialAttach(probes.Attach(0, lib), func(msg string) { fmt.Fprintf(stderr, "mdtrace: %s\n", msg) }); err != nil {
 		return 1, err
 	}
 	if flags.ReadyFile != "" {

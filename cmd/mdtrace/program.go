@@ -31,14 +31,7 @@ func (s *session) runProgram(sigs chan os.Signal) (int, error) {
 	s.programPaths = map[int]string{}
 	// The probes first, then the exec tracepoint: a process matched is
 	// probed from its first allocation.
-	err = s.probes.Attach(0, lib)
-	var aerr *tracer.AttachError
-	switch {
-	case errors.As(err, &aerr):
-		for _, f := range aerr.Failed {
-			s.notice("could not probe %s; its allocations are not tracked", f)
-		}
-	case err != nil:
+	if err := partialAttach(s.probes.Attach(0, lib), func(msg string) { s.notice("%s", msg) }); err != nil {
 		return 1, err
 	}
 	execs, err := s.probes.WatchPrograms()

@@ -482,19 +482,25 @@ func (s *session) attach(p *proc, lib string) error {
 	if lib != s.systemLib {
 		err = s.probes.Attach(p.pid, lib)
 	}
-	var aerr *tracer.AttachError
-	switch {
-	case errors.As(err, &aerr):
-		// Tracing goes on without the functions that could not be probed.
-		for _, f := range aerr.Failed {
-			s.notice("could not probe %s; its allocations are not tracked", f)
-		}
-	case err != nil:
+	if err := partialAttach(err, func(msg string) { s.notice("%s", msg) }); err != nil {
 		return err
 	}
 	s.pmu.Lock()
 	p.libs = append(p.libs, lib)
 	s.pmu.Unlock()
+	return nil
+}
+
+// partialAttach returns the error of an attach, but for the functions that
+// could not be probed, which it reports: tracing goes on without them.
+func partialAttach(err error, report func(string)) error {
+	var aerr *tracer.AttachError
+	if !errors.As(err, &aerr) {
+		return err
+	}
+	for _, f := range aerr.Failed {
+		report(fmt.Sprintf("could not probe %s; its allocations are not tracked", f))
+	}
 	return nil
 }
 
@@ -721,6 +727,12 @@ func (s *session) rememberMaps(p *proc) {
 
 // dump writes a heap dump of a process's live table now.
 func (s *session) dump(p *proc, path string) {
+	s.withSnapshot(p, func(snap *leak.Snapshot, maps *stacks.Maps) { s.writeDump(p, path, snap, maps) })
+}
+
+// withSnapshot calls fn with a snapshot of p's live table and its maps,
+// unless p's exit reports are written.
+func (s *session) withSnapshot(p *proc, fn func(*leak.Snapshot, *stacks.Maps)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.finished {
@@ -731,7 +743,7 @@ func (s *session) dump(p *proc, path string) {
 		s.notice("%v", err)
 		return
 	}
-	s.writeDump(p, path, snap, maps)
+	fn(snap, maps)
 }
 
 func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *stacks.Maps) {

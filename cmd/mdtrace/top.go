@@ -9,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -31,20 +33,11 @@ func (s *session) showTop(f *os.File) {
 		b.WriteString(output.ClearScreen)
 	}
 	now := time.Now()
-	procs := s.live()
-	s.mu.Lock()
-	for _, p := range procs {
-		if p.finished {
-			continue
-		}
-		snap, maps, err := s.snapshot(p)
-		if err != nil {
-			s.notice("%v", err)
-			continue
-		}
-		sites, total := snap.Sites()
-		output.WriteTopSites(&b, p.pid, p.prog, now, sites, total, s.flags.Top, s.frames(p, maps))
+	for _, p := range s.live() {
+		s.withSnapshot(p, func(snap *leak.Snapshot, maps *stacks.Maps) {
+			sites, total := snap.Sites()
+			output.WriteTopSites(&b, p.pid, p.prog, now, sites, total, s.flags.Top, s.frames(p, maps))
+		})
 	}
-	s.mu.Unlock()
 	f.Write(b.Bytes())
 }
