@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -682,7 +681,8 @@ func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 	}
 }
 
-// Snapshot reads the live allocations of process tgid and their backtraces.
+// Snapshot reads the live allocations of process tgid, in no particular
+// order, and their backtraces.
 // Frames are return addresses minus one, as Android stores them.
 func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
@@ -713,7 +713,6 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, c...)
 		}
 	}
-	sort.Slice(snap.Allocs, func(i, j int) bool { return snap.Allocs[i].Ptr < snap.Allocs[j].Ptr })
 	buf := make([]byte, 8+8*max(p.stackDepth, 1))
 	for i := range snap.Allocs {
 		id := snap.Allocs[i].StackID

@@ -3,13 +3,13 @@
 package tracer
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -127,7 +127,6 @@ func (p *Probes) snapshotByKey(tgid int) (*leak.Snapshot, error) {
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
-	sort.Slice(snap.Allocs, func(i, j int) bool { return snap.Allocs[i].Ptr < snap.Allocs[j].Ptr })
 	for i := range snap.Allocs {
 		id := snap.Allocs[i].StackID
 		if _, ok := snap.Stacks[id]; ok || id == 0 {
@@ -147,7 +146,8 @@ func sameSnapshot(a, b *leak.Snapshot) string {
 	if a.PID != b.PID || a.BacktraceSize != b.BacktraceSize {
 		return fmt.Sprintf("pid %d/%d, backtrace size %d/%d", a.PID, b.PID, a.BacktraceSize, b.BacktraceSize)
 	}
-	if !slices.Equal(a.Allocs, b.Allocs) {
+	byPtr := func(x, y leak.Alloc) int { return cmp.Compare(x.Ptr, y.Ptr) }
+	if !slices.Equal(slices.SortedFunc(slices.Values(a.Allocs), byPtr), slices.SortedFunc(slices.Values(b.Allocs), byPtr)) {
 		return fmt.Sprintf("%d and %d allocations, not the same", len(a.Allocs), len(b.Allocs))
 	}
 	if len(a.Stacks) != len(b.Stacks) {
