@@ -163,6 +163,7 @@ static void md_init(void)
 	t_in_shim = 1;
 	md_log_init();
 	g_site_times = getenv("MDSHIM_RECORD") != NULL;
+	md_sample_init();
 	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
@@ -827,6 +828,26 @@ static inline uint64_t site_start(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * site_new reports whether a new block r of size bytes goes to the probe
+ * sites: always, unless sampling, which notes the blocks it picks.
+ */
+static inline bool site_new(void *r, size_t size)
+{
+	if (md_sample_bytes == 0)
+		return true;
+	if (r == NULL || !md_sample_alloc(size))
+		return false;
+	md_sample_mark(r);
+	return true;
+}
+
+/* site_old reports whether the free of a block goes to the probe sites. */
+static inline bool site_old(void *ptr)
+{
+	return ptr != NULL && (md_sample_bytes == 0 || md_sample_take(ptr));
+}
+
 /* site_free_done reports the end of a free while mdtrace records calls. */
 static inline void site_free_done(void *ptr, uint64_t start)
 {
@@ -851,23 +872,26 @@ void *malloc(size_t size)
 		start = site_start();
 		r = __libc_malloc(size);
 	}
-	mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
+	if (site_new(r, size))
+		mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
 	return r;
 }
 
 void free(void *ptr)
 {
 	uint64_t start;
+	bool on;
 
 	if (t_in_shim) {
 		__libc_free(ptr);
 		return;
 	}
 	md_ctl_poll();
+	on = debug_on();
 	start = site_start();
-	if (ptr != NULL)
+	if (site_old(ptr))
 		mdshim_site_free(ptr, MD_CALL_FREE);
-	if (debug_on()) {
+	if (on) {
 		ENTER();
 		debug_free(ptr);
 		LEAVE();
@@ -893,28 +917,45 @@ void *calloc(size_t nmemb, size_t size)
 		start = site_start();
 		r = __libc_calloc(nmemb, size);
 	}
-	mdshim_site_alloc(r, MD_CALL_CALLOC, nmemb, size, start);
+	if (site_new(r, nmemb * size))
+		mdshim_site_alloc(r, MD_CALL_CALLOC, nmemb, size, start);
 	return r;
 }
 
 /* do_realloc is realloc and reallocarray after the size is known. */
 static inline __attribute__((always_inline)) void *do_realloc(void *ptr, size_t size)
 {
-	uint64_t start;
+	bool on = debug_on(), old_site, new_site;
+	uint64_t start = site_start();
 	void *r;
 
-	if (debug_on()) {
-		start = site_start();
-		if (ptr != NULL)
-			mdshim_site_free(ptr, MD_CALL_REALLOC);
+	/*
+	 * Sampling decides on the new block before the call, so that the
+	 * old one leaves the table as a realloc's (restored if the realloc
+	 * fails) when the new one is sampled, else as a free.
+	 */
+	old_site = site_old(ptr);
+	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
+	if (old_site)
+		mdshim_site_free(ptr, new_site ? MD_CALL_REALLOC : MD_CALL_FREE);
+	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);
 		LEAVE();
 	} else {
-		start = site_start();
-		if (ptr != NULL)
-			mdshim_site_free(ptr, MD_CALL_REALLOC);
 		r = __libc_realloc(ptr, size);
+	}
+	if (!new_site)
+		return r;
+	if (md_sample_bytes != 0) {
+		if (r != NULL)
+			md_sample_mark(r);
+		else if (old_site)
+			md_sample_mark(ptr);
+		if (!old_site) {
+			mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
+			return r;
+		}
 	}
 	mdshim_site_alloc(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
 	return r;
@@ -955,7 +996,8 @@ static inline __attribute__((always_inline)) void *do_memalign(size_t alignment,
 		start = site_start();
 		r = __libc_memalign(alignment, size);
 	}
-	mdshim_site_alloc(r, MD_CALL_MEMALIGN, alignment, size, start);
+	if (site_new(r, size))
+		mdshim_site_alloc(r, MD_CALL_MEMALIGN, alignment, size, start);
 	return r;
 }
 

@@ -186,12 +186,37 @@ void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned
 void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("protected")));
 
 /*
+ * Sampling (sample.c). md_sample_bytes is the mean interval, in bytes,
+ * between the allocations reported at the probe sites, 0 when every one is
+ * (MDSHIM_SAMPLE_BYTES unset); md_sample_init reads it. md_sample_alloc
+ * decides whether an allocation of size bytes is sampled; md_sample_mark
+ * notes a sampled block, and md_sample_take reports whether a block is a
+ * sampled one, forgetting it. Use them only with md_sample_bytes set.
+ */
+extern uint64_t md_sample_bytes __attribute__((visibility("hidden")));
+void md_sample_init(void);
+bool md_sample_alloc(size_t size);
+void md_sample_mark(const void *p);
+bool md_sample_take(const void *p);
+
+/*
  * md_internal_begin and md_internal_end bracket the library's own use of
  * code that may allocate (stdio, dlsym): calls made in between go straight
  * to glibc and are neither checked nor reported. They nest.
  */
 void md_internal_begin(void);
 void md_internal_end(void);
+
+/* md_mix64 is MurmurHash3's 64-bit finalizer: every bit of h reaches every bit. */
+static inline uint64_t md_mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
 
 /*
  * md_ptrtab maps pointers to a word (ptrtab.c): the live blocks of

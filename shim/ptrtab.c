@@ -22,17 +22,9 @@
 /* Slots in a shard's first array: one page. */
 #define MIN_CAP (4096 / sizeof(struct md_ptrtab_slot))
 
-/* hash_ptr is MurmurHash3's 64-bit finalizer: every bit of p reaches every bit. */
 static uint64_t hash_ptr(uintptr_t p)
 {
-	uint64_t h = (uint64_t)p;
-
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	return md_mix64((uint64_t)p);
 }
 
 static struct md_ptrtab_shard *shard_of(struct md_ptrtab *t, uint64_t h)

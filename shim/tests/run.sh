@@ -34,6 +34,8 @@ build $CC -O2 -g -Wall -Wextra -Werror -o "$T/config_test" "$HERE/config_test.c"
 	"$SHIM/format.c"
 build $CC -O2 -g -Wall -Wextra -Werror -o "$T/format_test" "$HERE/format_test.c" "$SHIM/format.c"
 build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/ptrtab_test" "$HERE/ptrtab_test.c" "$SHIM/ptrtab.c"
+build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/sample_test" "$HERE/sample_test.c" "$SHIM/sample.c" \
+	"$SHIM/ptrtab.c" -lm
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
 	-o "$T/md_test" "$HERE/md_test.c"
 build $CXX -O1 -g -std=c++17 -Wall -Wextra -Werror -o "$T/cxx_test" "$HERE/cxx_test.cc"
@@ -52,6 +54,14 @@ if "$T/format_test" >"$T/format.out" 2>&1; then
 else
 	cat "$T/format.out"
 	fail format_cases
+fi
+
+# The sampler: its rate by size, from one thread and from eight; the sampled set.
+if "$T/sample_test" >"$T/sample.out" 2>&1; then
+	pass sample
+else
+	cat "$T/sample.out"
+	fail sample
 fi
 
 # The pointer table against a reference model, from one thread and from eight.

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Sampling (mdtrace --sample-bytes N, MDSHIM_SAMPLE_BYTES=N): only some
+ * allocations reach the probe sites, so that the others never trap into
+ * the kernel. As in heapprofd, each thread counts down the bytes it
+ * allocates to the next sample, at intervals drawn from an exponential
+ * distribution of mean N: an allocation of size s is sampled with
+ * probability 1 - exp(-s/N), whatever came before, and mdtrace weighs it
+ * by the inverse of that to estimate counts and sizes without bias.
+ *
+ * A free reaches the sites only for a sampled block. The sampled blocks
+ * are in a pointer table, and a filter of counters in front of it answers
+ * "not sampled" for almost every other pointer with one load and no lock.
+ */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mdshim.h"
+
+uint64_t md_sample_bytes;
+
+/* The filter: a counter per hash of a pointer, of the sampled blocks. */
+#define FILTER_BITS 20
+#define FILTER_MAX 255
+static uint8_t *g_filter;
+static struct md_ptrtab g_sampled = MD_PTRTAB_INITIALIZER;
+
+static __thread uint64_t t_rng __attribute__((tls_model("initial-exec")));
+static __thread int64_t t_left __attribute__((tls_model("initial-exec")));
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+static size_t filter_slot(const void *p)
+{
+	return (size_t)(md_mix64((uintptr_t)p) >> (64 - FILTER_BITS));
+}
+
+void md_sample_init(void)
+{
+	const char *s = getenv("MDSHIM_SAMPLE_BYTES");
+	char *end;
+	unsigned long long n;
+	void *f;
+
+	if (s == NULL || s[0] == '\0')
+		return;
+	n = strtoull(s, &end, 10);
+	if (*end != '\0' || n == 0 || n > (1ULL << 40)) {
+		md_log('E', "MDSHIM_SAMPLE_BYTES=%s: not a sampling interval; every allocation is reported", s);
+		return;
+	}
+	f = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (f == MAP_FAILED) {
+		md_log('E', "sampling: no memory for the filter; every allocation is reported");
+		return;
+	}
+	g_filter = f;
+	md_sample_bytes = n;
+	/* The child of a fork never inherits a held shard lock. */
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* next_u64 is xorshift64*, seeded per thread. */
+static uint64_t next_u64(void)
+{
+	uint64_t x = t_rng;
+
+	if (x == 0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x = md_mix64((uint64_t)(uintptr_t)&t_rng ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 40) | 1;
+	}
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	t_rng = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+/*
+ * neg_ln returns -ln(u) for u in (0, 1], without libm: u = m * 2^e with m
+ * in [1, 2), and ln(m) = 2 atanh(z), z = (m-1)/(m+1) in [0, 1/3], from
+ * its series (error below 1e-7).
+ */
+static double neg_ln(double u)
+{
+	union {
+		double d;
+		uint64_t b;
+	} v = { .d = u };
+	int e = (int)((v.b >> 52) & 0x7ff) - 1023;
+	double m, z, z2, s;
+
+	v.b = (v.b & ~(0x7ffULL << 52)) | (1023ULL << 52);
+	m = v.d;
+	z = (m - 1) / (m + 1);
+	z2 = z * z;
+	s = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 * (1.0 / 11 + z2 / 13))))));
+	return -(e * 0.69314718055994530942 + 2 * s);
+}
+
+/* next_interval draws the bytes to the next sample. */
+static int64_t next_interval(void)
+{
+	/* u in (0, 1]: 53 random bits, plus one. */
+	double u = (double)((next_u64() >> 11) + 1) / 9007199254740992.0;
+	double x = neg_ln(u) * (double)md_sample_bytes;
+
+	return x < 1 ? 1 : x > 9e18 ? (int64_t)9e18 : (int64_t)x;
+}
+
+bool md_sample_alloc(size_t size)
+{
+	if (t_left == 0)
+		t_left = next_interval();
+	if (size >= (size_t)INT64_MAX) {
+		t_left = next_interval();
+		return true;
+	}
+	t_left -= (int64_t)size;
+	if (t_left > 0)
+		return false;
+	/* The countdown may cross several intervals: it goes on from the last. */
+	while (t_left <= 0)
+		t_left += next_interval();
+	return true;
+}
+
+void md_sample_mark(const void *p)
+{
+	uint8_t *c, v;
+
+	if (p == NULL || !md_ptrtab_put(&g_sampled, p, 1))
+		return;
+	c = &g_filter[filter_slot(p)];
+	v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	/* A counter that reaches FILTER_MAX stays there: it no longer counts. */
+	while (v < FILTER_MAX && !__atomic_compare_exchange_n(c, &v, v + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+bool md_sample_take(const void *p)
+{
+	uint8_t *c, v;
+
+	if (p == NULL)
+		return false;
+	c = &g_filter[filter_slot(p)];
+	if (__atomic_load_n(c, __ATOMIC_RELAXED) == 0 || !md_ptrtab_take(&g_sampled, p, NULL))
+		return false;
+	v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	while (v > 0 && v < FILTER_MAX && !__atomic_compare_exchange_n(c, &v, v - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return true;
+}
+
+static void fork_prepare(void)
+{
+	md_ptrtab_fork_prepare(&g_sampled);
+}
+
+static void fork_parent(void)
+{
+	md_ptrtab_fork_parent(&g_sampled);
+}
+
+static void fork_child(void)
+{
+	md_ptrtab_fork_child(&g_sampled);
+}
