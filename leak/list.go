@@ -150,6 +150,12 @@ func (s *Snapshot) UniqueList(onlyWithBacktrace bool) []Record {
 		a := &s.Allocs[k.idx]
 		recs = append(recs, Record{Zygote: a.Zygote, Size: a.Size, Num: 1, StackID: a.StackID, Frames: s.Backtrace(a)})
 	}
+	if s.SampleBytes != 0 {
+		// The allocations of a record have one size, and one weight.
+		for i := range recs {
+			recs[i].Num = s.Estimate(recs[i].Num, recs[i].Size)
+		}
+	}
 	return recs
 }
 

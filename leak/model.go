@@ -33,6 +33,10 @@ type Snapshot struct {
 	// BacktraceSize is the maximum number of frames a backtrace may have
 	// (the value of the backtrace option).
 	BacktraceSize int
+	// SampleBytes, when not 0, says that Allocs are a sample: each
+	// allocation was kept with a probability that grows with its size
+	// (see Weight), and the counts derived from them are estimates.
+	SampleBytes uint64
 }
 
 // Frames returns the frames of a's backtrace, or nil when it has none.

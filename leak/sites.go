@@ -2,6 +2,7 @@ package leak
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -20,22 +21,31 @@ type Site struct {
 // (then the most blocks, then the lower stack id), and the totals of the
 // whole table.
 func (s *Snapshot) Sites() (sites []Site, total Site) {
-	byStack := map[uint64]*Site{}
+	// Sampled, each allocation stands for Weight of its size: the sums
+	// are estimates, rounded once they are made.
+	type sums struct {
+		site          *Site
+		bytes, blocks float64
+	}
+	byStack := map[uint64]*sums{}
 	for i := range s.Allocs {
 		a := &s.Allocs[i]
-		site, ok := byStack[a.StackID]
+		sum, ok := byStack[a.StackID]
 		if !ok {
-			site = &Site{StackID: a.StackID, Frames: s.Frames(a)}
-			byStack[a.StackID] = site
+			sum = &sums{site: &Site{StackID: a.StackID, Frames: s.Frames(a)}}
+			byStack[a.StackID] = sum
 		}
-		site.Bytes += a.Size
-		site.Blocks++
-		total.Bytes += a.Size
-		total.Blocks++
+		w := s.Weight(a.Size)
+		sum.bytes += float64(a.Size) * w
+		sum.blocks += w
 	}
 	sites = make([]Site, 0, len(byStack))
-	for _, site := range byStack {
-		sites = append(sites, *site)
+	for _, sum := range byStack {
+		site := *sum.site
+		site.Bytes, site.Blocks = uint64(math.Round(sum.bytes)), uint64(math.Round(sum.blocks))
+		total.Bytes += site.Bytes
+		total.Blocks += site.Blocks
+		sites = append(sites, site)
 	}
 	slices.SortFunc(sites, func(a, b Site) int {
 		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {

@@ -3,6 +3,7 @@ package output
 import (
 	"bufio"
 	"io"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -24,13 +25,14 @@ type FoldedLine func(pc uint64) (file string, line int, ok bool)
 // after it where DWARF knows the line. Allocations without a backtrace
 // count under "[no backtrace]". Lines are sorted by bytes, largest first.
 func WriteFolded(w io.Writer, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, line FoldedLine) error {
-	bytesBy := map[string]uint64{}
+	// Bytes, estimated when the snapshot is sampled.
+	bytesBy := map[string]float64{}
 	names := map[uint64]string{}
 	for i := range snap.Allocs {
 		a := &snap.Allocs[i]
 		pcs := snap.Backtrace(a)
 		if len(pcs) == 0 {
-			bytesBy["[no backtrace]"] += a.Size
+			bytesBy["[no backtrace]"] += float64(a.Size) * snap.Weight(a.Size)
 			continue
 		}
 		key, ok := names[a.StackID]
@@ -43,7 +45,7 @@ func WriteFolded(w io.Writer, snap *leak.Snapshot, frames func([]uint64) []stack
 			key = strings.Join(parts, ";")
 			names[a.StackID] = key
 		}
-		bytesBy[key] += a.Size
+		bytesBy[key] += float64(a.Size) * snap.Weight(a.Size)
 	}
 	keys := make([]string, 0, len(bytesBy))
 	for k := range bytesBy {
@@ -59,7 +61,7 @@ func WriteFolded(w io.Writer, snap *leak.Snapshot, frames func([]uint64) []stack
 	for _, k := range keys {
 		bw.WriteString(k)
 		bw.WriteByte(' ')
-		bw.WriteString(strconv.FormatUint(bytesBy[k], 10))
+		bw.WriteString(strconv.FormatUint(uint64(math.Round(bytesBy[k])), 10))
 		bw.WriteByte('\n')
 	}
 	return bw.Flush()

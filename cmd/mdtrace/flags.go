@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type Flags struct {
 	// Interval is the period of --all's summaries, and of heap dumps of
 	// the traced processes otherwise; 0 for none.
 	Interval time.Duration
+	// SampleBytes, when positive, samples allocations in the shim, one
+	// every SampleBytes bytes on average (Poisson sampling by bytes).
+	SampleBytes uint64
 	// Top, when positive, makes each --interval show the top Top
 	// allocation sites of each traced process instead of writing dumps.
 	Top       int
@@ -126,6 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
+	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; counts and sizes in the reports become unbiased estimates (launched commands only)")
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
@@ -214,6 +219,12 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &usageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
 	case f.Interval < 0:
 		return nil, &usageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
+	case fs.Changed("sample-bytes") && f.SampleBytes == 0:
+		return nil, &usageError{"--sample-bytes must be at least 1"}
+	case f.SampleBytes > 0 && (f.PID != 0 || f.All || f.Program != ""):
+		return nil, &usageError{"--sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all"}
+	case f.SampleBytes > 0 && f.NoPreload:
+		return nil, &usageError{"--sample-bytes samples in the preloaded shim, which --no-preload turns off"}
 	case f.Top < 0:
 		return nil, &usageError{fmt.Sprintf("invalid --top %d", f.Top)}
 	case f.All && f.Top > 0:
@@ -317,6 +328,20 @@ func checkPreload(flags *Flags, cfg *tracer.Config) error {
 	for _, name := range cfg.Set {
 		if shimOptions[name] {
 			return fmt.Errorf("option %s rewrites memory through the preloaded shim, which --no-preload turns off", name)
+		}
+	}
+	return nil
+}
+
+// checkSampling refuses --sample-bytes with the options that need every
+// call.
+func checkSampling(flags *Flags, cfg *tracer.Config) error {
+	if flags.SampleBytes == 0 {
+		return nil
+	}
+	for _, name := range []string{"record_allocs", "verify_pointers"} {
+		if slices.Contains(cfg.Set, name) {
+			return fmt.Errorf("option %s needs every allocator call: it cannot be used with --sample-bytes", name)
 		}
 	}
 	return nil

@@ -53,6 +53,9 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = checkInterval(flags, cfg)
 	}
+	if err == nil {
+		err = checkSampling(flags, cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		var cerr *tracer.ConfigError

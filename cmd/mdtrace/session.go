@@ -271,7 +271,7 @@ loop:
 // probe sites, which cost the traced program a fraction of probes on the
 // allocator itself.
 func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
-	need := needsShim(s.cfg)
+	need := needsShim(s.cfg) || s.flags.SampleBytes > 0
 	if !need && s.flags.NoPreload {
 		return nil, nil, nil
 	}
@@ -282,6 +282,11 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		}
 		fmt.Fprintf(s.stderr, "mdtrace: note: %v; probing the program's allocator instead\n", err)
 		return nil, nil, nil
+	}
+	if s.flags.SampleBytes > 0 {
+		if ok, note := preloadable(s.flags.Command[0]); !ok && note != "" {
+			return nil, nil, fmt.Errorf("%s; --sample-bytes samples in the shim", note)
+		}
 	}
 	if !need {
 		ok, note := preloadable(s.flags.Command[0])
@@ -304,6 +309,10 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	if s.cfg.Has(tracer.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
+	}
+	if s.flags.SampleBytes > 0 {
+		env = append(env, fmt.Sprintf("MDSHIM_SAMPLE_BYTES=%d", s.flags.SampleBytes))
+		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: counts and sizes in the reports are estimates\n", s.flags.SampleBytes)
 	}
 	var extra []*os.File
 	if logFile != nil {
@@ -605,6 +614,7 @@ func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSiz
 		return 0, nil, 0, 0, 0, 0
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
+	snap.SampleBytes = s.flags.SampleBytes
 	buf, overall, infoSize, total, btSize = snap.LeakInfo()
 	return 0, buf, overall, infoSize, total, btSize
 }
@@ -646,6 +656,11 @@ func (s *session) finish(p *proc) {
 			report = output.LeakReportFull
 		}
 		report(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps))
+		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
+			_, est := snap.Sites()
+			s.notice("sampled one allocation every %d bytes on average: the %d leaked blocks listed stand for about %d blocks, %d bytes",
+				snap.SampleBytes, len(snap.Allocs), est.Blocks, est.Bytes)
+		}
 	}
 	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
@@ -669,6 +684,7 @@ func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 		return nil, nil, err
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
+	snap.SampleBytes = s.flags.SampleBytes
 	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		// The process is gone: frames are printed with what is known.

@@ -1,0 +1,73 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestSampleBytes: with --sample-bytes, the shim sends only a sample of the
+// allocations to the probes, and the heap dump's counts estimate the real
+// ones: 20000 blocks of 64 bytes and 2000 of 4096 leaked, within five
+// standard deviations of the sampling (each block of s bytes is sampled
+// with probability p = 1 - exp(-s/N), independently), sizes exact. The
+// leak report lists only the sampled blocks, and says what they stand for.
+func TestSampleBytes(t *testing.T) {
+	needRoot(t)
+	const interval = 4096
+	dir := t.TempDir()
+	r := runMdtrace(t, "--sample-bytes", fmt.Sprint(interval), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
+		"--log", dir+"/log", "--", prog("sampled"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if want := fmt.Sprintf("mdtrace: sampling one allocation every %d bytes on average: counts and sizes in the reports are estimates\n", interval); !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("stderr does not start with %q:\n%s", want, r.stderr)
+	}
+	dumps, _ := filepath.Glob(dir + "/h.*.exit.txt")
+	if len(dumps) != 1 {
+		t.Fatalf("dumps %v", dumps)
+	}
+	nums := map[uint64]uint64{}
+	for line := range strings.SplitSeq(readFile(t, dumps[0]), "\n") {
+		var z, size, num uint64
+		if _, err := fmt.Sscanf(line, "z %d  sz %d  num %d", &z, &size, &num); err == nil {
+			nums[size] += num
+		}
+	}
+	if len(nums) != 2 {
+		t.Errorf("record sizes %v, want 64 and 4096 only", nums)
+	}
+	for size, real := range map[uint64]float64{64: 20000, 4096: 2000} {
+		p := -math.Expm1(-float64(size) / interval)
+		// The estimate is K/p for K ~ Binomial(real, p).
+		sd := math.Sqrt(real*p*(1-p)) / p
+		if got := float64(nums[size]); math.Abs(got-real) > 5*sd {
+			t.Errorf("%d-byte blocks: estimated %v, want %v within %.0f", size, got, real, 5*sd)
+		}
+	}
+	log := readFile(t, dir+"/log")
+	listed := strings.Count(log, " leaked block of size ")
+	// About 310 + 1264 blocks are sampled; a mean far below the 22000.
+	if listed == 0 || listed > 3000 {
+		t.Errorf("%d leaked blocks listed: not a sample of 22000", listed)
+	}
+	m := regexp.MustCompile(`mdtrace: sampled one allocation every 4096 bytes on average: the (\d+) leaked blocks listed stand for about (\d+) blocks, (\d+) bytes\n`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no estimate line in the log:\n%s", log[max(0, len(log)-2000):])
+	}
+	if n, _ := strconv.Atoi(m[1]); n != listed {
+		t.Errorf("the estimate line counts %d blocks, the report lists %d", n, listed)
+	}
+	if est, _ := strconv.ParseUint(m[2], 10, 64); est != nums[64]+nums[4096] {
+		t.Errorf("the estimate line says %d blocks, the dump %d", est, nums[64]+nums[4096])
+	}
+	os.Remove(dumps[0])
+}

@@ -1,0 +1,26 @@
+// sampled leaks known numbers of blocks of two sizes from two functions,
+// and mallocs and frees as many small blocks again: the workload of
+// mdtrace --sample-bytes, whose estimates must find the leaks' counts.
+// It uses no stdio, which would allocate.
+//
+//   sampled   20000 blocks of 64 bytes from leak_small, 2000 of 4096 from
+//             leak_large, 20000 of 64 bytes freed at once
+#include <stdlib.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void *volatile sink;
+
+NOINLINE void leak_small(void) { sink = malloc(64); }
+NOINLINE void leak_large(void) { sink = malloc(4096); }
+
+int main(void)
+{
+	for (int i = 0; i < 20000; i++) {
+		leak_small();
+		free(malloc(64));
+	}
+	for (int i = 0; i < 2000; i++)
+		leak_large();
+	return 0;
+}
