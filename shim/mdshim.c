@@ -375,15 +375,14 @@ static size_t first_bad(const uint8_t *p, size_t len, uint8_t v)
 	return i;
 }
 
-static void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
-			size_t len, long first_index, uint8_t expected)
+/* report_guard logs a corrupted guard from its first bad byte, i. */
+static __attribute__((noinline, cold)) void report_guard(void *ptr, size_t size, const char *which,
+							 const uint8_t *guard, size_t len, long first_index,
+							 uint8_t expected, size_t i)
 {
 	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
-	size_t i, n;
+	size_t n;
 
-	i = first_bad(guard, len, expected);
-	if (i == len)
-		return;
 	n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
 	md_lock();
 	md_log('E', "%s", LOG_DIVIDER);
@@ -397,6 +396,16 @@ static void check_guard(void *ptr, size_t size, const char *which, const uint8_t
 	md_log('E', "%s", LOG_DIVIDER);
 	maybe_abort();
 	md_unlock();
+}
+
+/* check_guard checks a guard, which is almost always intact. */
+static inline void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
+			       size_t len, long first_index, uint8_t expected)
+{
+	size_t i = first_bad(guard, len, expected);
+
+	if (i != len)
+		report_guard(ptr, size, which, guard, len, first_index, expected, i);
 }
 
 /* ---- free_track ---- */

@@ -221,7 +221,7 @@ static inline uint64_t md_mix64(uint64_t h)
 /*
  * md_ptrtab maps pointers to a word (ptrtab.c): the live blocks of
  * verify_pointers and the blocks free_track holds. Lookups and updates are
- * O(1) on average; each shard has its own mutex, taken inside the calls,
+ * O(1) on average; each shard has its own spin lock, taken inside the calls,
  * and its storage comes from mmap, so nothing here calls malloc. Initialize
  * a table with MD_PTRTAB_INITIALIZER. Around fork, call fork_prepare before
  * and fork_parent or fork_child after.
@@ -235,7 +235,7 @@ struct md_ptrtab_slot {
 };
 
 struct md_ptrtab_shard {
-	pthread_mutex_t lock;
+	int lock; /* a spin lock: 0 free, 1 held */
 	struct md_ptrtab_slot *slots;
 	size_t cap; /* a power of two, or 0 before the first put */
 	size_t count;
@@ -246,7 +246,7 @@ struct md_ptrtab {
 };
 
 #define MD_PTRTAB_INITIALIZER \
-	{ .shards = { [0 ... MD_PTRTAB_SHARDS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER } } }
+	{ .shards = { [0 ... MD_PTRTAB_SHARDS - 1] = { .lock = 0 } } }
 
 /* md_ptrtab_put adds ptr or updates its value; false if there was no memory for it. */
 bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value);

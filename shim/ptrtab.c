@@ -5,8 +5,10 @@
  *
  * A table is MD_PTRTAB_SHARDS shards, picked by the top bits of a pointer's
  * hash, each an open-addressing array with linear probing under its own
- * mutex, so threads working on different pointers seldom wait for each
- * other. A removal shifts the entries after it back, so there are no
+ * spin lock, so threads working on different pointers seldom wait for each
+ * other. The critical sections are a few dozen instructions (but for a
+ * rehash), where a mutex's lock and unlock cost more than the work; a
+ * waiter yields its CPU after a while, so a preempted holder gets it. A removal shifts the entries after it back, so there are no
  * tombstones and a lookup stops at the first empty slot. A shard doubles,
  * rehashing, when it gets half full; it never shrinks. The arrays come from
  * mmap, never from malloc, so the tables work inside the allocator.
@@ -15,6 +17,7 @@
  * scan of memory for pointers does not find the table's keys; an inverted
  * pointer is never 0, which marks an empty slot.
  */
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "mdshim.h"
@@ -25,6 +28,24 @@
 static uint64_t hash_ptr(uintptr_t p)
 {
 	return md_mix64((uint64_t)p);
+}
+
+static void lock(struct md_ptrtab_shard *s)
+{
+	for (unsigned spins = 0;; spins++) {
+		if (__atomic_load_n(&s->lock, __ATOMIC_RELAXED) == 0 &&
+		    !__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
+			return;
+		if (spins < 64)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+}
+
+static void unlock(struct md_ptrtab_shard *s)
+{
+	__atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
 }
 
 static struct md_ptrtab_shard *shard_of(struct md_ptrtab *t, uint64_t h)
@@ -98,7 +119,7 @@ bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value)
 	bool ok = true;
 	size_t i;
 
-	pthread_mutex_lock(&s->lock);
+	lock(s);
 	/* If the array cannot grow, it takes entries until one slot is left empty. */
 	if ((s->count + 1) * 2 > s->cap && !grow(s) && s->count + 1 >= s->cap) {
 		ok = false;
@@ -110,7 +131,7 @@ bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value)
 		}
 		s->slots[i].value = value;
 	}
-	pthread_mutex_unlock(&s->lock);
+	unlock(s);
 	return ok;
 }
 
@@ -123,7 +144,7 @@ static bool lookup(struct md_ptrtab *t, const void *ptr, uintptr_t *value, bool 
 	bool found = false;
 	size_t i;
 
-	pthread_mutex_lock(&s->lock);
+	lock(s);
 	if (s->cap != 0) {
 		i = probe(s, key, h);
 		if (s->slots[i].key == key) {
@@ -134,7 +155,7 @@ static bool lookup(struct md_ptrtab *t, const void *ptr, uintptr_t *value, bool 
 				remove_at(s, i);
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
+	unlock(s);
 	return found;
 }
 
@@ -151,17 +172,17 @@ bool md_ptrtab_take(struct md_ptrtab *t, const void *ptr, uintptr_t *value)
 void md_ptrtab_fork_prepare(struct md_ptrtab *t)
 {
 	for (size_t i = 0; i < MD_PTRTAB_SHARDS; i++)
-		pthread_mutex_lock(&t->shards[i].lock);
+		lock(&t->shards[i]);
 }
 
 void md_ptrtab_fork_parent(struct md_ptrtab *t)
 {
 	for (size_t i = MD_PTRTAB_SHARDS; i-- > 0;)
-		pthread_mutex_unlock(&t->shards[i].lock);
+		unlock(&t->shards[i]);
 }
 
 void md_ptrtab_fork_child(struct md_ptrtab *t)
 {
 	for (size_t i = 0; i < MD_PTRTAB_SHARDS; i++)
-		pthread_mutex_init(&t->shards[i].lock, NULL);
+		t->shards[i].lock = 0;
 }
