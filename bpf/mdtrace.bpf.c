@@ -887,44 +887,57 @@ struct {
  * user space can name the frames of a library unloaded (dlclose) before
  * the report, however quickly that happens.
  */
+/* The walk of the loader's list, one library per step of bpf_loop. */
+struct lib_walk {
+	u64 lm; /* the next struct link_map */
+	u32 tgid;
+};
+
+static long report_library(u64 i, void *data)
+{
+	struct lib_walk *w = data;
+	struct lib_event *e;
+	u64 name = 0;
+
+	if (!w->lm)
+		return 1;
+	/* struct link_map: l_addr (0), l_name (8), l_ld (16), l_next (24). */
+	if (bpf_probe_read_user(&name, sizeof(name), (void *)(w->lm + 8)) != 0)
+		return 1;
+	e = bpf_ringbuf_reserve(&notify, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_NOTIFY_LOST);
+		return 1;
+	}
+	e->tgid = w->tgid;
+	e->pad = 0;
+	e->name[0] = 0;
+	if (bpf_probe_read_user(&e->base, sizeof(e->base), (void *)w->lm) != 0)
+		e->base = 0;
+	if (name)
+		bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)name);
+	bpf_ringbuf_submit(e, 0);
+	if (bpf_probe_read_user(&w->lm, sizeof(w->lm), (void *)(w->lm + 24)) != 0)
+		return 1;
+	return 0;
+}
+
 SEC("uprobe")
 int libraries_changed(struct pt_regs *ctx)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	u64 *rd = bpf_map_lookup_elem(&rdebug, &tgid);
-	u64 lm = 0, name = 0;
+	struct lib_walk w = { .tgid = bpf_get_current_pid_tgid() >> 32 };
+	u64 *rd = bpf_map_lookup_elem(&rdebug, &w.tgid);
 	int state = -1;
-	u32 i;
 
 	if (!rd)
 		return 0;
 	/* struct r_debug: int r_version; link_map *r_map (8); r_brk (16); r_state (24). */
 	if (bpf_probe_read_user(&state, sizeof(state), (void *)(*rd + 24)) != 0 || state != 0)
 		return 0;
-	if (bpf_probe_read_user(&lm, sizeof(lm), (void *)(*rd + 8)) != 0)
+	if (bpf_probe_read_user(&w.lm, sizeof(w.lm), (void *)(*rd + 8)) != 0)
 		return 0;
-	for (i = 0; i < MAX_LIBS && lm; i++) {
-		struct lib_event *e;
-
-		/* struct link_map: l_addr (0), l_name (8), l_ld (16), l_next (24). */
-		if (bpf_probe_read_user(&name, sizeof(name), (void *)(lm + 8)) != 0)
-			break;
-		e = bpf_ringbuf_reserve(&notify, sizeof(*e), 0);
-		if (!e) {
-			count(COUNTER_NOTIFY_LOST);
-			break;
-		}
-		e->tgid = tgid;
-		e->pad = 0;
-		e->name[0] = 0;
-		if (bpf_probe_read_user(&e->base, sizeof(e->base), (void *)lm) != 0)
-			e->base = 0;
-		if (name)
-			bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)name);
-		bpf_ringbuf_submit(e, 0);
-		if (bpf_probe_read_user(&lm, sizeof(lm), (void *)(lm + 24)) != 0)
-			break;
-	}
+	/* A callback the verifier checks once, where a loop would be checked MAX_LIBS times. */
+	bpf_loop(MAX_LIBS, report_library, &w, 0);
 	return 0;
 }
 
