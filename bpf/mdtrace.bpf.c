@@ -177,6 +177,8 @@ struct record_event {
 	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
 	u32 tid;
 	u32 type; /* enum record_type */
+	u32 tgid; /* the process, whose record file the call goes to */
+	u32 pad;
 };
 
 /* Names struct record_event in BTF, so that Go gets the type. */
@@ -307,6 +309,7 @@ static __always_inline bool ignored(void)
 static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
 {
 	struct record_event *e;
+	u64 pid_tgid;
 
 	if (!record || !record_on)
 		return;
@@ -320,7 +323,10 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	e->ptr = ptr;
 	e->size = size;
 	e->arg = arg;
-	e->tid = (u32)bpf_get_current_pid_tgid();
+	pid_tgid = bpf_get_current_pid_tgid();
+	e->tid = (u32)pid_tgid;
+	e->tgid = pid_tgid >> 32;
+	e->pad = 0;
 	e->type = type;
 	bpf_ringbuf_submit(e, 0);
 }

@@ -63,6 +63,8 @@ type MdtraceRecordEvent struct {
 	Arg     uint64
 	Tid     uint32
 	Type    uint32
+	Tgid    uint32
+	Pad     uint32
 }
 
 type MdtraceStack struct {

@@ -77,6 +77,9 @@ type Record struct {
 	// the old allocation were on resident pages. It is -1 when absent,
 	// and always -1 for the other kinds.
 	Present int64
+	// PID is the process that made the call, when known (0 otherwise):
+	// each process has its own record file. It is not written.
+	PID int32
 }
 
 // maxRecordLen bounds the length of a line AppendRecord writes, newline

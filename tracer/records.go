@@ -33,6 +33,7 @@ func OutputRecord(ev *Record) output.Record {
 		StartNS: ev.StartNs,
 		EndNS:   ev.EndNs,
 		Present: -1,
+		PID:     int32(ev.Tgid),
 	}
 }
 

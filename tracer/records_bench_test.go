@@ -17,11 +17,11 @@ import (
 
 // recordSource is a BPF program that sends one record_allocs record to the
 // probes' records ring buffer each time it runs, as the probes do: a malloc
-// or a free (at random) by thread 4242 of a random pointer in a heap, of a
-// size from 1 to 4096, with the times of the call.
+// or a free (at random) by thread 4242 of process 4242, of a random pointer
+// in a heap, of a size from 1 to 4096, with the times of the call.
 func recordSource(tb testing.TB, p *Probes) *ebpf.Program {
 	tb.Helper()
-	const ev = -48 // struct record_event on the stack
+	const ev = -56 // struct record_event on the stack
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:    ebpf.SocketFilter,
 		License: "GPL",
@@ -48,10 +48,12 @@ func recordSource(tb testing.TB, p *Probes) *ebpf.Program {
 			asm.Mul.Imm(asm.R0, RecordFree-RecordMalloc),
 			asm.Add.Imm(asm.R0, RecordMalloc),
 			asm.StoreMem(asm.RFP, ev+44, asm.R0, asm.Word), // type
+			asm.StoreImm(asm.RFP, ev+48, 4242, asm.Word),   // tgid
+			asm.StoreImm(asm.RFP, ev+52, 0, asm.Word),      // pad
 			asm.LoadMapPtr(asm.R1, p.objs.Records.FD()),
 			asm.Mov.Reg(asm.R2, asm.RFP),
 			asm.Add.Imm(asm.R2, ev),
-			asm.Mov.Imm(asm.R3, 48),
+			asm.Mov.Imm(asm.R3, 56),
 			asm.Mov.Imm(asm.R4, 1), // BPF_RB_NO_WAKEUP
 			asm.FnRingbufOutput.Call(),
 			asm.Mov.Imm(asm.R0, 0),

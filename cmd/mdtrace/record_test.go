@@ -244,3 +244,49 @@ func TestRecordTypesMatch(t *testing.T) {
 		t.Error("the tracer's record types differ from the output package's")
 	}
 }
+
+// TestRecordFilePerProcess: each traced process has its own record file:
+// with record_allocs_on_exit a shell and its two children (record, whose
+// threads make calls too) each write FILE.PID with their own threads'
+// calls only.
+func TestRecordFilePerProcess(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	rec := prog("record")
+	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/r", "--log", dir+"/log",
+		"--ready-file", dir+"/ready", "--", "sh", "-c", rec+"; "+rec)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	sh, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+	files, _ := filepath.Glob(dir + "/r.*")
+	if len(files) != 3 {
+		t.Fatalf("record files %v, want the shell's and two children's", files)
+	}
+	owner := map[int32]int{} // thread -> the process whose file has it
+	for _, f := range files {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(f), "r."))
+		if err != nil {
+			t.Fatalf("record file %s", f)
+		}
+		tids := map[int32]bool{}
+		for _, rc := range readRecords(t, f) {
+			tids[rc.TID] = true
+		}
+		if !tids[int32(pid)] {
+			t.Errorf("%s has no call of the process's main thread", f)
+		}
+		if pid == sh && len(tids) != 1 {
+			t.Errorf("the shell's file %s has calls of threads %v", f, tids)
+		}
+		for tid := range tids {
+			if other, ok := owner[tid]; ok {
+				t.Errorf("thread %d is in the files of %d and %d", tid, other, pid)
+			}
+			owner[tid] = pid
+		}
+	}
+	if _, ok := owner[int32(sh)]; !ok {
+		t.Errorf("no record file of the shell %d: %v", sh, files)
+	}
+}

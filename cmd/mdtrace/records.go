@@ -4,8 +4,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -27,7 +30,10 @@ type recorder struct {
 
 	mu   sync.Mutex
 	recs *recordStore
-	full bool
+	// perPID counts the records kept of each process: each has its own
+	// record file.
+	perPID map[int32]uint64
+	full   bool
 	// spillFailed is set when records could not be spilled to disk.
 	spillFailed bool
 }
@@ -37,7 +43,7 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit)}
+	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit), perPID: map[int32]uint64{}}
 	var ev tracer.Record
 	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
 		err := rd.Next(deadline, &ev)
@@ -57,7 +63,9 @@ func (r *recorder) add(ev *tracer.Record) {
 		}
 		return
 	}
-	err := r.recs.Add(tracer.OutputRecord(ev))
+	rec := tracer.OutputRecord(ev)
+	err := r.recs.Add(rec)
+	r.perPID[rec.PID]++
 	if err != nil && !r.spillFailed {
 		r.spillFailed = true
 		r.s.notice("%v: records stay in memory", err)
@@ -65,16 +73,23 @@ func (r *recorder) add(ev *tracer.Record) {
 	}
 }
 
-// write writes the records to path, each thread's in call order and the
-// threads interleaved by start time, as Android's messages say.
-func (r *recorder) write(path string) {
-	if r.recs.Len() == 0 {
-		r.s.log.Infof(r.s.pid, r.s.pid, "No alloc entries to write.")
+// write writes the records of process pid to path, each thread's in call
+// order and the threads interleaved by start time, as Android's messages
+// say.
+func (r *recorder) write(path string, pid int32) {
+	if r.perPID[pid] == 0 {
+		r.s.log.Infof(int(pid), int(pid), "No alloc entries to write.")
 		return
 	}
 	err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
 		rw := output.NewRecordWriter(w)
-		if err := r.recs.Each(rw.Write); err != nil {
+		err := r.recs.Each(func(rec *output.Record) error {
+			if rec.PID != pid {
+				return nil
+			}
+			return rw.Write(rec)
+		})
+		if err != nil {
 			return err
 		}
 		return rw.Flush()
@@ -89,20 +104,42 @@ func (r *recorder) write(path string) {
 	}
 }
 
-// Write writes the records to path now, every record already sent
-// included; with clear they are forgotten.
-func (r *recorder) Write(path string, clear bool) {
+// WriteAll writes the records of every process now, every record already
+// sent included, as signal 46 does: those of process first to path, as on
+// Android, those of each other process to path.PID. With clear they are
+// forgotten.
+func (r *recorder) WriteAll(path string, first int, clear bool) {
 	r.sync()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.write(path)
+	if r.recs.Len() == 0 {
+		r.s.log.Infof(first, first, "No alloc entries to write.")
+		return
+	}
+	for _, pid := range slices.Sorted(maps.Keys(r.perPID)) {
+		p := path
+		if int(pid) != first {
+			p = fmt.Sprintf("%s.%d", path, pid)
+		}
+		r.write(p, pid)
+	}
 	if clear {
 		r.recs.Clear()
+		r.perPID = map[int32]uint64{}
 		if r.full {
 			r.full = false
 			r.s.probes.SetRecording(true)
 		}
 	}
+}
+
+// WriteProcess writes the records of process pid to path now, and keeps
+// them, as record_allocs_on_exit does at the process's exit.
+func (r *recorder) WriteProcess(path string, pid int) {
+	r.sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.write(path, int32(pid))
 }
 
 // Close stops the recorder.

@@ -32,9 +32,9 @@ type recordStore struct {
 type spillRun struct{ off, count int64 }
 
 // spilledSize is the size of one record in the spill file.
-const spilledSize = 8 * 7
+const spilledSize = 8 * 8
 
-// defaultRecordMemLimit is how many records stay in memory (about 56 MB).
+// defaultRecordMemLimit is how many records stay in memory (about 64 MB).
 const defaultRecordMemLimit = 1 << 20
 
 func newRecordStore(memLimit int) *recordStore {
@@ -118,6 +118,7 @@ func encodeRecord(b []byte, r *output.Record) {
 	le.PutUint64(b[32:], r.StartNS)
 	le.PutUint64(b[40:], r.EndNS)
 	le.PutUint64(b[48:], uint64(r.Present))
+	le.PutUint64(b[56:], uint64(uint32(r.PID)))
 }
 
 func decodeRecord(b []byte, r *output.Record) {
@@ -131,6 +132,7 @@ func decodeRecord(b []byte, r *output.Record) {
 	r.StartNS = le.Uint64(b[32:])
 	r.EndNS = le.Uint64(b[40:])
 	r.Present = int64(le.Uint64(b[48:]))
+	r.PID = int32(uint32(le.Uint64(b[56:])))
 }
 
 // Each calls fn with every record in order.

@@ -25,7 +25,7 @@ func recordStream(n int) []tracer.Record {
 	for i := range out {
 		t := rng.IntN(4)
 		now += 50 + rng.Uint64N(250)
-		ev := tracer.Record{Tid: uint32(4242 + t), StartNs: now, EndNs: now + 100 + rng.Uint64N(900)}
+		ev := tracer.Record{Tid: uint32(4242 + t), Tgid: 4242, StartNs: now, EndNs: now + 100 + rng.Uint64N(900)}
 		if len(live[t]) > 0 && rng.IntN(2) == 0 {
 			j := rng.IntN(len(live[t]))
 			ev.Type, ev.Ptr = tracer.RecordFree, live[t][j]
@@ -55,13 +55,13 @@ func BenchmarkRecorder(b *testing.B) {
 	var add, write time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		r := &recorder{max: n, recs: newRecordStore(defaultRecordMemLimit)}
+		r := &recorder{max: n, recs: newRecordStore(defaultRecordMemLimit), perPID: map[int32]uint64{}}
 		t0 := time.Now()
 		for i := range events {
 			r.add(&events[i])
 		}
 		t1 := time.Now()
-		r.write(path)
+		r.write(path, 4242)
 		add += t1.Sub(t0)
 		write += time.Since(t1)
 		r.recs.Close()

@@ -567,7 +567,7 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
 			return
 		}
-		s.rec.Write(s.cfg.RecordAllocsFile, true)
+		s.rec.WriteAll(s.cfg.RecordAllocsFile, s.pid, true)
 	case tracer.BacktraceEnableSignal:
 		if !s.cfg.BacktraceEnableOnSignal {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
@@ -634,9 +634,8 @@ func (s *session) finish(p *proc) {
 	}
 	p.finished = true
 	s.syncErrors()
-	if s.rec != nil && s.cfg.RecordAllocsOnExit && p.pid == s.pid {
-		// One record stream covers every process traced.
-		s.rec.Write(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), false)
+	if s.rec != nil && s.cfg.RecordAllocsOnExit {
+		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
 	}
 	if s.cfg.Has(tracer.LogAllocatorStatsOnExit) && s.ctl == nil {
 		// A preloaded shim logs glibc's statistics itself.
