@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+optionsEnv+", else \""+DefaultOptions+"\")")
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
-	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE`")
+	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -57,7 +58,8 @@ func TestProgramMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "log")
-	m := start(t, mdtraceBin, "--program", "program-leak", "-o", "backtrace leak_track verbose", "--log", logPath, "--ready-file", dir+"/ready")
+	m := start(t, mdtraceBin, "--program", "program-leak", "-o", "backtrace leak_track verbose", "--log", logPath, "--ready-file", dir+"/ready",
+		"--folded", dir+"/folded")
 	waitFile(t, dir+"/ready")
 
 	held := start(t, leaky, "hold")
@@ -95,6 +97,11 @@ func TestProgramMode(t *testing.T) {
 	}
 	if got := processLog(log, other.cmd.Process.Pid); got != "" {
 		t.Errorf("a program that does not match was traced:\n%s", got)
+	}
+	// Each process's folded stacks, to FILE.PID: there is no first process.
+	folded := readFile(t, fmt.Sprintf("%s/folded.%d", dir, held.cmd.Process.Pid))
+	if want := regexp.MustCompile(`;main \(leaky\.c:\d+\);leak_pvalloc \(leaky\.c:\d+\) 4096\n`); !want.MatchString(folded) {
+		t.Errorf("folded stacks lack leak_pvalloc's 4096 bytes:\n%s", folded)
 	}
 	if want := fmt.Sprintf("mdtrace: tracing process %d (%s)\n", held.cmd.Process.Pid, leaky); !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())

@@ -664,9 +664,14 @@ func (s *session) finish(p *proc) {
 	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
 	}
-	if s.flags.Folded != "" && p.pid == s.pid {
+	if s.flags.Folded != "" {
+		// The first process's to FILE, any other's to FILE.PID.
+		path := s.flags.Folded
+		if p.pid != s.pid {
+			path = fmt.Sprintf("%s.%d", path, p.pid)
+		}
 		line := func(pc uint64) (string, int, bool) { return s.sym.Line(p.pid, maps, pc) }
-		err := output.WriteFileAtomic(s.flags.Folded, 0o644, func(w io.Writer) error {
+		err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
 			return output.WriteFolded(w, snap, s.frames(p, maps), line)
 		})
 		if err != nil {
