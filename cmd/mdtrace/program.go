@@ -113,6 +113,13 @@ func (s *session) runProgram(sigs chan os.Signal) (int, error) {
 		}
 	}
 	execs.Close()
+	// The reader may be waiting to hand over a match: take what is left
+	// until it has stopped.
+	for matched != nil {
+		if _, ok := <-matched; !ok {
+			matched = nil
+		}
+	}
 	readers.Wait()
 	adopters.Wait()
 	// The processes run on: their reports are written now, as when
