@@ -208,6 +208,11 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File) erro
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
 	if err := cmd.Start(); err != nil {
+		// A kernel without 32-bit emulation refuses a 32-bit program:
+		// say so as for one that runs.
+		if cerr := CheckExecutable(path); errors.Is(err, unix.ENOEXEC) && errors.Is(cerr, ErrNot64Bit) {
+			return fmt.Errorf("cannot trace %s: %w", path, errors.Unwrap(cerr))
+		}
 		code := 126
 		if errors.Is(err, os.ErrNotExist) {
 			code = 127
