@@ -845,10 +845,7 @@ static inline bool site_new(void *r, size_t size)
 {
 	if (md_sample_bytes == 0)
 		return true;
-	if (r == NULL || !md_sample_alloc(size))
-		return false;
-	md_sample_mark(r);
-	return true;
+	return r != NULL && md_sample_alloc(size) && md_sample_mark(r);
 }
 
 /* site_old reports whether the free of a block goes to the probe sites. */
@@ -939,14 +936,14 @@ static inline __attribute__((always_inline)) void *do_realloc(void *ptr, size_t 
 	void *r;
 
 	/*
-	 * Sampling decides on the new block before the call, so that the
-	 * old one leaves the table as a realloc's (restored if the realloc
-	 * fails) when the new one is sampled, else as a free.
+	 * Sampling decides on the new block before the call. The old block,
+	 * if it goes to the sites, leaves the table as a realloc's, so that
+	 * it comes back if the realloc fails, whatever the new decision.
 	 */
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
 	if (old_site)
-		mdshim_site_free(ptr, new_site ? MD_CALL_REALLOC : MD_CALL_FREE);
+		mdshim_site_free(ptr, MD_CALL_REALLOC);
 	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);
@@ -954,19 +951,23 @@ static inline __attribute__((always_inline)) void *do_realloc(void *ptr, size_t 
 	} else {
 		r = __libc_realloc(ptr, size);
 	}
-	if (!new_site)
+	if (md_sample_bytes == 0) {
+		mdshim_site_alloc(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
 		return r;
-	if (md_sample_bytes != 0) {
-		if (r != NULL)
-			md_sample_mark(r);
-		else if (old_site)
-			md_sample_mark(ptr);
-		if (!old_site) {
-			mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
-			return r;
-		}
 	}
-	mdshim_site_alloc(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+	if (r == NULL && size != 0) {
+		/* Failed: the old block stays as it was, sampled or not. */
+		if (old_site && md_sample_mark(ptr))
+			mdshim_site_alloc(NULL, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+		return r;
+	}
+	/* Else the old block is gone (its saved entry is never restored). */
+	if (!new_site || r == NULL || !md_sample_mark(r))
+		return r;
+	if (old_site)
+		mdshim_site_alloc(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+	else
+		mdshim_site_alloc(r, MD_CALL_MALLOC, size, 0, start);
 	return r;
 }
 

@@ -180,6 +180,13 @@ enum md_site_call {
  * mdshim_site_free precedes every free of a non-NULL pointer (call
  * MD_CALL_FREE) and realloc of one (MD_CALL_REALLOC), before the block can
  * be handed out again.
+ *
+ * Sampling (MDSHIM_SAMPLE_BYTES), only the sampled blocks reach the sites:
+ * a block's free or realloc calls mdshim_site_free only if the block was
+ * reported. A realloc of a reported block whose new block is not sampled
+ * calls mdshim_site_alloc only if it fails, with a NULL result, so that
+ * the old block comes back; one of an unreported block whose new block is
+ * sampled reports the new block as MD_CALL_MALLOC.
  */
 void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
 		       uint64_t start_ns) __attribute__((visibility("protected")));
@@ -190,13 +197,14 @@ void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("
  * between the allocations reported at the probe sites, 0 when every one is
  * (MDSHIM_SAMPLE_BYTES unset); md_sample_init reads it. md_sample_alloc
  * decides whether an allocation of size bytes is sampled; md_sample_mark
- * notes a sampled block, and md_sample_take reports whether a block is a
- * sampled one, forgetting it. Use them only with md_sample_bytes set.
+ * notes a sampled block (false if there was no memory for it: the block
+ * must then not be reported), and md_sample_take reports whether a block
+ * is a sampled one, forgetting it. Use them only with md_sample_bytes set.
  */
 extern uint64_t md_sample_bytes __attribute__((visibility("hidden")));
 void md_sample_init(void);
 bool md_sample_alloc(size_t size);
-void md_sample_mark(const void *p);
+bool md_sample_mark(const void *p);
 bool md_sample_take(const void *p);
 
 /*

@@ -6,7 +6,7 @@
  * allocates to the next sample, at intervals drawn from an exponential
  * distribution of mean N: an allocation of size s is sampled with
  * probability 1 - exp(-s/N), whatever came before, and mdtrace weighs it
- * by the inverse of that to estimate counts and sizes without bias.
+ * by the inverse of that to estimate counts and bytes without bias.
  *
  * A free reaches the sites only for a sampled block. The sampled blocks
  * are in a pointer table, and a filter of counters in front of it answers
@@ -131,17 +131,18 @@ bool md_sample_alloc(size_t size)
 	return true;
 }
 
-void md_sample_mark(const void *p)
+bool md_sample_mark(const void *p)
 {
 	uint8_t *c, v;
 
 	if (p == NULL || !md_ptrtab_put(&g_sampled, p, 1))
-		return;
+		return false;
 	c = &g_filter[filter_slot(p)];
 	v = __atomic_load_n(c, __ATOMIC_RELAXED);
 	/* A counter that reaches FILTER_MAX stays there: it no longer counts. */
 	while (v < FILTER_MAX && !__atomic_compare_exchange_n(c, &v, v + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+	return true;
 }
 
 bool md_sample_take(const void *p)

@@ -36,6 +36,10 @@ build $CC -O2 -g -Wall -Wextra -Werror -o "$T/format_test" "$HERE/format_test.c"
 build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/ptrtab_test" "$HERE/ptrtab_test.c" "$SHIM/ptrtab.c"
 build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/sample_test" "$HERE/sample_test.c" "$SHIM/sample.c" \
 	"$SHIM/ptrtab.c" -lm
+# The hooks with a model of the probes in place of the sites (site.c).
+build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread -Wall -Wextra -Werror \
+	-o "$T/sample_hooks_test" "$HERE/sample_hooks_test.c" "$HERE/site_model.c" \
+	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
 	-o "$T/md_test" "$HERE/md_test.c"
 build $CXX -O1 -g -std=c++17 -Wall -Wextra -Werror -o "$T/cxx_test" "$HERE/cxx_test.cc"
@@ -63,6 +67,26 @@ else
 	cat "$T/sample.out"
 	fail sample
 fi
+
+# What reaches the sites: every call without sampling; with it, a sample of
+# the blocks at the expected rate, and the frees of those blocks only.
+for mode in off on on:guard; do
+	if (
+		unset MDSHIM_SAMPLE_BYTES LIBC_DEBUG_MALLOC_OPTIONS
+		case $mode in
+		on*) export MDSHIM_SAMPLE_BYTES=4096 ;;
+		esac
+		case $mode in
+		*:guard) export LIBC_DEBUG_MALLOC_OPTIONS=guard ;;
+		esac
+		"$T/sample_hooks_test" "${mode%:*}"
+	) >"$T/hooks.out" 2>&1; then
+		pass "sample_hooks $mode"
+	else
+		cat "$T/hooks.out"
+		fail "sample_hooks $mode"
+	fi
+done
 
 # The pointer table against a reference model, from one thread and from eight.
 if "$T/ptrtab_test" >"$T/ptrtab.out" 2>&1; then

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 
 #include "../mdshim.h"
-
-static int failures;
+#include "check.h"
 
 void md_log(char prio, const char *fmt, ...)
 {
@@ -26,18 +25,9 @@ void md_log(char prio, const char *fmt, ...)
 	va_end(ap);
 }
 
-#define CHECK(cond, ...)                                  \
-	do {                                              \
-		if (!(cond)) {                            \
-			fprintf(stderr, __VA_ARGS__);     \
-			fputc('\n', stderr);              \
-			failures++;                       \
-		}                                         \
-	} while (0)
-
 enum { CALLS = 400000, THREADS = 8 };
 
-/* sampled_fraction checks md_sample_alloc's rate for one size. */
+/* count_sampled counts the allocations of size bytes, out of calls, that md_sample_alloc samples. */
 static long count_sampled(size_t size, long calls)
 {
 	long n = 0;

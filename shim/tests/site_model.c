@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * A model of mdtrace's probes on the shim's sites, linked into a test
+ * program in place of site.c: mdshim_site_alloc and mdshim_site_free keep
+ * a live table as the BPF program alloc_site does (a free or a realloc
+ * removes the block before the allocator can reuse it, a failed realloc
+ * puts it back) and count what the probes would see. It allocates nothing:
+ * the table is a static array under a mutex.
+ */
+#include <math.h>
+#include <pthread.h>
+
+#include "../mdshim.h"
+#include "site_model.h"
+
+/* Slots of the live table: twice the most blocks a test keeps. */
+#define SLOTS (1 << 20)
+
+static struct slot {
+	uintptr_t ptr; /* 0: empty */
+	size_t size;
+} g_table[SLOTS];
+static pthread_mutex_t g_model_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct site_model_counts g_counts;
+
+/* The block a realloc took out of the table, per thread, as alloc_site keeps it. */
+static __thread struct slot t_old;
+static __thread bool t_old_valid;
+
+static size_t home(uintptr_t p)
+{
+	return (size_t)(md_mix64(p) & (SLOTS - 1));
+}
+
+static size_t find(uintptr_t p)
+{
+	size_t i = home(p);
+
+	while (g_table[i].ptr != 0 && g_table[i].ptr != p)
+		i = (i + 1) & (SLOTS - 1);
+	return i;
+}
+
+/* take removes p, shifting the entries after it back; false if it is not there. */
+static bool take(uintptr_t p, struct slot *out)
+{
+	size_t i = find(p), j = i, h;
+
+	if (g_table[i].ptr == 0)
+		return false;
+	*out = g_table[i];
+	for (;;) {
+		g_table[i].ptr = 0;
+		for (;;) {
+			j = (j + 1) & (SLOTS - 1);
+			if (g_table[j].ptr == 0)
+				return true;
+			h = home(g_table[j].ptr);
+			/* j's entry may move to i unless its home lies in (i, j]. */
+			if (i <= j ? (h <= i || h > j) : (h <= i && h > j))
+				break;
+		}
+		g_table[i] = g_table[j];
+		i = j;
+	}
+}
+
+static void put(uintptr_t p, size_t size)
+{
+	size_t i = find(p);
+
+	if (g_table[i].ptr != 0)
+		g_counts.double_allocs++;
+	else
+		g_counts.live++;
+	g_table[i] = (struct slot){ p, size };
+}
+
+static void count_alloc(size_t size)
+{
+	double p = md_sample_bytes == 0 || size == 0 ? 1 : -expm1(-(double)size / (double)md_sample_bytes);
+
+	g_counts.allocs++;
+	g_counts.bytes += size;
+	g_counts.est_blocks += 1 / p;
+	g_counts.est_bytes += (double)size / p;
+}
+
+void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1, uint64_t start_ns)
+{
+	uintptr_t ptr = (uintptr_t)ret;
+	size_t size;
+
+	(void)start_ns;
+	pthread_mutex_lock(&g_model_lock);
+	switch (call) {
+	case MD_CALL_MALLOC:
+		size = a0;
+		break;
+	case MD_CALL_CALLOC:
+		size = a0 * a1;
+		break;
+	case MD_CALL_MEMALIGN:
+		size = a1;
+		break;
+	case MD_CALL_REALLOC:
+		size = a1;
+		if (a0 != 0 && ptr == 0 && size != 0 && t_old_valid) {
+			put(a0, t_old.size);
+			g_counts.restored++;
+		}
+		t_old_valid = false;
+		break;
+	default:
+		pthread_mutex_unlock(&g_model_lock);
+		return;
+	}
+	if (ptr != 0) {
+		put(ptr, size);
+		count_alloc(size);
+	}
+	pthread_mutex_unlock(&g_model_lock);
+}
+
+void mdshim_site_free(void *ptr, unsigned long call)
+{
+	struct slot s;
+	bool found;
+
+	pthread_mutex_lock(&g_model_lock);
+	g_counts.frees++;
+	found = take((uintptr_t)ptr, &s);
+	if (!found)
+		g_counts.unknown_frees++;
+	else
+		g_counts.live--;
+	if (call == MD_CALL_REALLOC) {
+		t_old = s;
+		t_old_valid = found;
+	}
+	pthread_mutex_unlock(&g_model_lock);
+}
+
+struct site_model_counts site_model_counts(void)
+{
+	struct site_model_counts c;
+
+	pthread_mutex_lock(&g_model_lock);
+	c = g_counts;
+	pthread_mutex_unlock(&g_model_lock);
+	return c;
+}
+
+bool site_model_live(const void *p, size_t *size)
+{
+	size_t i;
+	bool ok;
+
+	pthread_mutex_lock(&g_model_lock);
+	i = find((uintptr_t)p);
+	ok = g_table[i].ptr != 0;
+	if (ok && size != NULL)
+		*size = g_table[i].size;
+	pthread_mutex_unlock(&g_model_lock);
+	return ok;
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/* The probes' model of site_model.c, for the tests of the hooks. */
+#ifndef SITE_MODEL_H
+#define SITE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* site_model_counts is what the probes saw, from the start of the program. */
+struct site_model_counts {
+	long allocs;	    /* blocks reported at the alloc site */
+	long frees;	    /* calls of the free site */
+	long unknown_frees; /* of a pointer the table did not hold */
+	long double_allocs; /* a block reported while its pointer was live */
+	long restored;	    /* blocks put back after a failed realloc */
+	long live;	    /* blocks in the table */
+	double bytes;	    /* sizes of the reported blocks */
+	double est_blocks;  /* the reported blocks weighted by 1/(1-exp(-size/N)) */
+	double est_bytes;   /* their sizes weighted likewise */
+};
+
+struct site_model_counts site_model_counts(void);
+
+/* site_model_live reports whether p is in the table and, if size is not NULL, its size. */
+bool site_model_live(const void *p, size_t *size);
+
+#endif
