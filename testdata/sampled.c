@@ -1,10 +1,11 @@
-// sampled leaks known numbers of blocks of two sizes from two functions,
+// sampled leaks known numbers of blocks of three sizes from three functions,
 // and mallocs and frees as many small blocks again: the workload of
 // mdtrace --sample-bytes, whose estimates must find the leaks' counts.
 // It uses no stdio, which would allocate.
 //
 //   sampled   20000 blocks of 64 bytes from leak_small, 2000 of 4096 from
-//             leak_large, 20000 of 64 bytes freed at once
+//             leak_large, 2000 of 2048 from leak_grown, each grown by
+//             realloc from 16 and 256 bytes; 20000 of 64 bytes freed at once
 #include <stdlib.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -14,6 +15,14 @@ static void *volatile sink;
 NOINLINE void leak_small(void) { sink = malloc(64); }
 NOINLINE void leak_large(void) { sink = malloc(4096); }
 
+NOINLINE void leak_grown(void)
+{
+	void *p = malloc(16);
+
+	p = realloc(p, 256);
+	sink = realloc(p, 2048);
+}
+
 int main(void)
 {
 	for (int i = 0; i < 20000; i++) {
@@ -22,5 +31,7 @@ int main(void)
 	}
 	for (int i = 0; i < 2000; i++)
 		leak_large();
+	for (int i = 0; i < 2000; i++)
+		leak_grown();
 	return 0;
 }

@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
-	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; counts and sizes in the reports become unbiased estimates (launched commands only)")
+	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands only)")
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")

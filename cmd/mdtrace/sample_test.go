@@ -15,10 +15,12 @@ import (
 
 // TestSampleBytes: with --sample-bytes, the shim sends only a sample of the
 // allocations to the probes, and the heap dump's counts estimate the real
-// ones: 20000 blocks of 64 bytes and 2000 of 4096 leaked, within five
-// standard deviations of the sampling (each block of s bytes is sampled
-// with probability p = 1 - exp(-s/N), independently), sizes exact. The
-// leak report lists only the sampled blocks, and says what they stand for.
+// ones: 20000 blocks of 64 bytes, 2000 of 4096 and 2000 of 2048 (grown by
+// realloc from 16 and 256 bytes) leaked, within five standard deviations of
+// the sampling (each block of s bytes is sampled with probability
+// p = 1 - exp(-s/N), independently), sizes exact: no block of another size,
+// so no sampled block whose free or realloc was missed. The leak report
+// lists only the sampled blocks, and says what they stand for.
 func TestSampleBytes(t *testing.T) {
 	needRoot(t)
 	const interval = 4096
@@ -28,7 +30,7 @@ func TestSampleBytes(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 	}
-	if want := fmt.Sprintf("mdtrace: sampling one allocation every %d bytes on average: counts and sizes in the reports are estimates\n", interval); !strings.HasPrefix(r.stderr, want) {
+	if want := fmt.Sprintf("mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", interval); !strings.HasPrefix(r.stderr, want) {
 		t.Errorf("stderr does not start with %q:\n%s", want, r.stderr)
 	}
 	dumps, _ := filepath.Glob(dir + "/h.*.exit.txt")
@@ -42,10 +44,10 @@ func TestSampleBytes(t *testing.T) {
 			nums[size] += num
 		}
 	}
-	if len(nums) != 2 {
-		t.Errorf("record sizes %v, want 64 and 4096 only", nums)
+	if len(nums) != 3 {
+		t.Errorf("record sizes %v, want 64, 2048 and 4096 only", nums)
 	}
-	for size, real := range map[uint64]float64{64: 20000, 4096: 2000} {
+	for size, real := range map[uint64]float64{64: 20000, 4096: 2000, 2048: 2000} {
 		p := -math.Expm1(-float64(size) / interval)
 		// The estimate is K/p for K ~ Binomial(real, p).
 		sd := math.Sqrt(real*p*(1-p)) / p
@@ -55,9 +57,9 @@ func TestSampleBytes(t *testing.T) {
 	}
 	log := readFile(t, dir+"/log")
 	listed := strings.Count(log, " leaked block of size ")
-	// About 310 + 1264 blocks are sampled; a mean far below the 22000.
-	if listed == 0 || listed > 3000 {
-		t.Errorf("%d leaked blocks listed: not a sample of 22000", listed)
+	// About 310 + 1264 + 787 blocks are sampled; a mean far below the 24000.
+	if listed == 0 || listed > 4000 {
+		t.Errorf("%d leaked blocks listed: not a sample of 24000", listed)
 	}
 	m := regexp.MustCompile(`mdtrace: sampled one allocation every 4096 bytes on average: the (\d+) leaked blocks listed stand for about (\d+) blocks, (\d+) bytes\n`).FindStringSubmatch(log)
 	if m == nil {
@@ -66,8 +68,28 @@ func TestSampleBytes(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n != listed {
 		t.Errorf("the estimate line counts %d blocks, the report lists %d", n, listed)
 	}
-	if est, _ := strconv.ParseUint(m[2], 10, 64); est != nums[64]+nums[4096] {
-		t.Errorf("the estimate line says %d blocks, the dump %d", est, nums[64]+nums[4096])
+	if est, _ := strconv.ParseUint(m[2], 10, 64); est != nums[64]+nums[4096]+nums[2048] {
+		t.Errorf("the estimate line says %d blocks, the dump %d", est, nums[64]+nums[4096]+nums[2048])
 	}
 	os.Remove(dumps[0])
+}
+
+// TestSampleBytesUsage: the usage errors of --sample-bytes that TestBadInput
+// does not list, with their exact messages and exit status 2.
+func TestSampleBytesUsage(t *testing.T) {
+	const help = "Run 'mdtrace --help' for usage.\n"
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--sample-bytes", "4k", "--", "true"}, "mdtrace: invalid argument \"4k\" for \"--sample-bytes\" flag: strconv.ParseUint: parsing \"4k\": invalid syntax\n" + help},
+		{[]string{"--sample-bytes", "", "--", "true"}, "mdtrace: invalid argument \"\" for \"--sample-bytes\" flag: strconv.ParseUint: parsing \"\": invalid syntax\n" + help},
+		{[]string{"--sample-bytes", "4096", "--program", "x"}, "mdtrace: --sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all\n" + help},
+		{[]string{"--sample-bytes", "4096", "--all"}, "mdtrace: --sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all\n" + help},
+		{[]string{"--sample-bytes", "4096", "-o", "backtrace record_allocs=1000", "--", "true"}, "mdtrace: option record_allocs needs every allocator call: it cannot be used with --sample-bytes\n"},
+	} {
+		if r := runMdtrace(t, tc.args...); r.code != 2 || r.stderr != tc.stderr {
+			t.Errorf("mdtrace %q: status %d, stderr:\n%q\nwant 2 and:\n%q", tc.args, r.code, r.stderr, tc.stderr)
+		}
+	}
 }

@@ -312,7 +312,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	}
 	if s.flags.SampleBytes > 0 {
 		env = append(env, fmt.Sprintf("MDSHIM_SAMPLE_BYTES=%d", s.flags.SampleBytes))
-		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: counts and sizes in the reports are estimates\n", s.flags.SampleBytes)
+		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.flags.SampleBytes)
 	}
 	var extra []*os.File
 	if logFile != nil {
