@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +39,23 @@ extern void *__libc_memalign(size_t alignment, size_t size);
 #define MAX_SIZE ((size_t)0x7fffffff)
 #define LOG_DIVIDER "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
 
-/* header precedes every allocation when a guard is enabled. */
+/*
+ * header precedes every allocation when a guard is enabled. check binds it
+ * to its block's address (addr_check), so that a header copied or left
+ * elsewhere does not pass for a live block's: with it the header answers
+ * for TRACK_ALLOCS what the table of live blocks answers without one.
+ */
 struct header {
 	uint32_t tag;
+	uint32_t check;
 	void *orig_pointer;
 	size_t size;
 	size_t usable_size;
-} __attribute__((packed));
+};
 
 /* Space reserved for the header: sizeof(struct header) rounded to 16. */
 #define HEADER_SPACE 32
+_Static_assert(sizeof(struct header) <= HEADER_SPACE, "the header outgrew its space");
 
 enum { ST_UNINIT, ST_INITIALIZING, ST_OFF, ST_ON };
 
@@ -146,6 +154,42 @@ static size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
+/* INLINE marks the functions of the hot paths of malloc and free. */
+#define INLINE inline __attribute__((always_inline))
+
+/*
+ * Guards and fills are short runs of one byte value: a few 16-byte loads or
+ * stores cover them without a call or a loop, the last ones overlapping.
+ * Runs of over 128 bytes take a loop (checks) or memset (fills).
+ */
+typedef uint8_t md_v16 __attribute__((vector_size(16), aligned(1), may_alias));
+
+#define RUN_SHORT 128
+
+/* fill_bytes is memset(dst, v, n), quicker for the short runs of guards and fills. */
+static INLINE void fill_bytes(void *dst, uint8_t v, size_t n)
+{
+	md_v16 x = (md_v16){ 0 } + v;
+	uint8_t *p = dst, *e = p + n;
+
+	if (n < 16 || n > RUN_SHORT) {
+		memset(p, v, n);
+		return;
+	}
+	if (n > 64) {
+		*(md_v16 *)(p + 32) = x;
+		*(md_v16 *)(p + 48) = x;
+		*(md_v16 *)(e - 64) = x;
+		*(md_v16 *)(e - 48) = x;
+	}
+	if (n > 32) {
+		*(md_v16 *)(p + 16) = x;
+		*(md_v16 *)(e - 32) = x;
+	}
+	*(md_v16 *)p = x;
+	*(md_v16 *)(e - 16) = x;
+}
+
 /* ---- initialization ---- */
 
 static void md_init(void)
@@ -239,6 +283,16 @@ static inline bool debug_on(void)
 	return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == ST_ON;
 }
 
+/*
+ * md_start sets the shim up when it is loaded, before the program's own
+ * code runs, rather than in the program's first allocation (unless the
+ * loader or a library allocates first).
+ */
+__attribute__((constructor)) static void md_start(void)
+{
+	debug_on();
+}
+
 /* ---- pointer tracking (verify_pointers) ---- */
 
 static bool tracking(void)
@@ -246,10 +300,33 @@ static bool tracking(void)
 	return (g_cfg.options & MD_TRACK_ALLOCS) && !__atomic_load_n(&g_live_lost, __ATOMIC_ACQUIRE);
 }
 
-/* track_new enters a block the debug allocator hands out; returns ptr. */
-static void *track_new(void *ptr, size_t size)
+static struct header *get_header(void *ptr)
 {
-	if (ptr != NULL && tracking() && !md_ptrtab_put(&g_live, ptr, size))
+	return (struct header *)((char *)ptr - g_pointer_offset);
+}
+
+/*
+ * addr_check is the check word of the header of the block at ptr: bits 4
+ * to 35 of the address (blocks are 16-byte aligned), so that a header
+ * copied to another block's place within 64 GiB does not match.
+ */
+static uint32_t addr_check(const void *ptr)
+{
+	return (uint32_t)((uintptr_t)ptr >> 4) ^ 0x6d647368U;
+}
+
+/*
+ * track_new enters a block the debug allocator hands out, or one that a
+ * realloc took and gives back; returns ptr. A block with a header is live
+ * by its tag.
+ */
+static INLINE void *track_new(void *ptr, size_t size)
+{
+	if (ptr == NULL)
+		return NULL;
+	if (g_header)
+		__atomic_store_n(&get_header(ptr)->tag, DEBUG_TAG, __ATOMIC_RELEASE);
+	else if (tracking() && !md_ptrtab_put(&g_live, ptr, size))
 		__atomic_store_n(&g_live_lost, true, __ATOMIC_RELEASE);
 	return ptr;
 }
@@ -303,54 +380,67 @@ static void log_error(void *ptr, const char *what)
 	md_unlock();
 }
 
-static struct header *get_header(void *ptr)
+
+/* pointer_error logs a bad pointer passed to fn: kind is one of enum bad_pointer. */
+enum bad_pointer { BAD_UNKNOWN, BAD_FREED, BAD_TAG };
+
+static __attribute__((noinline, cold)) bool pointer_error(void *ptr, const char *fn, enum bad_pointer kind,
+							  uint32_t tag)
 {
-	return (struct header *)((char *)ptr - g_pointer_offset);
+	char what[80];
+
+	if (kind == BAD_UNKNOWN)
+		snprintf(what, sizeof(what), "UNKNOWN POINTER (%s)", fn);
+	else if (kind == BAD_FREED)
+		snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
+	else
+		snprintf(what, sizeof(what), "HAS INVALID TAG %x (%s)", tag, fn);
+	log_error(ptr, what);
+	return false;
 }
 
 /*
  * verify_pointer checks ptr before fn uses it, as Android's VerifyPointer:
- * the header tag first, then the table of live blocks. With taken (free and
- * realloc) a block found in the table leaves it in the same step, so two
- * threads freeing one block cannot both pass, and *taken is its size.
- * Without the table, a block free_track holds is still caught as used after
- * free. On failure the error is logged and fn must not touch the block.
+ * the header tag first, then whether the block is live. With a header that
+ * is the header's check word, bound to the block's address; without one,
+ * the table of live blocks. With taken (free and realloc) the block stops
+ * being live in the same step (its tag becomes the free tag, or it leaves
+ * the table), so two threads freeing one block cannot both pass, and
+ * *taken is its size; a realloc gives it back with track_new. Without
+ * either, a block free_track holds is still caught as used after free. On
+ * failure the error is logged and fn must not touch the block.
  */
-static bool verify_pointer(void *ptr, const char *fn, uintptr_t *taken)
+static INLINE bool verify_pointer(void *ptr, const char *fn, uintptr_t *taken)
 {
-	char what[80];
 	uint32_t tag;
 	bool ok;
 
 	if (g_header) {
-		tag = get_header(ptr)->tag;
-		if (tag != DEBUG_TAG) {
-			if (tag == DEBUG_FREE_TAG)
-				snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
-			else
-				snprintf(what, sizeof(what), "HAS INVALID TAG %x (%s)", tag, fn);
-			log_error(ptr, what);
-			return false;
+		struct header *h = get_header(ptr);
+
+		tag = __atomic_load_n(&h->tag, __ATOMIC_RELAXED);
+		if (__builtin_expect(tag != DEBUG_TAG, 0))
+			return pointer_error(ptr, fn, tag == DEBUG_FREE_TAG ? BAD_FREED : BAD_TAG, tag);
+		if (__builtin_expect(h->check != addr_check(ptr), 0))
+			return pointer_error(ptr, fn, BAD_UNKNOWN, tag);
+		if (taken != NULL) {
+			if (!__atomic_compare_exchange_n(&h->tag, &tag, DEBUG_FREE_TAG, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_RELAXED))
+				return pointer_error(ptr, fn, tag == DEBUG_FREE_TAG ? BAD_FREED : BAD_TAG, tag);
+			*taken = h->size;
 		}
+		return true;
 	}
 	if (tracking()) {
 		if (taken != NULL)
 			ok = md_ptrtab_take(&g_live, ptr, taken);
 		else
 			ok = md_ptrtab_get(&g_live, ptr, NULL);
-		if (!ok) {
-			snprintf(what, sizeof(what), "UNKNOWN POINTER (%s)", fn);
-			log_error(ptr, what);
-		}
-		return ok;
+		return ok || pointer_error(ptr, fn, BAD_UNKNOWN, 0);
 	}
 	if (g_cfg.options & MD_FREE_TRACK) {
 		md_lock();
-		ok = find_freed(ptr) == NULL;
-		if (!ok) {
-			snprintf(what, sizeof(what), "USED AFTER FREE (%s)", fn);
-			log_error(ptr, what);
-		}
+		ok = find_freed(ptr) == NULL || pointer_error(ptr, fn, BAD_FREED, 0);
 		md_unlock();
 		return ok;
 	}
@@ -399,13 +489,32 @@ static __attribute__((noinline, cold)) void report_guard(void *ptr, size_t size,
 }
 
 /* check_guard checks a guard, which is almost always intact. */
-static inline void check_guard(void *ptr, size_t size, const char *which, const uint8_t *guard,
-			       size_t len, long first_index, uint8_t expected)
+/* all_bytes reports whether p[0..n) are all v, quicker for the short runs of guards. */
+static INLINE bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 {
-	size_t i = first_bad(guard, len, expected);
+	md_v16 x = (md_v16){ 0 } + v, d;
+	const uint8_t *e = p + n;
+	uint64_t w[2];
 
-	if (i != len)
-		report_guard(ptr, size, which, guard, len, first_index, expected, i);
+	if (n < 16 || n > RUN_SHORT)
+		return first_bad(p, n, v) == n;
+	d = (*(const md_v16 *)p ^ x) | (*(const md_v16 *)(e - 16) ^ x);
+	if (n > 32)
+		d |= (*(const md_v16 *)(p + 16) ^ x) | (*(const md_v16 *)(e - 32) ^ x);
+	if (n > 64)
+		d |= (*(const md_v16 *)(p + 32) ^ x) | (*(const md_v16 *)(p + 48) ^ x) |
+		     (*(const md_v16 *)(e - 64) ^ x) | (*(const md_v16 *)(e - 48) ^ x);
+	memcpy(w, &d, sizeof(w));
+	return (w[0] | w[1]) == 0;
+}
+
+static INLINE void check_guard(void *ptr, size_t size, const char *which,
+							      const uint8_t *guard, size_t len,
+							      long first_index, uint8_t expected)
+{
+	if (__builtin_expect(!all_bytes(guard, len, expected), 0))
+		report_guard(ptr, size, which, guard, len, first_index, expected,
+			     first_bad(guard, len, expected));
 }
 
 /* ---- free_track ---- */
@@ -512,46 +621,60 @@ __attribute__((destructor)) static void md_fini(void)
 
 /* ---- the debug allocator ---- */
 
-static size_t internal_usable_size(void *ptr)
+static INLINE size_t internal_usable_size(void *ptr)
 {
 	if (g_header)
 		return get_header(ptr)->usable_size;
 	return real_usable_size(ptr);
 }
 
-static void *init_header(struct header *h, void *orig, size_t size)
+/*
+ * header_alloc allocates a block that takes a header: glibc's malloc
+ * already aligns as the header needs, without memalign's extra steps.
+ */
+static INLINE void *header_alloc(size_t n)
 {
-	size_t usable = real_usable_size(orig);
-	uint8_t *user;
+	if (MD_MIN_ALIGN <= _Alignof(max_align_t))
+		return __libc_malloc(n);
+	return __libc_memalign(MD_MIN_ALIGN, n);
+}
 
-	if (usable == 0) {
-		__libc_free(orig);
-		return NULL;
+static INLINE void *init_header(struct header *h, void *orig, size_t size)
+{
+	uint8_t *user = (uint8_t *)h + g_pointer_offset;
+
+	if (g_cfg.options & MD_REAR_GUARD) {
+		/* The block ends where the rear guard starts. */
+		h->usable_size = size;
+		fill_bytes(user + size, MD_REAR_GUARD_VALUE, g_cfg.rear_guard_bytes);
+	} else {
+		size_t usable = real_usable_size(orig);
+
+		if (usable == 0) {
+			__libc_free(orig);
+			return NULL;
+		}
+		h->usable_size = usable - (g_pointer_offset + (size_t)((char *)h - (char *)orig));
 	}
 	h->tag = DEBUG_TAG;
 	h->orig_pointer = orig;
 	h->size = size;
-	h->usable_size = usable - (g_pointer_offset + (size_t)((char *)h - (char *)orig));
-	user = (uint8_t *)h + g_pointer_offset;
+	h->check = addr_check(user);
 	if (g_cfg.options & MD_FRONT_GUARD)
-		memset((uint8_t *)h + HEADER_SPACE, MD_FRONT_GUARD_VALUE, g_cfg.front_guard_bytes);
-	if (g_cfg.options & MD_REAR_GUARD) {
-		memset(user + size, MD_REAR_GUARD_VALUE, g_cfg.rear_guard_bytes);
-		h->usable_size = size;
-	}
+		fill_bytes((uint8_t *)h + HEADER_SPACE, MD_FRONT_GUARD_VALUE, g_cfg.front_guard_bytes);
 	return user;
 }
 
-static void fill_alloc(void *ptr, size_t from)
+static INLINE void fill_alloc(void *ptr, size_t from)
 {
 	size_t bytes = min_size(internal_usable_size(ptr), g_cfg.fill_on_alloc_bytes);
 
 	if (bytes > from)
-		memset((uint8_t *)ptr + from, MD_FILL_ALLOC_VALUE, bytes - from);
+		fill_bytes((uint8_t *)ptr + from, MD_FILL_ALLOC_VALUE, bytes - from);
 }
 
 /* alloc_block is malloc without the tracking, which realloc does itself. */
-static void *alloc_block(size_t size)
+static INLINE void *alloc_block(size_t size)
 {
 	size_t real_size;
 	void *ptr;
@@ -564,7 +687,7 @@ static void *alloc_block(size_t size)
 		return NULL;
 	}
 	if (g_header) {
-		void *orig = __libc_memalign(MD_MIN_ALIGN, real_size);
+		void *orig = header_alloc(real_size);
 
 		if (orig == NULL)
 			return NULL;
@@ -577,7 +700,7 @@ static void *alloc_block(size_t size)
 	return ptr;
 }
 
-static void *internal_malloc(size_t size)
+static INLINE void *internal_malloc(size_t size)
 {
 	return track_new(alloc_block(size), size);
 }
@@ -589,10 +712,25 @@ static bool backtrace_size_ok(size_t size)
 	return size >= g_cfg.backtrace_min_size_bytes && size <= g_cfg.backtrace_max_size_bytes;
 }
 
-static void internal_free(void *ptr)
+/*
+ * free_track keeps a freed block of bytes usable bytes with the backtrace of
+ * its free; returns the block to really free, if any. Out of line, so that
+ * free's own frame stays small.
+ */
+static __attribute__((noinline)) void *free_track(void *ptr, void *orig, size_t bytes)
+{
+	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
+	size_t n = 0;
+
+	if (g_cfg.free_track_backtrace_num_frames > 0 && backtrace_size_ok(bytes))
+		n = md_backtrace(t_fp, frames, g_cfg.free_track_backtrace_num_frames);
+	return free_track_add(ptr, orig, frames, n);
+}
+
+static INLINE void internal_free(void *ptr)
 {
 	void *orig = ptr;
-	size_t bytes;
+	size_t bytes = 0;
 
 	if (g_header) {
 		struct header *h = get_header(ptr);
@@ -607,25 +745,20 @@ static void internal_free(void *ptr)
 		orig = h->orig_pointer;
 		h->tag = DEBUG_FREE_TAG;
 		bytes = h->usable_size;
-	} else {
+	} else if (g_cfg.options & (MD_FILL_ON_FREE | MD_FREE_TRACK)) {
 		bytes = real_usable_size(ptr);
 	}
 	if (g_cfg.options & MD_FILL_ON_FREE)
-		memset(ptr, MD_FILL_FREE_VALUE, min_size(bytes, g_cfg.fill_on_free_bytes));
+		fill_bytes(ptr, MD_FILL_FREE_VALUE, min_size(bytes, g_cfg.fill_on_free_bytes));
 	if (g_cfg.options & MD_FREE_TRACK) {
-		uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
-		size_t n = 0;
-
-		if (g_cfg.free_track_backtrace_num_frames > 0 && backtrace_size_ok(bytes))
-			n = md_backtrace(t_fp, frames, g_cfg.free_track_backtrace_num_frames);
-		orig = free_track_add(ptr, orig, frames, n);
+		orig = free_track(ptr, orig, bytes);
 		if (orig == NULL)
 			return;
 	}
 	__libc_free(orig);
 }
 
-static void debug_free(void *ptr)
+static INLINE void debug_free(void *ptr)
 {
 	uintptr_t size;
 
@@ -653,7 +786,7 @@ static void *debug_calloc(size_t nmemb, size_t bytes)
 		return NULL;
 	}
 	if (g_header) {
-		void *orig = __libc_memalign(MD_MIN_ALIGN, real_size);
+		void *orig = header_alloc(real_size);
 
 		if (orig == NULL)
 			return NULL;
@@ -929,7 +1062,7 @@ void *calloc(size_t nmemb, size_t size)
 }
 
 /* do_realloc is realloc and reallocarray after the size is known. */
-static inline __attribute__((always_inline)) void *do_realloc(void *ptr, size_t size)
+static INLINE void *do_realloc(void *ptr, size_t size)
 {
 	bool on = debug_on(), old_site, new_site;
 	uint64_t start = site_start();
@@ -992,7 +1125,7 @@ void *reallocarray(void *ptr, size_t nmemb, size_t size)
 }
 
 /* do_memalign is the memalign family once the arguments are checked. */
-static inline __attribute__((always_inline)) void *do_memalign(size_t alignment, size_t size)
+static INLINE void *do_memalign(size_t alignment, size_t size)
 {
 	uint64_t start;
 	void *r;

@@ -578,6 +578,28 @@ int test_verify_pointers_interior(void)
 	return 0;
 }
 
+/*
+ * A copy of a live block's header, front guard and contents elsewhere (with
+ * "guard": 32 bytes of header, 32 of front guard): the tag is right, but the
+ * header belongs to another address, so the copy is no block at all.
+ */
+int test_guard_forged_header(void)
+{
+	uint8_t *p = opaque(malloc(64)), *buf = opaque(malloc(256)), *q;
+
+	memset(p, 0x5a, 64);
+	memcpy(buf, p - 64, 64 + 64 + 32);
+	q = buf + 64;
+	name_ptr("P", q);
+	free(opaque(q));
+	CHECK(malloc_usable_size(opaque(q)) == 0);
+	CHECK(realloc(opaque(q), 128) == NULL);
+	CHECK(all_bytes(p, 0x5a, 64) && malloc_usable_size(p) == 64);
+	free(p);
+	free(buf);
+	return 0;
+}
+
 /* A block realloc moved: the old pointer is no longer known. */
 int test_verify_pointers_realloc_moved(void)
 {
@@ -909,6 +931,7 @@ static const struct {
 	{ "verify_pointers", test_verify_pointers },
 	{ "verify_pointers_interior", test_verify_pointers_interior },
 	{ "verify_pointers_realloc_moved", test_verify_pointers_realloc_moved },
+	{ "guard_forged_header", test_guard_forged_header },
 	{ "free_track_double_free_churn", test_free_track_double_free_churn },
 	{ "verify_clean", test_verify_clean },
 	{ "verify_stress", test_verify_stress },

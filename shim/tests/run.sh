@@ -29,7 +29,7 @@ fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 build() {
 	"$@" >"$T/build.log" 2>&1 || { cat "$T/build.log"; echo "build failed: $*"; exit 1; }
 }
-build $CC -shared -fPIC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o "$T/libmdshim.so" "$SHIM"/*.c
+build $CC -shared -fPIC -Wl,-z,now -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o "$T/libmdshim.so" "$SHIM"/*.c
 build $CC -O2 -g -Wall -Wextra -Werror -o "$T/config_test" "$HERE/config_test.c" "$SHIM/config.c" \
 	"$SHIM/format.c"
 build $CC -O2 -g -Wall -Wextra -Werror -o "$T/format_test" "$HERE/format_test.c" "$SHIM/format.c"
@@ -524,6 +524,27 @@ E Backtrace at time of failure:
 E FRAME
 $DIV
 EOF
+
+# With a header, a copy of a live block's header elsewhere has the right
+# tag but is not a live block: UNKNOWN POINTER, as from the table.
+run guard_forged_header "guard" 0 "$P" guard_forged_header <<EOF
+$DIV
+E +++ ALLOCATION P UNKNOWN POINTER (free)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+$DIV
+E +++ ALLOCATION P UNKNOWN POINTER (malloc_usable_size)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+$DIV
+E +++ ALLOCATION P UNKNOWN POINTER (realloc)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+EOF
+frame guard_forged_header "malloc_debug:           #00  pc [0-9a-f]{16}  .*/md_test \(test_guard_forged_header\+[0-9]+\)$"
 
 # With free_track the block names the free that let the pointer go.
 run verify_pointers_free_track "verify_pointers free_track" 0 "$P" free_track_double_free <<EOF
