@@ -20,9 +20,15 @@ import (
 // Records are ordered by start time (thread_done by its end time); records
 // with the same key keep their arrival order, so each thread's records keep
 // its call order.
+//
+// In memory, records fill fixed-size chunks, which are sorted one by one
+// and merged: a record is never copied to make room, and the chunks of a
+// spilled run are used again, so that memory is touched once.
 type recordStore struct {
 	memLimit int
-	mem      []output.Record
+	chunks   [][]output.Record // in arrival order; only the last is not full
+	spare    [][]output.Record // emptied chunks, for reuse
+	inMem    int
 	file     *os.File // runs, one after the other
 	runs     []spillRun
 	n        uint64
@@ -36,6 +42,9 @@ const spilledSize = 8 * 8
 
 // defaultRecordMemLimit is how many records stay in memory (about 64 MB).
 const defaultRecordMemLimit = 1 << 20
+
+// maxRecordChunk is the largest chunk, in records (4 MiB).
+const maxRecordChunk = 1 << 16
 
 func newRecordStore(memLimit int) *recordStore {
 	return &recordStore{memLimit: memLimit}
@@ -59,23 +68,51 @@ func sortRecords(recs []output.Record) {
 	slices.SortStableFunc(recs, func(a, b output.Record) int { return cmp.Compare(recordKey(&a), recordKey(&b)) })
 }
 
+// chunkLen is the size of a chunk: an eighth of memLimit, within bounds.
+func (s *recordStore) chunkLen() int {
+	return min(max(s.memLimit/8, 1), maxRecordChunk)
+}
+
 // Add keeps one record.
 func (s *recordStore) Add(r output.Record) error {
-	if len(s.mem) == cap(s.mem) {
-		// Doubling, up to memLimit, copies each record about once on
-		// the way to a full store; append grows large slices by a
-		// quarter, copying each about four times.
-		n := max(min(max(2*cap(s.mem), 1024), s.memLimit), len(s.mem)+1)
-		mem := make([]output.Record, len(s.mem), n)
-		copy(mem, s.mem)
-		s.mem = mem
+	last := len(s.chunks) - 1
+	if last < 0 || len(s.chunks[last]) == cap(s.chunks[last]) {
+		var c []output.Record
+		if n := len(s.spare); n > 0 && cap(s.spare[n-1]) == s.chunkLen() {
+			c, s.spare = s.spare[n-1][:0], s.spare[:n-1]
+		} else {
+			c = make([]output.Record, 0, s.chunkLen())
+		}
+		s.chunks = append(s.chunks, c)
+		last++
 	}
-	s.mem = append(s.mem, r)
+	s.chunks[last] = append(s.chunks[last], r)
+	s.inMem++
 	s.n++
-	if len(s.mem) >= s.memLimit {
+	if s.inMem >= s.memLimit {
 		return s.spill()
 	}
 	return nil
+}
+
+// memCursors sorts the chunks and returns a cursor on each, numbered from
+// first on in arrival order.
+func (s *recordStore) memCursors(first int) []*runCursor {
+	cs := make([]*runCursor, 0, len(s.chunks))
+	for i, c := range s.chunks {
+		sortRecords(c)
+		cs = append(cs, &runCursor{idx: first + i, mem: c, left: int64(len(c))})
+	}
+	return cs
+}
+
+// dropMem empties memory, keeping the chunks for reuse.
+func (s *recordStore) dropMem() {
+	for _, c := range s.chunks {
+		s.spare = append(s.spare, c[:0])
+	}
+	s.chunks = s.chunks[:0]
+	s.inMem = 0
 }
 
 // spill writes the records in memory as one sorted run.
@@ -92,20 +129,23 @@ func (s *recordStore) spill() error {
 	if err != nil {
 		return err
 	}
-	sortRecords(s.mem)
 	w := bufio.NewWriterSize(s.file, 1<<20)
 	var b [spilledSize]byte
-	for i := range s.mem {
-		encodeRecord(b[:], &s.mem[i])
+	err = merge(s.memCursors(0), func(r *output.Record) error {
+		encodeRecord(b[:], r)
 		if _, err := w.Write(b[:]); err != nil {
 			return fmt.Errorf("writing the record spill file: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("writing the record spill file: %w", err)
 	}
-	s.runs = append(s.runs, spillRun{off, int64(len(s.mem))})
-	s.mem = s.mem[:0]
+	s.runs = append(s.runs, spillRun{off, int64(s.inMem)})
+	s.dropMem()
 	return nil
 }
 
@@ -137,29 +177,32 @@ func decodeRecord(b []byte, r *output.Record) {
 
 // Each calls fn with every record in order.
 func (s *recordStore) Each(fn func(*output.Record) error) error {
-	sortRecords(s.mem)
-	if len(s.runs) == 0 {
-		for i := range s.mem {
-			if err := fn(&s.mem[i]); err != nil {
+	var cs []*runCursor
+	for i, run := range s.runs {
+		cs = append(cs, &runCursor{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, run.off, run.count*spilledSize), 1<<16), left: run.count})
+	}
+	// Memory last: its records came after the runs'.
+	return merge(append(cs, s.memCursors(len(s.runs))...), fn)
+}
+
+// merge calls fn with the records of the sorted runs cs in order, those of
+// equal keys in the order of the runs' idx.
+func merge(cs []*runCursor, fn func(*output.Record) error) error {
+	if len(cs) == 1 && cs[0].r == nil {
+		for i := range cs[0].mem {
+			if err := fn(&cs[0].mem[i]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	// Merge the runs, in spill order, and the memory, last.
 	h := &runHeap{}
-	for i, run := range s.runs {
-		c := &runCursor{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, run.off, run.count*spilledSize), 1<<16), left: run.count}
+	for _, c := range cs {
 		if err := c.next(); err != nil {
 			return err
 		}
 		heap.Push(h, c)
 	}
-	mem := &runCursor{idx: len(s.runs), mem: s.mem, left: int64(len(s.mem))}
-	if err := mem.next(); err != nil {
-		return err
-	}
-	heap.Push(h, mem)
 	for h.Len() > 0 {
 		c := (*h)[0]
 		if c.done {
@@ -179,7 +222,7 @@ func (s *recordStore) Each(fn func(*output.Record) error) error {
 
 // Clear forgets every record.
 func (s *recordStore) Clear() {
-	s.mem = s.mem[:0]
+	s.dropMem()
 	s.runs = nil
 	s.n = 0
 	if s.file != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/mdtrace/mdtrace/output"
@@ -23,14 +24,27 @@ func TestRecordStoreSpills(t *testing.T) {
 		}
 		all = append(all, r)
 	}
-	want := newRecordStore(len(all) + 1)
-	got := newRecordStore(777)
+	// What an in-memory stable sort of everything gives, against a store
+	// that spills every 777 records (runs of chunks of 97) and one that
+	// keeps them all in memory (chunks of 1250).
+	sorted := slices.Clone(all)
+	sortRecords(sorted)
+	var w []string
+	for _, r := range sorted {
+		w = append(w, fmt.Sprint(r))
+	}
+	got, inMem := newRecordStore(777), newRecordStore(len(all)+1)
 	defer got.Close()
 	for _, r := range all {
-		want.Add(r)
 		if err := got.Add(r); err != nil {
 			t.Fatal(err)
 		}
+		if err := inMem.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inMem.file != nil || len(inMem.chunks) != 8 {
+		t.Errorf("in memory: %d chunks, spill file %v; want 8 chunks, no file", len(inMem.chunks), inMem.file)
 	}
 	if len(got.runs) != len(all)/777 {
 		t.Errorf("%d runs spilled, want %d", len(got.runs), len(all)/777)
@@ -43,14 +57,24 @@ func TestRecordStoreSpills(t *testing.T) {
 		})
 		return out
 	}
-	w, g := collect(want), collect(got)
-	if len(g) != len(w) || got.Len() != uint64(len(all)) {
-		t.Fatalf("%d records merged, want %d", len(g), len(w))
-	}
-	for i := range w {
-		if g[i] != w[i] {
-			t.Fatalf("record %d: %s, want %s", i, g[i], w[i])
+	for _, s := range []*recordStore{got, inMem} {
+		g := collect(s)
+		if len(g) != len(w) || s.Len() != uint64(len(all)) {
+			t.Fatalf("%d records merged, want %d", len(g), len(w))
 		}
+		for i := range w {
+			if g[i] != w[i] {
+				t.Fatalf("record %d: %s, want %s", i, g[i], w[i])
+			}
+		}
+	}
+	// After Clear, the chunks are used again.
+	inMem.Clear()
+	for _, r := range all[:3000] {
+		inMem.Add(r)
+	}
+	if g := collect(inMem); len(g) != 3000 || len(inMem.spare) != 5 {
+		t.Errorf("after Clear and 3000 records: %d merged, %d spare chunks; want 3000 and 5", len(g), len(inMem.spare))
 	}
 	got.Clear()
 	if n := len(collect(got)); n != 0 || got.Len() != 0 {
