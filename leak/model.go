@@ -1,23 +1,24 @@
 package leak
 
-// Alloc is one live allocation of a traced process.
+// Alloc is one live allocation of a traced process. Its fields are in the
+// order that packs it in 40 bytes: a million of them is 40 MB.
 type Alloc struct {
 	// Ptr is the address returned to the program.
 	Ptr uint64
 	// Size is the size the program asked for.
 	Size uint64
-	// Zygote is set for allocations made by a process forked (without exec)
-	// from a traced process, after the fork.
-	Zygote bool
 	// StackID names the allocation's backtrace in Snapshot.Stacks. Zero means
 	// that no backtrace was taken (backtracing off, or the size was outside
 	// backtrace_min_size..backtrace_max_size).
 	StackID uint64
-	// TID is the thread that made the allocation.
-	TID uint32
 	// TimeNS is the CLOCK_MONOTONIC time of the allocation, to the second
 	// when it comes from the probes.
 	TimeNS uint64
+	// TID is the thread that made the allocation.
+	TID uint32
+	// Zygote is set for allocations made by a process forked (without exec)
+	// from a traced process, after the fork.
+	Zygote bool
 }
 
 // Snapshot is the live allocation table of one process at one moment.
