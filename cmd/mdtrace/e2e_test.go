@@ -386,7 +386,16 @@ type background struct {
 
 func start(t *testing.T, name string, args ...string) *background {
 	t.Helper()
+	return startEnv(t, nil, name, args...)
+}
+
+// startEnv is start with env added to mdtrace's environment.
+func startEnv(t *testing.T, env []string, name string, args ...string) *background {
+	t.Helper()
 	b := &background{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	if env != nil {
+		b.cmd.Env = append(os.Environ(), env...)
+	}
 	b.stdin, _ = b.cmd.StdinPipe()
 	out, _ := b.cmd.StdoutPipe()
 	b.stdout = bufio.NewReader(out)
@@ -458,6 +467,36 @@ func TestAttach(t *testing.T) {
 	}
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	got := normalizeLeakReport(t, msgs, prog("attachee"))
+	golden(t, "attachee_leak_report.txt", got)
+}
+
+// TestAttachShimmed attaches to a process that preloads the shim itself:
+// mdtrace probes the shim's sites, which the shim calls only once they are
+// probed, and the report is the one probes on glibc give.
+func TestAttachShimmed(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := startEnv(t, []string{"LD_PRELOAD=" + shimBin()}, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	shim, _ := filepath.EvalSymlinks(shimBin())
+	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free in " + shim + "\n"
+	if !strings.Contains(m.stderr.String(), want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
 	}
 	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
 	got := normalizeLeakReport(t, msgs, prog("attachee"))
