@@ -18,7 +18,7 @@
 #
 # Usage: scripts/bench.sh   (as root, after make build testprogs and
 # building bin/mdbench; `make bench` does all of it)
-# Environment: N (20000), FAST_N (50 N: the pairs of the rows without
+# Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), ROUNDS (5), SLOW_ROUNDS (3),
 # THREADS (4).
 set -euo pipefail
@@ -29,7 +29,7 @@ N=${N:-20000}
 ROUNDS=${ROUNDS:-5}
 SLOW_ROUNDS=${SLOW_ROUNDS:-3}
 THREADS=${THREADS:-4}
-FAST_N=${FAST_N:-$((N * 50))}
+FAST_N=${FAST_N:-$((N * 250))}
 if ((SLOW_ROUNDS > ROUNDS)); then
 	SLOW_ROUNDS=$ROUNDS
 fi
