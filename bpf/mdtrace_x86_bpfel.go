@@ -69,8 +69,6 @@ type MdtraceRecordEvent struct {
 
 type MdtraceStack struct {
 	_   structs.HostLayout
-	Nr  uint32
-	Pad uint32
 	Ips [256]uint64
 }
 

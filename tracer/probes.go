@@ -196,12 +196,12 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
 	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
 	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
-	// A stack is its frame count (with padding) and then its frames.
+	// A stack is its frames, ended by a zero when there are fewer.
 	depth := cfg.StackDepth
 	if depth == 0 {
 		depth = 1
 	}
-	spec.Maps["stacks"].ValueSize = uint32(8 + 8*depth)
+	spec.Maps["stacks"].ValueSize = uint32(8 * depth)
 
 	p := &Probes{stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify, attached: map[int][]string{}}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
@@ -641,7 +641,7 @@ func (p *Probes) Stack(id uint64) []uint64 {
 	if id == 0 {
 		return nil
 	}
-	buf := make([]byte, 8+8*max(p.stackDepth, 1))
+	buf := make([]byte, 8*max(p.stackDepth, 1))
 	if err := p.objs.Stacks.Lookup(id, &buf); err != nil {
 		return nil
 	}
@@ -649,14 +649,13 @@ func (p *Probes) Stack(id uint64) []uint64 {
 }
 
 func decodeStack(buf []byte, depth int) []uint64 {
-	nr := min(int(le32(buf)), depth)
-	frames := make([]uint64, 0, nr)
-	for j := 0; j < nr; j++ {
-		pc := le64(buf[8+8*j:])
-		if pc == 0 {
-			break
-		}
-		frames = append(frames, pc-1)
+	nr := 0
+	for nr < depth && nr < len(buf)/8 && le64(buf[8*nr:]) != 0 {
+		nr++
+	}
+	frames := make([]uint64, nr)
+	for j := range frames {
+		frames[j] = le64(buf[8*j:]) - 1
 	}
 	return frames
 }
@@ -713,7 +712,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 			snap.Allocs = append(snap.Allocs, c...)
 		}
 	}
-	buf := make([]byte, 8+8*max(p.stackDepth, 1))
+	buf := make([]byte, 8*max(p.stackDepth, 1))
 	for i := range snap.Allocs {
 		id := snap.Allocs[i].StackID
 		if id == 0 {

@@ -40,8 +40,7 @@ const (
 
 // stack16 is a value of the stacks map with a backtrace depth of 16.
 type stack16 struct {
-	Nr, Pad uint32
-	Ips     [16]uint64
+	Ips [16]uint64
 }
 
 // tableFill describes live allocations to put in the probes' maps.
@@ -63,7 +62,6 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	vals := make([]stack16, f.stacks)
 	for i := range ids {
 		ids[i] = rng.Uint64() | 1
-		vals[i].Nr = 16
 		for j := range vals[i].Ips {
 			vals[i].Ips[j] = 0x7f0000000000 + rng.Uint64N(1<<40)
 		}
