@@ -71,10 +71,21 @@ static bool g_site_times;        /* MDSHIM_RECORD: the probe sites get start tim
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_finalized;
 
-/* Per thread: inside the library (nested calls pass through), lock depth, hook frame. */
-static __thread int t_in_shim __attribute__((tls_model("initial-exec")));
-static __thread int t_lock_depth __attribute__((tls_model("initial-exec")));
-static __thread void *t_fp __attribute__((tls_model("initial-exec")));
+/*
+ * Per thread: inside the library (nested calls pass through), lock depth,
+ * hook frame; one variable, so that a hook finds them all from one address.
+ */
+static __thread struct {
+	int in_shim;
+	int lock_depth;
+	void *fp;
+} t __attribute__((tls_model("initial-exec")));
+
+/*
+ * g_fast: the debug allocator is on, and neither record_allocs' start times
+ * nor sampling are: malloc and free take their shortest path.
+ */
+static bool g_fast;
 
 /* free_track: a FIFO ring of freed blocks still held, with their free backtraces. */
 struct freed {
@@ -100,23 +111,23 @@ static bool g_live_lost;
 
 void md_internal_begin(void)
 {
-	t_in_shim++;
+	t.in_shim++;
 }
 
 void md_internal_end(void)
 {
-	t_in_shim--;
+	t.in_shim--;
 }
 
 static void md_lock(void)
 {
-	if (t_lock_depth++ == 0)
+	if (t.lock_depth++ == 0)
 		pthread_mutex_lock(&g_lock);
 }
 
 static void md_unlock(void)
 {
-	if (--t_lock_depth == 0)
+	if (--t.lock_depth == 0)
 		pthread_mutex_unlock(&g_lock);
 }
 
@@ -140,7 +151,7 @@ static void fork_child(void)
 	md_ptrtab_fork_child(&g_live);
 	md_ptrtab_fork_child(&g_ft_index);
 	pthread_mutex_init(&g_lock, NULL);
-	t_lock_depth = 0;
+	t.lock_depth = 0;
 }
 
 static void maybe_abort(void)
@@ -204,14 +215,14 @@ static void md_init(void)
 			sched_yield();
 		return;
 	}
-	t_in_shim = 1;
+	t.in_shim = 1;
 	md_log_init();
 	g_site_times = getenv("MDSHIM_RECORD") != NULL;
 	md_sample_init();
 	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
-		t_in_shim = 0;
+		t.in_shim = 0;
 		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 		return;
 	}
@@ -219,7 +230,7 @@ static void md_init(void)
 		md_log('E', "%s: %s", program_invocation_name, err);
 		md_log('E', "%s", MD_USAGE_LINE1);
 		md_log('E', "%s", MD_USAGE_LINE2);
-		t_in_shim = 0;
+		t.in_shim = 0;
 		__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 		return;
 	}
@@ -236,7 +247,7 @@ static void md_init(void)
 		if (!(g_cfg.options & MD_SHIM_OPTIONS)) {
 			if (g_cfg.options & MD_VERBOSE)
 				md_log('I', "%s: malloc debug enabled", program_invocation_name);
-			t_in_shim = 0;
+			t.in_shim = 0;
 			__atomic_store_n(&g_state, ST_OFF, __ATOMIC_RELEASE);
 			return;
 		}
@@ -265,7 +276,8 @@ static void md_init(void)
 	}
 	if (g_cfg.options & MD_VERBOSE)
 		md_log('I', "%s: malloc debug enabled", program_invocation_name);
-	t_in_shim = 0;
+	t.in_shim = 0;
+	g_fast = !g_site_times && md_sample_bytes == 0;
 	__atomic_store_n(&g_state, ST_ON, __ATOMIC_RELEASE);
 	/* Registered on the debug path, so anything it allocates is ours. */
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -360,7 +372,7 @@ static const uintptr_t *freed_frames(const struct freed *e)
 static void log_error(void *ptr, const char *what)
 {
 	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
-	size_t n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
+	size_t n = md_backtrace(t.fp, frames, MD_MAX_BACKTRACE_FRAMES);
 
 	md_lock();
 	md_log('E', "%s", LOG_DIVIDER);
@@ -473,7 +485,7 @@ static __attribute__((noinline, cold)) void report_guard(void *ptr, size_t size,
 	uintptr_t frames[MD_MAX_BACKTRACE_FRAMES];
 	size_t n;
 
-	n = md_backtrace(t_fp, frames, MD_MAX_BACKTRACE_FRAMES);
+	n = md_backtrace(t.fp, frames, MD_MAX_BACKTRACE_FRAMES);
 	md_lock();
 	md_log('E', "%s", LOG_DIVIDER);
 	md_log('E', "+++ ALLOCATION %p SIZE %zu HAS A CORRUPTED %s GUARD", ptr, size, which);
@@ -610,13 +622,13 @@ __attribute__((destructor)) static void md_fini(void)
 {
 	if (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != ST_ON || !(g_cfg.options & MD_FREE_TRACK))
 		return;
-	t_in_shim = 1;
+	t.in_shim = 1;
 	md_lock();
 	g_finalized = true;
 	for (size_t i = 0; i < g_ft_count; i++)
 		verify_freed(&g_ft[(g_ft_head + i) % g_cfg.free_track_allocations]);
 	md_unlock();
-	t_in_shim = 0;
+	t.in_shim = 0;
 }
 
 /* ---- the debug allocator ---- */
@@ -723,7 +735,7 @@ static __attribute__((noinline)) void *free_track(void *ptr, void *orig, size_t 
 	size_t n = 0;
 
 	if (g_cfg.free_track_backtrace_num_frames > 0 && backtrace_size_ok(bytes))
-		n = md_backtrace(t_fp, frames, g_cfg.free_track_backtrace_num_frames);
+		n = md_backtrace(t.fp, frames, g_cfg.free_track_backtrace_num_frames);
 	return free_track_add(ptr, orig, frames, n);
 }
 
@@ -951,10 +963,10 @@ static int powerof2(size_t x)
  */
 #define ENTER()                                   \
 	do {                                      \
-		t_in_shim = 1;                    \
-		t_fp = __builtin_frame_address(0); \
+		t.in_shim = 1;                    \
+		t.fp = __builtin_frame_address(0); \
 	} while (0)
-#define LEAVE() (t_in_shim = 0)
+#define LEAVE() (t.in_shim = 0)
 
 /*
  * A site mdtrace probes no longer starts with its 5-byte NOP (0f 1f 44 00
@@ -1014,13 +1026,28 @@ static inline void site_free_done(void *ptr, uint64_t start)
 		SITE_ALLOC(NULL, MD_CALL_FREE, (uintptr_t)ptr, 0, start);
 }
 
+/* fast_path reports whether a hook may take the shortest path (g_fast). */
+static INLINE bool fast_path(void)
+{
+	return __builtin_expect(__atomic_load_n(&g_fast, __ATOMIC_ACQUIRE) &&
+					!__atomic_load_n(&md_ctl_pending, __ATOMIC_RELAXED),
+				1);
+}
+
 void *malloc(size_t size)
 {
 	uint64_t start;
 	void *r;
 
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_malloc(size);
+	if (fast_path()) {
+		ENTER();
+		r = internal_malloc(size);
+		LEAVE();
+		SITE_ALLOC(r, MD_CALL_MALLOC, size, 0, 0);
+		return r;
+	}
 	md_ctl_poll();
 	if (debug_on()) {
 		start = site_start();
@@ -1041,8 +1068,17 @@ void free(void *ptr)
 	uint64_t start;
 	bool on;
 
-	if (t_in_shim) {
+	if (t.in_shim) {
 		__libc_free(ptr);
+		return;
+	}
+	if (fast_path()) {
+		if (ptr == NULL)
+			return;
+		SITE_FREE(ptr, MD_CALL_FREE);
+		ENTER();
+		debug_free(ptr);
+		LEAVE();
 		return;
 	}
 	md_ctl_poll();
@@ -1065,7 +1101,7 @@ void *calloc(size_t nmemb, size_t size)
 	uint64_t start;
 	void *r;
 
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_calloc(nmemb, size);
 	if (debug_on()) {
 		start = site_start();
@@ -1126,7 +1162,7 @@ static INLINE void *do_realloc(void *ptr, size_t size)
 
 void *realloc(void *ptr, size_t size)
 {
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_realloc(ptr, size);
 	return do_realloc(ptr, size);
 }
@@ -1139,7 +1175,7 @@ void *reallocarray(void *ptr, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_realloc(ptr, total);
 	return do_realloc(ptr, total);
 }
@@ -1166,14 +1202,14 @@ static INLINE void *do_memalign(size_t alignment, size_t size)
 
 void *memalign(size_t alignment, size_t size)
 {
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_memalign(alignment, size);
 	return do_memalign(alignment, size);
 }
 
 void *aligned_alloc(size_t alignment, size_t size)
 {
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_memalign(alignment, size);
 	if (debug_on() && (alignment == 0 || !powerof2(alignment) || size % alignment != 0)) {
 		errno = EINVAL;
@@ -1189,7 +1225,7 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 	if (alignment < sizeof(void *) || !powerof2(alignment))
 		return EINVAL;
-	if (t_in_shim)
+	if (t.in_shim)
 		r = __libc_memalign(alignment, size);
 	else
 		r = do_memalign(alignment, size);
@@ -1204,7 +1240,7 @@ void *valloc(size_t size)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_memalign(page, size);
 	return do_memalign(page, size);
 }
@@ -1221,7 +1257,7 @@ void *pvalloc(size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (t_in_shim)
+	if (t.in_shim)
 		return __libc_memalign(page, rounded);
 	return do_memalign(page, rounded);
 }
@@ -1230,7 +1266,7 @@ size_t malloc_usable_size(void *ptr)
 {
 	size_t r;
 
-	if (t_in_shim || !debug_on())
+	if (t.in_shim || !debug_on())
 		return real_usable_size != NULL ? real_usable_size(ptr) : 0;
 	ENTER();
 	r = debug_malloc_usable_size(ptr);
