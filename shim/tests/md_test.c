@@ -600,6 +600,47 @@ int test_guard_forged_header(void)
 	return 0;
 }
 
+/*
+ * Each byte of a rear guard of MD_TEST_GUARD bytes, then of the front guard
+ * (as many, rounded up to 16), corrupted alone in a block of its own: the
+ * guard checks see every byte, whatever the guard's length.
+ */
+int test_guard_every_byte(void)
+{
+	const char *g = getenv("MD_TEST_GUARD");
+	long n = g != NULL ? atol(g) : 32, front = (n + 15) / 16 * 16;
+
+	for (long k = 0; k < n; k++) {
+		uint8_t *p = opaque(malloc(37));
+
+		name_ptr("P", p);
+		p[37 + k] ^= 0x01;
+		free(p);
+	}
+	for (long k = 0; k < front; k++) {
+		uint8_t *p = opaque(malloc(37));
+
+		name_ptr("P", p);
+		p[-1 - k] ^= 0x01;
+		free(p);
+	}
+	return 0;
+}
+
+/* fill_on_alloc fills every byte of blocks of 1 to 300 bytes, whatever the size. */
+int test_fill_every_size(void)
+{
+	for (size_t s = 1; s <= 300; s++) {
+		uint8_t *p = opaque(malloc(s));
+
+		CHECK(all_bytes(p, 0xeb, s));
+		p = opaque(realloc(p, s + 1));
+		CHECK(all_bytes(p, 0xeb, s + 1));
+		free(p);
+	}
+	return 0;
+}
+
 /* A block realloc moved: the old pointer is no longer known. */
 int test_verify_pointers_realloc_moved(void)
 {
@@ -932,6 +973,8 @@ static const struct {
 	{ "verify_pointers_interior", test_verify_pointers_interior },
 	{ "verify_pointers_realloc_moved", test_verify_pointers_realloc_moved },
 	{ "guard_forged_header", test_guard_forged_header },
+	{ "guard_every_byte", test_guard_every_byte },
+	{ "fill_every_size", test_fill_every_size },
 	{ "free_track_double_free_churn", test_free_track_double_free_churn },
 	{ "verify_clean", test_verify_clean },
 	{ "verify_stress", test_verify_stress },

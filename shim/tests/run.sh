@@ -283,6 +283,28 @@ for o in "guard" "front_guard=17 fill" "rear_guard=7 expand_alloc=5" "guard=64 f
 	run "guard_realloc [$o]" "$o" 0 "$P" guard_realloc </dev/null
 done
 
+# Guards of every length the checks treat apart (under 16 bytes, 16 to 128,
+# over 128): each byte corrupted alone is reported, and nothing else.
+for g in 1 7 15 16 17 31 32 33 48 63 64 65 127 128 129 200; do
+	front=$(((g + 15) / 16 * 16))
+	{
+		for k in $(seq 0 $((g - 1))); do
+			printf '%s\nE +++ ALLOCATION P SIZE 37 HAS A CORRUPTED REAR GUARD\n' "$DIV"
+			printf 'E   allocation[%d] = 0xba (expected 0xbb)\n' $((37 + k))
+			printf 'E Backtrace at time of failure:\nE FRAME\n%s\n' "$DIV"
+		done
+		for k in $(seq 0 $((front - 1))); do
+			printf '%s\nE +++ ALLOCATION P SIZE 37 HAS A CORRUPTED FRONT GUARD\n' "$DIV"
+			printf 'E   allocation[%d] = 0xab (expected 0xaa)\n' $((-1 - k))
+			printf 'E Backtrace at time of failure:\nE FRAME\n%s\n' "$DIV"
+		done
+	} >"$T/every_byte.want"
+	MD_TEST_GUARD=$g run "guard_every_byte [guard=$g]" "guard=$g" 0 "$P" guard_every_byte <"$T/every_byte.want"
+done
+for o in "fill" "guard fill" "guard=7 fill" "guard=200 fill"; do
+	run "fill_every_size [$o]" "$o" 0 "$P" fill_every_size </dev/null
+done
+
 run huge "guard fill_on_free" 0 "$P" huge </dev/null
 run huge_no_header "fill" 0 "$P" huge </dev/null
 
