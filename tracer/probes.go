@@ -211,7 +211,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+	if err := p.load(spec, cfg.Program != ""); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("loading the BPF programs: %+v", verr)
@@ -219,6 +219,38 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
 	return p, nil
+}
+
+// coreObjects are the programs every mode uses, and all the maps and
+// variables. Program mode loads the rest too (programMode): the verifier
+// takes tens of milliseconds over them, which other modes need not wait for.
+type coreObjects struct {
+	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
+	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
+	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
+	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
+	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
+	bpf.MdtraceMaps
+	bpf.MdtraceVariables
+}
+
+// programMode are the programs only program mode loads.
+var programMode = []string{"program_exec", "program_fork"}
+
+// load loads the BPF objects into p.objs: all of them with programs, else
+// coreObjects, leaving program mode's programs nil.
+func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
+	if programs {
+		return spec.LoadAndAssign(&p.objs, nil)
+	}
+	var core coreObjects
+	if err := spec.LoadAndAssign(&core, nil); err != nil {
+		return err
+	}
+	p.objs.MdtraceMaps, p.objs.MdtraceVariables = core.MdtraceMaps, core.MdtraceVariables
+	p.objs.AllocEntry, p.objs.AllocReturn, p.objs.AllocSite = core.AllocEntry, core.AllocReturn, core.AllocSite
+	p.objs.LibrariesChanged, p.objs.ThreadExit = core.LibrariesChanged, core.ThreadExit
+	return nil
 }
 
 func boolU32(b bool) uint32 {
