@@ -65,7 +65,7 @@ type Counters struct {
 	StateError     uint64 // calls not seen: no per-thread storage
 	MissedReturn   uint64 // calls whose return probe never ran
 	Nested         uint64 // allocator calls made by the allocator itself
-	UsableSize     uint64 // malloc_usable_size calls
+	UsableSize     uint64 // malloc_usable_size calls (probed with verify_pointers only)
 	RecordsLost    uint64 // record_allocs records lost: the ring buffer was full
 	NotifyLost     uint64 // library load notices lost: the ring buffer was full
 	ErrorsLost     uint64 // verify_pointers errors lost: the ring buffer was full
@@ -371,6 +371,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 		eps, prog = shimSites, p.objs.AllocSite
 	}
 	for _, ep := range eps {
+		// malloc_usable_size changes nothing; only verify_pointers
+		// checks its pointer. Some programs call it for every block:
+		// without verify_pointers, it costs them no probe.
+		if ep.call == callUsableSize && !p.verify {
+			continue
+		}
 		off, ok := offsets[ep.symbol]
 		if !ok {
 			if ep.required {

@@ -190,7 +190,7 @@ var launchModes = []struct {
 	probe string // the end of mdtrace's "tracing process" line
 }{
 	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free in "},
-	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc malloc_usable_size in /"},
+	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /"},
 }
 
 // modeFlag is the flag of a launch mode.
@@ -978,6 +978,10 @@ func TestVerifyPointers(t *testing.T) {
 				r := runMdtrace(t, modeFlag(mode.flag), "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), m)
 				if r.code != mode.codes[i] {
 					t.Errorf("%s: exit status %d, want %d; stderr:\n%s", m, r.code, mode.codes[i], r.stderr)
+				}
+				// malloc_usable_size is probed for verify_pointers only.
+				if probe := " pvalloc malloc_usable_size in /"; mode.name == "no-preload" && !strings.Contains(r.stderr, probe) {
+					t.Errorf("%s: stderr lacks %q:\n%s", m, probe, r.stderr)
 				}
 				fmt.Fprintf(&all, "== %s\n%s", m, normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("verify")))
 			}
