@@ -109,21 +109,11 @@ func memcgKernel() int64 {
 // "memlock" of its fdinfo.
 func memlock(tb testing.TB, m *ebpf.Map) int64 {
 	tb.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+	n, err := mapMemlock(m)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "memlock:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
-		}
-	}
-	tb.Fatalf("no memlock in the fdinfo of map %v", m)
-	return 0
+	return n
 }
 
 // BenchmarkKernelBytesPerAlloc measures the kernel memory the probes use

@@ -34,3 +34,46 @@ func TestCoreObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestTableCount: the live table's entry count, from the kernel's memory
+// figure, follows insertions and deletions exactly, and Snapshot reads the
+// same allocations with and without it.
+func TestTableCount(t *testing.T) {
+	needBPF(t)
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 0 {
+		t.Fatalf("empty table: estimate %d, %v; want 0, true", n, ok)
+	}
+	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 5000, stacks: 50, seed: 1})
+	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 700, stacks: 10, seed: 2})
+	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 5700 {
+		t.Errorf("5700 entries: estimate %d, %v", n, ok)
+	}
+	with, err := p.Snapshot(fakeTgid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calibrated := p.count
+	p.count = tableCount{}
+	without, err := p.Snapshot(fakeTgid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.count = calibrated
+	if len(with.Allocs) != 5000 || !slices.Equal(with.Allocs, without.Allocs) {
+		t.Errorf("snapshots differ: %d allocations with the count, %d without", len(with.Allocs), len(without.Allocs))
+	}
+	if cap(with.Allocs) > 2*len(with.Allocs)+1024 {
+		t.Errorf("snapshot of 5000 allocations kept room for %d", cap(with.Allocs))
+	}
+	if err := p.Forget(otherTgid); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 5000 {
+		t.Errorf("after forgetting 700: estimate %d, %v; want 5000", n, ok)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +134,8 @@ type Probes struct {
 	attached map[int][]string
 	// watched holds the "pid:loader" pairs whose loader hook is probed.
 	watched map[string]bool
+	// count sizes snapshots before the walk.
+	count tableCount
 }
 
 // LoadProbes loads the BPF programs and maps into the kernel.
@@ -218,6 +221,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
+	p.count.calibrate(p.objs.Allocs)
 	return p, nil
 }
 
@@ -723,32 +727,8 @@ func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 // Frames are return addresses minus one, as Android stores them.
 func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
-	// The allocations are gathered in chunks and copied once into a slice
-	// of the right size: growing one slice by append would copy a table
-	// of a million allocations about five times.
-	var (
-		chunks [][]leak.Alloc
-		n      int
-	)
-	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
-		if int(key.Tgid) != tgid {
-			return
-		}
-		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
-			chunks = append(chunks, make([]leak.Alloc, 0, min(1<<14, max(64, n))))
-		}
-		c := &chunks[len(chunks)-1]
-		*c = append(*c, allocOf(key, info))
-		n++
-	})
-	if err != nil {
+	if err := p.readAllocs(tgid, snap); err != nil {
 		return nil, err
-	}
-	if n > 0 {
-		snap.Allocs = make([]leak.Alloc, 0, n)
-		for _, c := range chunks {
-			snap.Allocs = append(snap.Allocs, c...)
-		}
 	}
 	buf := make([]byte, 8*max(p.stackDepth, 1))
 	for i := range snap.Allocs {
@@ -766,6 +746,57 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
 	return snap, nil
+}
+
+// readAllocs reads the live allocations of process tgid into snap.Allocs.
+// With the table's entry count known, they go straight into a slice that
+// holds them all; else they are gathered in chunks and copied once into a
+// slice of the right size: growing one slice by append would copy a table
+// of a million allocations about five times.
+func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
+	if n, ok := p.count.estimate(p.objs.Allocs); ok {
+		// A little room for the entries added during the walk.
+		allocs := make([]leak.Alloc, 0, n+n/64+64)
+		err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
+			if int(key.Tgid) == tgid {
+				allocs = append(allocs, allocOf(key, info))
+			}
+		})
+		if err != nil {
+			return err
+		}
+		// The table may hold other processes' entries: give the room back.
+		if cap(allocs) > 2*len(allocs)+1024 {
+			allocs = slices.Clone(allocs)
+		}
+		snap.Allocs = allocs
+		return nil
+	}
+	var (
+		chunks [][]leak.Alloc
+		n      int
+	)
+	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
+		if int(key.Tgid) != tgid {
+			return
+		}
+		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
+			chunks = append(chunks, make([]leak.Alloc, 0, min(1<<14, max(64, n))))
+		}
+		c := &chunks[len(chunks)-1]
+		*c = append(*c, allocOf(key, info))
+		n++
+	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		snap.Allocs = make([]leak.Alloc, 0, n)
+		for _, c := range chunks {
+			snap.Allocs = append(snap.Allocs, c...)
+		}
+	}
+	return nil
 }
 
 func le32(b []byte) uint32 {
