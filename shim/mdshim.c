@@ -101,10 +101,11 @@ static struct md_ptrtab g_ft_index = MD_PTRTAB_INITIALIZER;
 
 /*
  * verify_pointers (TRACK_ALLOCS, which the guards, backtrace, free_track and
- * leak_track also set, as on Android): every live block the debug allocator
- * handed out, with its requested size. g_live_lost is set for good when an
- * insertion fails for want of memory: absence from the table then proves
- * nothing and the check is off.
+ * leak_track also set, as on Android) without a header: every live block the
+ * debug allocator handed out, with its requested size. (With a header, the
+ * header's tag and check word say whether a block is live.) g_live_lost is
+ * set for good when an insertion fails for want of memory: absence from the
+ * table then proves nothing and the check is off.
  */
 static struct md_ptrtab g_live = MD_PTRTAB_INITIALIZER;
 static bool g_live_lost;

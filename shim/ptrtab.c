@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Pointer tables: hash maps from a pointer to a word, for the live blocks of
- * verify_pointers (TRACK_ALLOCS) and for the blocks free_track holds.
+ * verify_pointers (TRACK_ALLOCS) when blocks have no header, and for the
+ * blocks free_track holds.
  *
  * A table is MD_PTRTAB_SHARDS shards, picked by the top bits of a pointer's
  * hash, each an open-addressing array with linear probing under its own
