@@ -9,10 +9,11 @@
  * spin lock, so threads working on different pointers seldom wait for each
  * other. The critical sections are a few dozen instructions (but for a
  * rehash), where a mutex's lock and unlock cost more than the work; a
- * waiter yields its CPU after a while, so a preempted holder gets it. A removal shifts the entries after it back, so there are no
- * tombstones and a lookup stops at the first empty slot. A shard doubles,
- * rehashing, when it gets half full; it never shrinks. The arrays come from
- * mmap, never from malloc, so the tables work inside the allocator.
+ * waiter yields its CPU after a while, so a preempted holder gets it. A
+ * removal shifts the entries after it back, so there are no tombstones and
+ * a lookup stops at the first empty slot. A shard doubles, rehashing, when
+ * it gets half full; it never shrinks. The arrays come from mmap, never from
+ * malloc, so the tables work inside the allocator.
  *
  * Keys are stored inverted, as Android's PointerData stores them, so that a
  * scan of memory for pointers does not find the table's keys; an inverted
