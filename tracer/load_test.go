@@ -77,3 +77,37 @@ func TestTableCount(t *testing.T) {
 		t.Errorf("after forgetting 700: estimate %d, %v; want 5000", n, ok)
 	}
 }
+
+// TestForgetBatches: Forget deletes a process's blocks in batches, past a
+// block already gone, and leaves other processes' alone.
+func TestForgetBatches(t *testing.T) {
+	needBPF(t)
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	defer func(n int) { allocBatch = n }(allocBatch)
+	allocBatch = 7
+	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 100, stacks: 5, seed: 1})
+	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 30, stacks: 5, seed: 2})
+	var keys []bpf.MdtraceAllocKey
+	p.eachAlloc(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
+		if k.Tgid == fakeTgid {
+			keys = append(keys, *k)
+		}
+	})
+	slices.SortFunc(keys, func(a, b bpf.MdtraceAllocKey) int { return int(a.Ptr>>4) - int(b.Ptr>>4) })
+	// Gone before the deletion, in the middle of a batch.
+	if err := p.objs.Allocs.Delete(keys[10]); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleteKeys(p.objs.Allocs, keys); err != nil {
+		t.Fatal(err)
+	}
+	left := map[uint32]int{}
+	p.eachAlloc(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) { left[k.Tgid]++ })
+	if left[fakeTgid] != 0 || left[otherTgid] != 30 {
+		t.Errorf("left: %v; want none of %d and 30 of %d", left, fakeTgid, otherTgid)
+	}
+}

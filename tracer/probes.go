@@ -134,8 +134,11 @@ type Probes struct {
 	attached map[int][]string
 	// watched holds the "pid:loader" pairs whose loader hook is probed.
 	watched map[string]bool
-	// count sizes snapshots before the walk.
-	count tableCount
+	// count sizes snapshots before the walk; lastLen is the size of each
+	// process's last snapshot, a better guess where the table holds the
+	// blocks of many processes.
+	count   tableCount
+	lastLen map[int]int
 }
 
 // LoadProbes loads the BPF programs and maps into the kernel.
@@ -619,11 +622,38 @@ func (p *Probes) Forget(tgid int) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range keys {
-		p.objs.Allocs.Delete(k)
+	if err := deleteKeys(p.objs.Allocs, keys); err != nil {
+		return fmt.Errorf("dropping the live table of process %d: %w", tgid, err)
 	}
 	// A program executed in a zygote child is a program of its own.
 	p.objs.Zygotes.Delete(uint32(tgid))
+	p.mu.Lock()
+	delete(p.lastLen, tgid)
+	p.mu.Unlock()
+	return nil
+}
+
+// deleteKeys deletes keys from m a batch at a time (the process whose
+// table goes is held meanwhile: a million deletions one by one would hold it
+// for seconds). A key already gone is skipped.
+func deleteKeys(m *ebpf.Map, keys []bpf.MdtraceAllocKey) error {
+	for len(keys) > 0 {
+		n, err := m.BatchDelete(keys[:min(len(keys), allocBatch)], nil)
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			n++ // the batch stopped at a key that is gone
+		case errors.Is(err, ebpf.ErrNotSupported):
+			for _, k := range keys {
+				m.Delete(k)
+			}
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			return errors.New("a batch deletion deleted nothing")
+		}
+		keys = keys[min(n, len(keys)):]
+	}
 	return nil
 }
 
@@ -755,6 +785,11 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 // of a million allocations about five times.
 func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
 	if n, ok := p.count.estimate(p.objs.Allocs); ok {
+		p.mu.Lock()
+		if last, ok := p.lastLen[tgid]; ok {
+			n = min(n, 2*last+4096)
+		}
+		p.mu.Unlock()
 		// A little room for the entries added during the walk.
 		allocs := make([]leak.Alloc, 0, n+n/64+64)
 		err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
@@ -770,6 +805,12 @@ func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
 			allocs = slices.Clone(allocs)
 		}
 		snap.Allocs = allocs
+		p.mu.Lock()
+		if p.lastLen == nil {
+			p.lastLen = map[int]int{}
+		}
+		p.lastLen[tgid] = len(allocs)
+		p.mu.Unlock()
 		return nil
 	}
 	var (
