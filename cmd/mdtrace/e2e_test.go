@@ -451,12 +451,15 @@ func TestSignal47WritesHeapDump(t *testing.T) {
 	}
 }
 
-func TestAttach(t *testing.T) {
-	needRoot(t)
+// attachToAttachee starts attachee with env added, traces it with
+// "mdtrace -p PID -o 'backtrace leak_track'" through its run to its exit,
+// and returns its pid, mdtrace's standard error and its leak report.
+func attachToAttachee(t *testing.T, env []string) (pid, stderr, report string) {
+	t.Helper()
 	dir := t.TempDir()
-	target := start(t, prog("attachee"))
+	target := startEnv(t, env, prog("attachee"))
 	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
+	pid = fmt.Sprint(target.cmd.Process.Pid)
 	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	io.WriteString(target.stdin, "go\n")
@@ -469,8 +472,13 @@ func TestAttach(t *testing.T) {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
 	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
-	got := normalizeLeakReport(t, msgs, prog("attachee"))
-	golden(t, "attachee_leak_report.txt", got)
+	return pid, m.stderr.String(), normalizeLeakReport(t, msgs, prog("attachee"))
+}
+
+func TestAttach(t *testing.T) {
+	needRoot(t)
+	_, _, report := attachToAttachee(t, nil)
+	golden(t, "attachee_leak_report.txt", report)
 }
 
 // TestAttachShimmed attaches to a process that preloads the shim itself:
@@ -478,29 +486,13 @@ func TestAttach(t *testing.T) {
 // probed, and the report is the one probes on glibc give.
 func TestAttachShimmed(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	target := startEnv(t, []string{"LD_PRELOAD=" + shimBin()}, prog("attachee"))
-	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
-	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
-	waitFile(t, dir+"/ready")
-	io.WriteString(target.stdin, "go\n")
-	target.expectLine(t, "done")
-	target.stdin.Close()
-	if code := target.wait(t); code != 0 {
-		t.Errorf("attachee exit status %d", code)
-	}
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	pid, stderr, report := attachToAttachee(t, []string{"LD_PRELOAD=" + shimBin()})
 	shim, _ := filepath.EvalSymlinks(shimBin())
 	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free in " + shim + "\n"
-	if !strings.Contains(m.stderr.String(), want) {
-		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", stderr, want)
 	}
-	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
-	got := normalizeLeakReport(t, msgs, prog("attachee"))
-	golden(t, "attachee_leak_report.txt", got)
+	golden(t, "attachee_leak_report.txt", report)
 }
 
 func TestAttachInterrupted(t *testing.T) {
