@@ -39,12 +39,7 @@ func TestCoreObjects(t *testing.T) {
 // figure, follows insertions and deletions exactly, and Snapshot reads the
 // same allocations with and without it.
 func TestTableCount(t *testing.T) {
-	needBPF(t)
-	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := smallTable(t)
 	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 0 {
 		t.Fatalf("empty table: estimate %d, %v; want 0, true", n, ok)
 	}
@@ -81,12 +76,7 @@ func TestTableCount(t *testing.T) {
 // TestForgetBatches: Forget deletes a process's blocks in batches, past a
 // block already gone, and leaves other processes' alone.
 func TestForgetBatches(t *testing.T) {
-	needBPF(t)
-	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := smallTable(t)
 	defer func(n int) { allocBatch = n }(allocBatch)
 	allocBatch = 7
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 100, stacks: 5, seed: 1})

@@ -170,11 +170,7 @@ func TestPerEventAllocs(t *testing.T) {
 		t.Errorf("decoding and writing a record: %v allocations per record, want 0", n)
 	}
 
-	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := smallTable(t)
 	const entries = 50000
 	ids := fillTable(t, p, tableFill{tgid: fakeTgid, allocs: entries, stacks: 500, seed: 4})
 	var seen int

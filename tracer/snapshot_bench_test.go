@@ -243,6 +243,19 @@ func millionTable(tb testing.TB) *Probes {
 	return p
 }
 
+// smallTable loads the probes with 16-frame backtraces and a live table of
+// 65536 entries, closed when the test ends.
+func smallTable(tb testing.TB) *Probes {
+	tb.Helper()
+	needBPF(tb)
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 16})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
 // BenchmarkSnapshot1M times Probes.Snapshot of a process with a million
 // live allocations (20,000 backtraces of 16 frames) in a table of capacity
 // 1<<21 that also holds 100,000 blocks of another process, next to the
