@@ -740,6 +740,10 @@ static __attribute__((noinline)) void *free_track(void *ptr, void *orig, size_t 
 	return free_track_add(ptr, orig, frames, n);
 }
 
+/*
+ * internal_free frees a block verify_pointer has taken: with a header, its
+ * tag is the free tag already.
+ */
 static INLINE void internal_free(void *ptr)
 {
 	void *orig = ptr;
@@ -756,7 +760,6 @@ static INLINE void internal_free(void *ptr)
 			check_guard(ptr, h->size, "REAR", (uint8_t *)ptr + h->size,
 				    g_cfg.rear_guard_bytes, (long)h->size, MD_REAR_GUARD_VALUE);
 		orig = h->orig_pointer;
-		h->tag = DEBUG_FREE_TAG;
 		bytes = h->usable_size;
 	} else if (g_cfg.options & (MD_FILL_ON_FREE | MD_FREE_TRACK)) {
 		bytes = real_usable_size(ptr);
