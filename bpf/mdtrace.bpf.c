@@ -386,17 +386,30 @@ struct {
 } walk_scratch SEC(".maps");
 
 /*
+ * How far above the stack pointer a frame record may be: the default stack
+ * size of a thread (and of the main thread, RLIMIT_STACK), 8 MiB.
+ */
+#define STACK_SPAN (8ULL << 20)
+/* The end of user space on x86-64 with 4-level page tables. */
+#define USER_TOP (1ULL << 47)
+/* No code is mapped in the first page. */
+#define USER_BOTTOM 4096ULL
+
+/*
  * Walks the frame-pointer chain of the current thread into st->ips, with
  * the allocator's caller first (see enum stack_at), as the kernel's user
  * stack walk does, but reading the stack a chunk at a time instead of a
  * frame at a time. A frame record is the caller's frame pointer, then the
  * return address. The walk stops at a null, misaligned or unreadable frame
- * pointer, or one that does not go up the stack. Returns the number of
- * frames, 0 if there is none.
+ * pointer, one that does not go up the stack, or one that is not within
+ * STACK_SPAN above the stack pointer, and at a return address outside user
+ * space: code built without frame pointers uses the register for data, and
+ * its records would be whatever that data points to (a heap block, a
+ * string), not frames. Returns the number of frames, 0 if there is none.
  */
 static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at)
 {
-	u64 fp = PT_REGS_FP(ctx), base = 0, len = 0, next, ret, off;
+	u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), base = 0, len = 0, next, ret, off;
 	u32 zero = 0, i, nr = 0;
 	struct walk_buf *w = bpf_map_lookup_elem(&walk_scratch, &zero);
 
@@ -414,7 +427,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 		break;
 	}
 	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || !fp || (fp & 7))
+		if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || (fp & 7) || fp < sp || fp - sp >= STACK_SPAN)
 			break;
 		if (fp < base || fp + 16 > base + len) {
 			/* The record is aligned: it does not cross its page. */
@@ -428,7 +441,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 		off = (fp - base) & (WALK_CHUNK - 1);
 		next = *(u64 *)&w->b[off];
 		ret = *(u64 *)&w->b[off + 8];
-		if (!ret)
+		if (ret < USER_BOTTOM || ret >= USER_TOP)
 			break;
 		st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
 		nr++;

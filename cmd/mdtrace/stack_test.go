@@ -57,6 +57,60 @@ func TestDeepBacktraces(t *testing.T) {
 	}
 }
 
+// TestFramesWithoutFramePointers: where the frame-pointer register holds
+// data (code built without frame pointers), the walk stops instead of
+// taking that data for frames: a record outside the stack, or beyond 8 MiB
+// above the stack pointer, or a return address outside user space, ends the
+// backtrace. testdata/nofp says which frames each block must have.
+func TestFramesWithoutFramePointers(t *testing.T) {
+	needRoot(t)
+	want := map[string][]string{
+		"1001": {"call_with_fp"},
+		"1002": {"call_with_fp"},
+		"1003": {"call_with_fp", "main+3"},
+		"1004": {"call_with_fp"},
+	}
+	sizeRe := regexp.MustCompile(`^\+\+\+ \S+ leaked block of size (\d+) at `)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("nofp"))
+			if r.code != 0 || r.stdout != "nofp: done\n" {
+				t.Fatalf("exit status %d, stdout %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			got := map[string][]string{}
+			size := ""
+			for _, m := range logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "") {
+				if sm := sizeRe.FindStringSubmatch(m); sm != nil {
+					size = sm[1]
+					got[size] = []string{}
+					continue
+				}
+				fm := frameRe.FindStringSubmatch(m)
+				if fm == nil || size == "" {
+					continue
+				}
+				if fm[3] != prog("nofp") {
+					t.Errorf("block of %s bytes: frame %q is not in nofp", size, m)
+					continue
+				}
+				name := fm[4]
+				if name != "call_with_fp" {
+					name += "+" + fm[5]
+				}
+				got[size] = append(got[size], name)
+			}
+			for size, frames := range want {
+				if !slices.Equal(got[size], frames) {
+					t.Errorf("block of %s bytes: frames %q, want %q", size, got[size], frames)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("leaked blocks %v, want the %d of nofp; stderr:\n%s", got, len(want), r.stderr)
+			}
+		})
+	}
+}
+
 // TestTopView: --top shows, every --interval, the allocation sites with the
 // most live bytes, named by their innermost frames.
 func TestTopView(t *testing.T) {
