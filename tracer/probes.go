@@ -567,10 +567,15 @@ func (p *Probes) Detach() {
 	closeLinks(links)
 }
 
+// closeLinks closes links all at once. Closing a uprobe link waits for a
+// kernel grace period (20 to 40 ms here): closed one after the other, the
+// links of one process took as long as the rest of a short run.
 func closeLinks(links []link.Link) {
+	var wg sync.WaitGroup
 	for _, l := range links {
-		l.Close()
+		wg.Go(func() { l.Close() })
 	}
+	wg.Wait()
 }
 
 // Close detaches the probes and frees the programs and maps.
