@@ -70,7 +70,9 @@ type Process struct {
 
 	// tracees are the processes traced: PID and, with forks followed, its
 	// descendants. Only the control goroutine uses it.
-	tracees  map[int]bool
+	tracees map[int]bool
+	// followed counts the children added to tracees (forked).
+	followed int
 	launched bool
 	hooks    Hooks
 	detachq  chan chan error
@@ -310,6 +312,7 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for len(p.tracees) > 0 {
+		followed := p.followed
 		// Each tracee is waited for by its PID: mdtrace's own children
 		// (the loader it runs to list libraries) are not the loop's.
 		for pid := range p.tracees {
@@ -335,6 +338,13 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 		}
 		if len(p.tracees) == 0 {
 			return
+		}
+		if p.followed != followed {
+			// A child added during the round may not have been
+			// polled, and the SIGCHLD of its first stop may have
+			// merged with its parent's: poll again rather than
+			// wait for the next tick.
+			continue
 		}
 		select {
 		case <-sigchld:
@@ -407,6 +417,7 @@ func (p *Process) forked(parent int, vfork bool) {
 		return
 	}
 	p.tracees[child] = true
+	p.followed++
 	p.hooks.Fork(parent, child, vfork)
 }
 
