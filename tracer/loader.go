@@ -91,10 +91,7 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 		return fmt.Errorf("probing %s in %s: %w", loaderHook, loader, err)
 	}
 	p.mu.Lock()
-	p.links = append(p.links, l)
-	if p.watched == nil {
-		p.watched = map[string]bool{}
-	}
+	p.links[pid] = append(p.links[pid], l)
 	p.watched[key] = true
 	p.mu.Unlock()
 	return nil

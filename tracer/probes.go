@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -128,8 +129,20 @@ type Probes struct {
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 
-	mu    sync.Mutex
-	links []link.Link
+	mu sync.Mutex
+	// links are the uprobe links of each process (0: program mode's,
+	// attached without a PID).
+	links map[int][]link.Link
+	// retired are the processes Release let go, cleaned up in batches.
+	retired retiring
+	// cleanMu is held while retired processes are cleaned up.
+	cleanMu sync.Mutex
+	// cleaner is the background cleanup, started by the first Release,
+	// every retireEvery (retireDelay).
+	cleaner     *cleaner
+	retireEvery time.Duration
+	// closing counts the links being closed in the background.
+	closing sync.WaitGroup
 	// Attached lists, for each attached process, the entry points probed.
 	attached map[int][]string
 	// watched holds the "pid:loader" pairs whose loader hook is probed.
@@ -209,7 +222,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	spec.Maps["stacks"].ValueSize = uint32(8 * depth)
 
-	p := &Probes{stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify, attached: map[int][]string{}}
+	p := &Probes{
+		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
+		links: map[int][]link.Link{}, attached: map[int][]string{}, watched: map[string]bool{},
+		retireEvery: retireDelay,
+	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
 		p.multi = true
 		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
@@ -359,6 +376,7 @@ type probeSite struct {
 // link and all return probes another, so that attaching and detaching
 // cost two kernel grace periods instead of one per probe.
 func (p *Probes) Attach(pid int, lib string) error {
+	p.reclaim(pid)
 	offsets, err := funcOffsets(lib)
 	if err != nil {
 		return err
@@ -434,7 +452,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 	}
 	p.mu.Lock()
-	p.links = append(p.links, links...)
+	p.links[pid] = append(p.links[pid], links...)
 	p.attached[pid] = names
 	p.mu.Unlock()
 	if len(failed) > 0 {
@@ -556,15 +574,22 @@ func (p *Probes) SetBacktrace(on bool) error {
 // Detach removes the uprobes; the maps stay readable until Close.
 func (p *Probes) Detach() {
 	p.mu.Lock()
-	links := append(p.links, p.programLinks...)
+	links := p.programLinks
+	for _, l := range p.links {
+		links = append(links, l...)
+	}
 	p.programLinks = nil
 	if p.exitLink != nil {
 		links = append(links, p.exitLink)
 		p.exitLink = nil
 	}
-	p.links = nil
+	clear(p.links)
+	links = append(links, p.retired.links...)
+	p.retired.links = nil
 	p.mu.Unlock()
+	p.stopCleaner()
 	closeLinks(links)
+	p.closing.Wait()
 }
 
 // closeLinks closes links all at once. Closing a uprobe link waits for a
@@ -618,9 +643,18 @@ func (p *Probes) Counters() (Counters, error) {
 // Forget drops every live allocation of process tgid, when it executes a
 // new program: its old memory is gone.
 func (p *Probes) Forget(tgid int) error {
+	if err := p.dropTables(map[int]bool{tgid: true}); err != nil {
+		return fmt.Errorf("dropping the live table of process %d: %w", tgid, err)
+	}
+	return nil
+}
+
+// dropTables deletes the live blocks of the processes in tgids, in one walk
+// of the table.
+func (p *Probes) dropTables(tgids map[int]bool) error {
 	var keys []bpf.MdtraceAllocKey
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
-		if int(key.Tgid) == tgid {
+		if tgids[int(key.Tgid)] {
 			keys = append(keys, *key)
 		}
 	})
@@ -628,12 +662,14 @@ func (p *Probes) Forget(tgid int) error {
 		return err
 	}
 	if err := deleteKeys(p.objs.Allocs, keys); err != nil {
-		return fmt.Errorf("dropping the live table of process %d: %w", tgid, err)
+		return err
 	}
-	// A program executed in a zygote child is a program of its own.
-	p.objs.Zygotes.Delete(uint32(tgid))
 	p.mu.Lock()
-	delete(p.lastLen, tgid)
+	for tgid := range tgids {
+		// A program executed in a zygote child is a program of its own.
+		p.objs.Zygotes.Delete(uint32(tgid))
+		delete(p.lastLen, tgid)
+	}
 	p.mu.Unlock()
 	return nil
 }
@@ -668,6 +704,7 @@ func deleteKeys(m *ebpf.Map, keys []bpf.MdtraceAllocKey) error {
 // allocates from now on is marked as a zygote child's (z 1 in heap dumps,
 // bit 31 in leak info). Call it while the child is held before it runs.
 func (p *Probes) Fork(parent, child int, zygote bool) error {
+	p.reclaim(child)
 	if !zygote {
 		return nil
 	}

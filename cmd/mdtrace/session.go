@@ -522,11 +522,7 @@ func (s *session) exiting(pid int) {
 		return
 	}
 	s.finish(p)
-	if pid != s.pid {
-		if err := s.probes.Forget(pid); err != nil {
-			s.notice("%v", err)
-		}
-	}
+	s.probes.Release(pid)
 	if s.flags.Program != "" {
 		s.dropProgramProc(pid)
 	}

@@ -1,0 +1,147 @@
+//go:build linux
+
+package tracer
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+)
+
+// Cleaning up after processes that ended is costly one by one: removing a
+// process's blocks walks the whole live table (2 ms for the default 4M
+// entries here, however few blocks it holds), and closing its uprobe links
+// waits for kernel grace periods during which the kernel holds back every
+// fork on the machine. A build under mdtrace ends hundreds of processes a
+// second. So Release only takes a process out of the maps the probes
+// consult, and leaves its blocks and links to a cleaner that handles many
+// processes at once: after retireDelay, or as soon as retireBatch are
+// waiting.
+const (
+	retireDelay = 200 * time.Millisecond
+	retireBatch = 64
+)
+
+// retiring are the processes released and not yet cleaned up.
+type retiring struct {
+	pids  map[int]bool
+	links []link.Link
+}
+
+// cleaner runs cleanRetired in the background.
+type cleaner struct {
+	wake, stop chan struct{}
+	done       chan struct{}
+}
+
+// Release lets process pid go once it has ended (or is held at its exit,
+// its reports written): the probes stop counting it at once, and its blocks
+// in the live table and its uprobes are removed in the background, with
+// those of other processes that ended about the same time. Until then its
+// blocks take room in the table; a process that gets pid again (Attach,
+// Fork) waits for them to be gone first. Detach closes what is left.
+func (p *Probes) Release(pid int) {
+	p.mu.Lock()
+	links := p.links[pid]
+	delete(p.links, pid)
+	delete(p.attached, pid)
+	prefix := fmt.Sprintf("%d:", pid)
+	for key := range p.watched {
+		if strings.HasPrefix(key, prefix) {
+			delete(p.watched, key)
+		}
+	}
+	if p.retired.pids == nil {
+		p.retired.pids = map[int]bool{}
+	}
+	p.retired.pids[pid] = true
+	p.retired.links = append(p.retired.links, links...)
+	full := len(p.retired.pids) >= retireBatch
+	if p.cleaner == nil {
+		p.cleaner = &cleaner{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		go p.cleaner.run(p, p.retireEvery)
+	}
+	c := p.cleaner
+	p.mu.Unlock()
+	p.objs.Traced.Delete(uint32(pid))
+	p.objs.Rdebug.Delete(uint32(pid))
+	if full {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *cleaner) run(p *Probes, every time.Duration) {
+	defer close(c.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake:
+		case <-t.C:
+		}
+		p.cleanRetired()
+	}
+}
+
+// stopCleaner stops the background cleanup; the links it had not closed
+// stay in p.retired.
+func (p *Probes) stopCleaner() {
+	p.mu.Lock()
+	c := p.cleaner
+	p.cleaner = nil
+	p.mu.Unlock()
+	if c != nil {
+		close(c.stop)
+		<-c.done
+	}
+}
+
+// cleanRetired removes the blocks of the processes released so far, in one
+// walk of the table, and closes their links in the background.
+func (p *Probes) cleanRetired() {
+	p.cleanMu.Lock()
+	defer p.cleanMu.Unlock()
+	p.cleanRetiredLocked()
+}
+
+func (p *Probes) cleanRetiredLocked() {
+	p.mu.Lock()
+	pids, links := p.retired.pids, p.retired.links
+	p.retired = retiring{}
+	if len(links) > 0 {
+		p.closing.Add(1)
+	}
+	p.mu.Unlock()
+	if len(links) > 0 {
+		go func() {
+			defer p.closing.Done()
+			closeLinks(links)
+		}()
+	}
+	if len(pids) > 0 {
+		// A failure leaves blocks of ended processes in the table:
+		// room lost, not blocks misreported, as nothing reads them.
+		p.dropTables(pids)
+	}
+}
+
+// reclaim makes sure that no block of an ended process pid is left in the
+// table before pid is traced again: PIDs are reused (after 32768 on many
+// machines).
+func (p *Probes) reclaim(pid int) {
+	p.cleanMu.Lock()
+	defer p.cleanMu.Unlock()
+	p.mu.Lock()
+	pending := p.retired.pids[pid]
+	p.mu.Unlock()
+	if pending {
+		p.cleanRetiredLocked()
+	}
+}
