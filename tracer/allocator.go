@@ -192,10 +192,23 @@ func sortPreloadedFirst(libs []string, pre map[string]bool) {
 // asks the program's own dynamic loader for the libraries it will load
 // (`LOADER --list`), with the program's environment, so that LD_PRELOAD,
 // LD_LIBRARY_PATH, RUNPATH and the loader cache are honoured exactly.
+//
+// The answer is remembered: a build runs the same few programs thousands of
+// times, and each run of the loader costs milliseconds while the process
+// waits. It is used again for the same executable and loader (the same
+// files, unchanged), the same loader variables in the environment and the
+// same loader cache, while none of the files the loader listed has changed.
 func AllocatorOfExec(pid int) (string, error) {
 	exe, err := procExe(pid)
 	if err != nil {
 		return "", err
+	}
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	key, keyed := execKey(pid, exe, env)
+	if keyed {
+		if lib, ok := execCache.get(key); ok {
+			return lib, nil
+		}
 	}
 	if err := CheckExecutable(exe); err != nil {
 		return "", err
@@ -204,16 +217,21 @@ func AllocatorOfExec(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if interp == "" {
-		// A static program carries its own allocator.
-		return pickAllocator(exe, nil)
+	var libs []string
+	if interp != "" {
+		if libs, err = loaderList(interp, exe, env, procCwd(pid)); err != nil {
+			return "", err
+		}
 	}
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	libs, err := loaderList(interp, exe, env)
+	// A static program (no loader) carries its own allocator.
+	lib, err := pickAllocator(exe, libs)
 	if err != nil {
 		return "", err
 	}
-	return pickAllocator(exe, libs)
+	if keyed {
+		execCache.put(key, interp, libs, lib)
+	}
+	return lib, nil
 }
 
 // AllocatorOfFile finds the file that would provide malloc to the program
@@ -230,7 +248,7 @@ func AllocatorOfFile(path string, env []string) (string, error) {
 	if interp == "" {
 		return pickAllocator(path, nil)
 	}
-	libs, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")))
+	libs, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "")
 	if err != nil {
 		return "", err
 	}
@@ -238,11 +256,14 @@ func AllocatorOfFile(path string, env []string) (string, error) {
 }
 
 // loaderList runs the dynamic loader in list mode and returns the paths of
-// the libraries it would load, in load order.
-func loaderList(interp, exe string, environ []byte) ([]string, error) {
+// the libraries it would load, in load order. dir, if not "", is the
+// directory it runs in: the program's, against which relative paths in
+// LD_LIBRARY_PATH and LD_PRELOAD resolve.
+func loaderList(interp, exe string, environ []byte, dir string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, interp, "--list", exe)
+	cmd.Dir = dir
 	for _, kv := range bytes.Split(environ, []byte{0}) {
 		if len(kv) > 0 {
 			cmd.Env = append(cmd.Env, string(kv))

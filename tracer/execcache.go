@@ -1,0 +1,143 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileID tells a file apart from another, or from itself changed.
+type fileID struct {
+	dev, ino uint64
+	size     int64
+	mtime    unix.Timespec
+	ctime    unix.Timespec
+}
+
+func statID(path string) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
+}
+
+// ldCache is the dynamic loader's cache of library paths.
+const ldCache = "/etc/ld.so.cache"
+
+// execKeyT is what decides the loader's list of libraries for a program:
+// the executable, the loader variables of its environment (LD_*,
+// GLIBC_TUNABLES), the loader cache, and the working directory when a path
+// in LD_LIBRARY_PATH, LD_PRELOAD or LD_AUDIT is relative.
+type execKeyT struct {
+	exe     fileID
+	env     string
+	cache   fileID
+	cwd     string
+	exePath string
+}
+
+// execKey returns the key of process pid's program, ok false when a file
+// it depends on cannot be read (the answer is then not remembered).
+func execKey(pid int, exe string, environ []byte) (k execKeyT, ok bool) {
+	if k.exe, ok = statID(fmt.Sprintf("/proc/%d/exe", pid)); !ok {
+		return k, false
+	}
+	k.exePath = exe
+	k.cache, _ = statID(ldCache)
+	var vars []string
+	relative := false
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if !bytes.HasPrefix(kv, []byte("LD_")) && !bytes.HasPrefix(kv, []byte("GLIBC_TUNABLES=")) {
+			continue
+		}
+		vars = append(vars, string(kv))
+		name, v, _ := strings.Cut(string(kv), "=")
+		if name != "LD_LIBRARY_PATH" && name != "LD_PRELOAD" && name != "LD_AUDIT" {
+			continue
+		}
+		for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ':' || r == ' ' || r == ';' }) {
+			if !strings.HasPrefix(p, "/") {
+				relative = true
+			}
+		}
+	}
+	k.env = strings.Join(vars, "\x00")
+	if relative {
+		k.cwd = procCwd(pid)
+	}
+	return k, true
+}
+
+// procCwd returns the working directory of process pid, "" if unknown.
+func procCwd(pid int) string {
+	cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	return cwd
+}
+
+// execEntry is a remembered answer, with the files it was drawn from.
+type execEntry struct {
+	lib   string
+	files []string
+	ids   []fileID
+}
+
+// maxExecCache bounds the answers remembered.
+const maxExecCache = 1024
+
+// execCache remembers AllocatorOfExec's answers.
+var execCache = &execMemo{m: map[execKeyT]execEntry{}}
+
+type execMemo struct {
+	mu sync.Mutex
+	m  map[execKeyT]execEntry
+}
+
+// get returns the remembered allocator for k, if none of the files it was
+// found from has changed since.
+func (c *execMemo) get(k execKeyT) (string, bool) {
+	c.mu.Lock()
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	for i, f := range e.files {
+		if id, ok := statID(f); !ok || id != e.ids[i] {
+			c.mu.Lock()
+			delete(c.m, k)
+			c.mu.Unlock()
+			return "", false
+		}
+	}
+	return e.lib, true
+}
+
+// put remembers that k's program, with loader interp and libraries libs,
+// gets malloc from lib.
+func (c *execMemo) put(k execKeyT, interp string, libs []string, lib string) {
+	e := execEntry{lib: lib}
+	for _, f := range append([]string{interp}, libs...) {
+		if f == "" {
+			continue
+		}
+		id, ok := statID(f)
+		if !ok {
+			return
+		}
+		e.files = append(e.files, f)
+		e.ids = append(e.ids, id)
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxExecCache {
+		clear(c.m)
+	}
+	c.m[k] = e
+	c.mu.Unlock()
+}

@@ -1,0 +1,61 @@
+//go:build linux
+
+package tracer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestExecCache: a remembered allocator is used again only while every
+// file it was drawn from is unchanged.
+func TestExecCache(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for _, name := range []string{"ld.so", "libfirst.so", "libmalloc.so"} {
+		files[name] = filepath.Join(dir, name)
+		if err := os.WriteFile(files[name], []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &execMemo{m: map[execKeyT]execEntry{}}
+	k := execKeyT{exePath: "/bin/prog", env: "LD_PRELOAD=x"}
+	c.put(k, files["ld.so"], []string{files["libfirst.so"], files["libmalloc.so"]}, files["libmalloc.so"])
+	if lib, ok := c.get(k); !ok || lib != files["libmalloc.so"] {
+		t.Fatalf("get = %q, %v; want %q", lib, ok, files["libmalloc.so"])
+	}
+	other := k
+	other.env = ""
+	if _, ok := c.get(other); ok {
+		t.Error("another environment got the remembered answer")
+	}
+	// A library rebuilt (here one byte longer) may define malloc now.
+	if err := os.WriteFile(files["libfirst.so"], []byte("libfirst.so+"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if lib, ok := c.get(k); ok {
+		t.Errorf("get after a listed library changed = %q, want nothing", lib)
+	}
+	if len(c.m) != 0 {
+		t.Errorf("a stale answer is still remembered: %v", c.m)
+	}
+}
+
+// TestExecKey: the key holds the loader's variables only, and the working
+// directory only when one of them names a relative path.
+func TestExecKey(t *testing.T) {
+	pid := os.Getpid()
+	env := []byte("PATH=/bin\x00LD_PRELOAD=/lib/a.so\x00HOME=/root\x00GLIBC_TUNABLES=glibc.malloc.tcache_count=0\x00")
+	k, ok := execKey(pid, "/bin/prog", env)
+	if !ok {
+		t.Fatal("no key for this process")
+	}
+	if want := "LD_PRELOAD=/lib/a.so\x00GLIBC_TUNABLES=glibc.malloc.tcache_count=0"; k.env != want || k.cwd != "" {
+		t.Errorf("key env %q cwd %q; want %q and no directory", k.env, k.cwd, want)
+	}
+	k, _ = execKey(pid, "/bin/prog", []byte("LD_LIBRARY_PATH=/lib:build/lib\x00"))
+	if wd, _ := os.Getwd(); k.cwd != wd {
+		t.Errorf("key cwd %q with a relative LD_LIBRARY_PATH, want %q", k.cwd, wd)
+	}
+}
