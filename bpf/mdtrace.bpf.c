@@ -56,6 +56,7 @@ enum counter {
 	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
 	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
 	COUNTER_PROGRAM_LOST,	   /* program mode: processes not traced (traced map or exec ring buffer full) */
+	COUNTER_GEN_LOST,	   /* execs whose program's blocks cannot be told from the one before (gens map full) */
 	COUNTER_MAX,
 };
 
@@ -102,10 +103,16 @@ volatile u32 have_zygotes = 0;
  */
 volatile u32 table_full = 0;
 
-/* A live allocation: which process, which pointer. */
+/*
+ * A live allocation: which process, which program it runs, which pointer.
+ * gen is the kernel's count of the execs of the process's thread
+ * (task_struct.self_exec_id), which an exec increments: the blocks of the
+ * program a process ran before its exec keep their old gen, and the probes
+ * no longer see them, until user space drops them.
+ */
 struct alloc_key {
 	u32 tgid;
-	u32 pad;
+	u32 gen;
 	u64 ptr;
 };
 
@@ -250,8 +257,8 @@ struct {
 #define ALLOC_TIME_SHIFT 1
 
 /*
- * The processes being traced, for the thread exit tracepoint, and in
- * program mode for every probe.
+ * The processes being traced, for the thread exit and exec tracepoints,
+ * and in program mode for every probe.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -259,6 +266,18 @@ struct {
 	__type(key, u32);
 	__type(value, u32);
 } traced SEC(".maps");
+
+/*
+ * The gen (see struct alloc_key) of each traced process that executed a
+ * program since it was traced: its blocks of another gen are from the
+ * program before. A process without an entry has one gen in the table.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, u32);
+} gens SEC(".maps");
 
 /* Loss and event counters, per CPU, summed by user space. */
 struct {
@@ -501,6 +520,32 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 	return h;
 }
 
+/* The fields read from the kernel's structures, relocated by CO-RE. */
+struct task_struct___md {
+	int tgid;
+	u64 self_exec_id;
+} __attribute__((preserve_access_index));
+
+/* The gen of the current process's program (see struct alloc_key). */
+static __always_inline u32 current_gen(void)
+{
+	struct task_struct___md *t = (void *)bpf_get_current_task_btf();
+
+	return (u32)t->self_exec_id;
+}
+
+/* The key of the current process's block at ptr. */
+static __always_inline struct alloc_key block_key(u64 ptr)
+{
+	struct alloc_key key = {
+		.tgid = bpf_get_current_pid_tgid() >> 32,
+		.gen = current_gen(),
+		.ptr = ptr,
+	};
+
+	return key;
+}
+
 static __always_inline struct thread_state *thread_state(void)
 {
 	struct thread_state *ts;
@@ -519,7 +564,7 @@ static __always_inline struct thread_state *thread_state(void)
 static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u64 time_ns, u32 at)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct alloc_key key = { .tgid = pid_tgid >> 32, .ptr = ptr };
+	struct alloc_key key = block_key(ptr);
 	struct alloc_info info = {
 		.size = size,
 		.tid = (u32)pid_tgid,
@@ -597,7 +642,7 @@ static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key 
 static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
 					 bool check)
 {
-	struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = ptr };
+	struct alloc_key key = block_key(ptr);
 	struct alloc_info *info;
 
 	if (ts) {
@@ -688,7 +733,7 @@ int alloc_entry(struct pt_regs *ctx)
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
-			struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = a0 };
+			struct alloc_key key = block_key(a0);
 
 			if (!bpf_map_lookup_elem(&allocs, &key))
 				pointer_error(ctx, &key, FN_USABLE_SIZE);
@@ -770,10 +815,8 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		if (ptr == 0) {
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
 			if (size != 0 && ts->old_valid) {
-				struct alloc_key key = {
-					.tgid = bpf_get_current_pid_tgid() >> 32,
-					.ptr = ts->args[0],
-				};
+				struct alloc_key key = block_key(ts->args[0]);
+
 				bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
 			}
 			return 0;
@@ -847,7 +890,7 @@ int alloc_site(struct pt_regs *ctx)
 			break;
 		/* realloc(p, 0) freed p; a failed realloc keeps it. */
 		if (ptr == 0 && size != 0 && ts->old_valid) {
-			struct alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ptr = a0 };
+			struct alloc_key key = block_key(a0);
 
 			bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
 		}
@@ -990,13 +1033,8 @@ struct {
 	__type(value, struct exec_event);
 } exec_scratch SEC(".maps");
 
-/* The fields read from the kernel's structures, relocated by CO-RE. */
 struct linux_binprm___md {
 	const char *filename;
-} __attribute__((preserve_access_index));
-
-struct task_struct___md {
-	int tgid;
 } __attribute__((preserve_access_index));
 
 /* A search of program_name in the file name: base and len bound it. */
@@ -1085,6 +1123,24 @@ int program_exec(u64 *ctx)
 	e->parent = 0;
 	__builtin_memcpy(e->name, s->name, sizeof(e->name));
 	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/*
+ * A traced process executed a program: the gen of its blocks from now on.
+ * (Program mode also decides here whether the process is traced; a process
+ * it starts to trace has no blocks yet.)
+ */
+SEC("raw_tp/sched_process_exec")
+int exec_gen(u64 *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, gen;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	gen = current_gen();
+	if (bpf_map_update_elem(&gens, &tgid, &gen, BPF_ANY) != 0)
+		count(COUNTER_GEN_LOST);
 	return 0;
 }
 

@@ -24,7 +24,7 @@ type MdtraceAllocInfo struct {
 type MdtraceAllocKey struct {
 	_    structs.HostLayout
 	Tgid uint32
-	Pad  uint32
+	Gen  uint32
 	Ptr  uint64
 }
 
@@ -97,6 +97,7 @@ const (
 	MdtraceMapExecScratch        = "exec_scratch"
 	MdtraceMapExecs              = "execs"
 	MdtraceMapFreed              = "freed"
+	MdtraceMapGens               = "gens"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
@@ -109,6 +110,7 @@ const (
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
 	MdtraceProgAllocSite         = "alloc_site"
+	MdtraceProgExecGen           = "exec_gen"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
 	MdtraceProgProgramExec       = "program_exec"
 	MdtraceProgProgramFork       = "program_fork"
@@ -180,6 +182,7 @@ type MdtraceProgramSpecs struct {
 	AllocEntry       *ebpf.ProgramSpec `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
 	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
+	ExecGen          *ebpf.ProgramSpec `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
 	ProgramFork      *ebpf.ProgramSpec `ebpf:"program_fork"`
@@ -196,6 +199,7 @@ type MdtraceMapSpecs struct {
 	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Execs        *ebpf.MapSpec `ebpf:"execs"`
 	Freed        *ebpf.MapSpec `ebpf:"freed"`
+	Gens         *ebpf.MapSpec `ebpf:"gens"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
 	Records      *ebpf.MapSpec `ebpf:"records"`
@@ -259,6 +263,7 @@ type MdtraceMaps struct {
 	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
 	Execs        *ebpf.Map `ebpf:"execs"`
 	Freed        *ebpf.Map `ebpf:"freed"`
+	Gens         *ebpf.Map `ebpf:"gens"`
 	Notify       *ebpf.Map `ebpf:"notify"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
 	Records      *ebpf.Map `ebpf:"records"`
@@ -278,6 +283,7 @@ func (m *MdtraceMaps) Close() error {
 		m.ExecScratch,
 		m.Execs,
 		m.Freed,
+		m.Gens,
 		m.Notify,
 		m.Rdebug,
 		m.Records,
@@ -323,6 +329,7 @@ type MdtracePrograms struct {
 	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
+	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
 	ProgramFork      *ebpf.Program `ebpf:"program_fork"`
@@ -334,6 +341,7 @@ func (p *MdtracePrograms) Close() error {
 		p.AllocEntry,
 		p.AllocReturn,
 		p.AllocSite,
+		p.ExecGen,
 		p.LibrariesChanged,
 		p.ProgramExec,
 		p.ProgramFork,

@@ -52,6 +52,7 @@ const (
 	counterNotifyLost
 	counterErrorsLost
 	counterProgramLost
+	counterGenLost
 	counterMax
 )
 
@@ -72,6 +73,7 @@ type Counters struct {
 	NotifyLost     uint64 // library load notices lost: the ring buffer was full
 	ErrorsLost     uint64 // verify_pointers errors lost: the ring buffer was full
 	ProgramLost    uint64 // program mode: processes not traced, or not reported
+	GenLost        uint64 // execs whose program's blocks cannot be told from the one before
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -126,6 +128,7 @@ type Probes struct {
 	record     bool
 	verify     bool
 	exitLink   link.Link // the thread exit tracepoint, with record
+	execLink   link.Link // the exec tracepoint that keeps the gens map
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 
@@ -254,6 +257,7 @@ type coreObjects struct {
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
+	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
 	bpf.MdtraceMaps
 	bpf.MdtraceVariables
 }
@@ -273,7 +277,7 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
 	}
 	p.objs.MdtraceMaps, p.objs.MdtraceVariables = core.MdtraceMaps, core.MdtraceVariables
 	p.objs.AllocEntry, p.objs.AllocReturn, p.objs.AllocSite = core.AllocEntry, core.AllocReturn, core.AllocSite
-	p.objs.LibrariesChanged, p.objs.ThreadExit = core.LibrariesChanged, core.ThreadExit
+	p.objs.LibrariesChanged, p.objs.ThreadExit, p.objs.ExecGen = core.LibrariesChanged, core.ThreadExit, core.ExecGen
 	return nil
 }
 
@@ -435,21 +439,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 		return fmt.Errorf("probing %s: %w", lib, err)
 	}
-	if p.record {
-		if err := p.objs.Traced.Put(uint32(pid), uint32(1)); err != nil {
-			closeLinks(links)
-			return fmt.Errorf("tracing the threads of process %d: %w", pid, err)
-		}
-		p.mu.Lock()
-		if p.exitLink == nil {
-			// A raw tracepoint needs no tracefs.
-			p.exitLink, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.ThreadExit})
-		}
-		p.mu.Unlock()
-		if err != nil {
-			closeLinks(links)
-			return fmt.Errorf("attaching the thread exit tracepoint: %w", err)
-		}
+	if err := p.traceProcess(pid); err != nil {
+		closeLinks(links)
+		return err
 	}
 	p.mu.Lock()
 	p.links[pid] = append(p.links[pid], links...)
@@ -457,6 +449,32 @@ func (p *Probes) Attach(pid int, lib string) error {
 	p.mu.Unlock()
 	if len(failed) > 0 {
 		return &AttachError{Failed: failed}
+	}
+	return nil
+}
+
+// traceProcess enters pid in the traced processes, for the exec
+// tracepoint (which tells its programs' blocks apart) and, with record, the
+// thread exit one; it attaches those tracepoints the first time.
+func (p *Probes) traceProcess(pid int) error {
+	if err := p.objs.Traced.Put(uint32(pid), uint32(1)); err != nil {
+		return fmt.Errorf("tracing process %d: %w", pid, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	// Raw tracepoints need no tracefs.
+	if p.execLink == nil {
+		p.execLink, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exec", Program: p.objs.ExecGen})
+		if err != nil {
+			return fmt.Errorf("attaching the exec tracepoint: %w", err)
+		}
+	}
+	if p.record && p.exitLink == nil {
+		p.exitLink, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.ThreadExit})
+		if err != nil {
+			return fmt.Errorf("attaching the thread exit tracepoint: %w", err)
+		}
 	}
 	return nil
 }
@@ -579,9 +597,11 @@ func (p *Probes) Detach() {
 		links = append(links, l...)
 	}
 	p.programLinks = nil
-	if p.exitLink != nil {
-		links = append(links, p.exitLink)
-		p.exitLink = nil
+	for _, l := range []*link.Link{&p.exitLink, &p.execLink} {
+		if *l != nil {
+			links = append(links, *l)
+			*l = nil
+		}
 	}
 	clear(p.links)
 	links = append(links, p.retired.links...)
@@ -637,24 +657,26 @@ func (p *Probes) Counters() (Counters, error) {
 		NotifyLost:     vals[counterNotifyLost],
 		ErrorsLost:     vals[counterErrorsLost],
 		ProgramLost:    vals[counterProgramLost],
+		GenLost:        vals[counterGenLost],
 	}, nil
 }
 
 // Forget drops every live allocation of process tgid, when it executes a
 // new program: its old memory is gone.
 func (p *Probes) Forget(tgid int) error {
-	if err := p.dropTables(map[int]bool{tgid: true}); err != nil {
+	drop := func(k *bpf.MdtraceAllocKey) bool { return int(k.Tgid) == tgid }
+	if err := p.dropTables(drop, map[int]bool{tgid: true}); err != nil {
 		return fmt.Errorf("dropping the live table of process %d: %w", tgid, err)
 	}
 	return nil
 }
 
-// dropTables deletes the live blocks of the processes in tgids, in one walk
-// of the table.
-func (p *Probes) dropTables(tgids map[int]bool) error {
+// dropTables deletes the blocks drop picks, in one walk of the table, and
+// forgets the processes in tgids, which have no blocks left.
+func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]bool) error {
 	var keys []bpf.MdtraceAllocKey
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
-		if tgids[int(key.Tgid)] {
+		if drop(key) {
 			keys = append(keys, *key)
 		}
 	})
@@ -712,16 +734,23 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 		keys  []bpf.MdtraceAllocKey
 		infos []bpf.MdtraceAllocInfo
 	)
-	// The child's own blocks, if it has run already, stay.
+	// The child's own blocks, if it has run already, stay. It runs its
+	// parent's program: the same gen.
+	gen, known := p.currentGen(parent)
+	if known {
+		if err := p.objs.Gens.Put(uint32(child), gen); err != nil {
+			return fmt.Errorf("tracing process %d, forked from %d: %w", child, parent, err)
+		}
+	}
 	own := map[uint64]bool{}
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
-		switch int(key.Tgid) {
-		case parent:
+		switch {
+		case int(key.Tgid) == parent && (!known || key.Gen == gen):
 			k := *key
 			k.Tgid = uint32(child)
 			keys = append(keys, k)
 			infos = append(infos, *info)
-		case child:
+		case int(key.Tgid) == child:
 			own[key.Ptr] = true
 		}
 	})
@@ -826,6 +855,8 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 // slice of the right size: growing one slice by append would copy a table
 // of a million allocations about five times.
 func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
+	gen, known := p.currentGen(tgid)
+	mine := func(k *bpf.MdtraceAllocKey) bool { return int(k.Tgid) == tgid && (!known || k.Gen == gen) }
 	if n, ok := p.count.estimate(p.objs.Allocs); ok {
 		p.mu.Lock()
 		if last, ok := p.lastLen[tgid]; ok {
@@ -835,7 +866,7 @@ func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
 		// A little room for the entries added during the walk.
 		allocs := make([]leak.Alloc, 0, n+n/64+64)
 		err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
-			if int(key.Tgid) == tgid {
+			if mine(key) {
 				allocs = append(allocs, allocOf(key, info))
 			}
 		})
@@ -860,7 +891,7 @@ func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
 		n      int
 	)
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
-		if int(key.Tgid) != tgid {
+		if !mine(key) {
 			return
 		}
 		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {

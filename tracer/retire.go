@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/link"
+
+	"github.com/mdtrace/mdtrace/bpf"
 )
 
 // Cleaning up after processes that ended is costly one by one: removing a
@@ -24,9 +26,11 @@ const (
 	retireBatch = 64
 )
 
-// retiring are the processes released and not yet cleaned up.
+// retiring are the processes released and not yet cleaned up, and those
+// whose blocks from before an exec are still in the table.
 type retiring struct {
 	pids  map[int]bool
+	execs map[int]bool
 	links []link.Link
 }
 
@@ -59,20 +63,26 @@ func (p *Probes) Release(pid int) {
 	p.retired.pids[pid] = true
 	p.retired.links = append(p.retired.links, links...)
 	full := len(p.retired.pids) >= retireBatch
-	if p.cleaner == nil {
-		p.cleaner = &cleaner{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-		go p.cleaner.run(p, p.retireEvery)
-	}
-	c := p.cleaner
+	c := p.startCleanerLocked()
 	p.mu.Unlock()
 	p.objs.Traced.Delete(uint32(pid))
 	p.objs.Rdebug.Delete(uint32(pid))
+	p.objs.Gens.Delete(uint32(pid))
 	if full {
 		select {
 		case c.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// startCleanerLocked starts the cleaner if it is not running; p.mu held.
+func (p *Probes) startCleanerLocked() *cleaner {
+	if p.cleaner == nil {
+		p.cleaner = &cleaner{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		go p.cleaner.run(p, p.retireEvery)
+	}
+	return p.cleaner
 }
 
 func (c *cleaner) run(p *Probes, every time.Duration) {
@@ -103,8 +113,9 @@ func (p *Probes) stopCleaner() {
 	}
 }
 
-// cleanRetired removes the blocks of the processes released so far, in one
-// walk of the table, and closes their links in the background.
+// cleanRetired removes the blocks of the processes released so far, and
+// those of the programs before an exec, in one walk of the table, and
+// closes the links of the processes released in the background.
 func (p *Probes) cleanRetired() {
 	p.cleanMu.Lock()
 	defer p.cleanMu.Unlock()
@@ -113,7 +124,7 @@ func (p *Probes) cleanRetired() {
 
 func (p *Probes) cleanRetiredLocked() {
 	p.mu.Lock()
-	pids, links := p.retired.pids, p.retired.links
+	pids, execs, links := p.retired.pids, p.retired.execs, p.retired.links
 	p.retired = retiring{}
 	if len(links) > 0 {
 		p.closing.Add(1)
@@ -125,11 +136,19 @@ func (p *Probes) cleanRetiredLocked() {
 			closeLinks(links)
 		}()
 	}
-	if len(pids) > 0 {
-		// A failure leaves blocks of ended processes in the table:
-		// room lost, not blocks misreported, as nothing reads them.
-		p.dropTables(pids)
+	if len(pids) == 0 && len(execs) == 0 {
+		return
 	}
+	// A failure leaves blocks of ended processes, or of programs before
+	// an exec, in the table: room lost, not blocks misreported, as the
+	// readers skip them.
+	current, err := p.currentGens()
+	if err != nil {
+		return
+	}
+	p.dropTables(func(k *bpf.MdtraceAllocKey) bool {
+		return pids[int(k.Tgid)] || execs[int(k.Tgid)] && !current(k)
+	}, pids)
 }
 
 // reclaim makes sure that no block of an ended process pid is left in the

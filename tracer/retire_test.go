@@ -48,13 +48,15 @@ func TestReleaseClosesLinks(t *testing.T) {
 	if err := p.Attach(self, libc); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
 	}
+	one := linkFDs(t)
 	parent := os.Getppid()
 	if err := p.Attach(parent, libc); err != nil {
 		t.Fatal(err)
 	}
-	attached := linkFDs(t)
-	if attached <= before {
-		t.Fatalf("%d link descriptors after attaching, %d before", attached, before)
+	two := linkFDs(t)
+	// The first attach also attached the exec tracepoint.
+	if two-one < 1 || one-before != two-one+1 {
+		t.Fatalf("link descriptors: %d before, %d after one process, %d after two", before, one, two)
 	}
 	p.Release(self)
 	if got := p.Attached(self); len(got) != 0 {
@@ -62,8 +64,8 @@ func TestReleaseClosesLinks(t *testing.T) {
 	}
 	p.cleanRetired()
 	p.closing.Wait()
-	if got, want := linkFDs(t), before+(attached-before)/2; got != want {
-		t.Errorf("%d link descriptors after releasing one of two processes, want %d", got, want)
+	if got := linkFDs(t); got != one {
+		t.Errorf("%d link descriptors after releasing one of two processes, want %d", got, one)
 	}
 	if len(p.Attached(parent)) == 0 {
 		t.Error("the other process lost its probes")
@@ -114,5 +116,62 @@ func TestReleaseDropsTable(t *testing.T) {
 	}
 	if n := tableCounts(t, p); n[fakeTgid] != 30 || n[otherTgid] != 30 {
 		t.Errorf("after the PID's fork: %v, want 30 blocks each for %d and %d", n, fakeTgid, otherTgid)
+	}
+}
+
+// TestExecGens: after an exec, a process's blocks of the program before
+// (another gen) are skipped by readers at once and dropped by the cleaner;
+// a forked child copies the current program's blocks only.
+func TestExecGens(t *testing.T) {
+	p := smallTable(t)
+	p.retireEvery = time.Hour
+	put := func(gen uint32, n int) {
+		for i := range n {
+			k := bpf.MdtraceAllocKey{Tgid: fakeTgid, Gen: gen, Ptr: uint64(gen)<<32 | uint64(i+1)<<4}
+			if err := p.objs.Allocs.Put(k, bpf.MdtraceAllocInfo{Size: uint64(gen)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(5, 10)
+	put(6, 3)
+	blocks := func(pid int) int {
+		snap, err := p.Snapshot(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(snap.Allocs)
+	}
+	if n := blocks(fakeTgid); n != 13 {
+		t.Errorf("%d blocks before any exec is known, want all 13", n)
+	}
+	// What the exec tracepoint does when the process executes.
+	if err := p.objs.Gens.Put(uint32(fakeTgid), uint32(6)); err != nil {
+		t.Fatal(err)
+	}
+	if n := blocks(fakeTgid); n != 3 {
+		t.Errorf("%d blocks after the exec, want the new program's 3", n)
+	}
+	totals, err := p.Totals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := totals[fakeTgid]; got != (Totals{Blocks: 3, Bytes: 18}) {
+		t.Errorf("Totals = %+v, want 3 blocks of 6 bytes", got)
+	}
+	p.Execed(fakeTgid)
+	p.cleanRetired()
+	if n := tableCounts(t, p)[fakeTgid]; n != 3 {
+		t.Errorf("%d blocks in the table after the cleaner, want 3", n)
+	}
+	if err := p.Fork(fakeTgid, otherTgid, true); err != nil {
+		t.Fatal(err)
+	}
+	var gen uint32
+	if err := p.objs.Gens.Lookup(uint32(otherTgid), &gen); err != nil || gen != 6 {
+		t.Errorf("the child's gen: %d, %v; want 6", gen, err)
+	}
+	if n := blocks(otherTgid); n != 3 {
+		t.Errorf("the forked child has %d blocks, want 3", n)
 	}
 }

@@ -14,7 +14,14 @@ type Totals struct {
 // Totals sums the live table per process.
 func (p *Probes) Totals() (map[int]Totals, error) {
 	out := map[int]Totals{}
-	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
+	current, err := p.currentGens()
+	if err != nil {
+		return nil, err
+	}
+	err = p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
+		if !current(key) {
+			return
+		}
 		t := out[int(key.Tgid)]
 		t.Blocks++
 		t.Bytes += info.Size

@@ -940,13 +940,17 @@ func TestExecReplacesTheProgram(t *testing.T) {
 	needRoot(t)
 	// The shell's blocks die with its image; leaky's are reported under
 	// leaky's name.
-	logPath := filepath.Join(t.TempDir(), "log")
-	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", "sh", "-c", "exec "+prog("leaky")+" 5")
-	if r.code != 5 {
-		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", "sh", "-c", "exec "+prog("leaky")+" 5")
+			if r.code != 5 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			msgs := logMessages(t, readFile(t, logPath), "")
+			golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+		})
 	}
-	msgs := logMessages(t, readFile(t, logPath), "")
-	golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
 }
 
 // TestVerifyPointers checks verify_pointers in both launch modes. With

@@ -438,9 +438,7 @@ func (s *session) execed(pid int) {
 	if p == nil {
 		return
 	}
-	if err := s.probes.Forget(pid); err != nil {
-		s.notice("%v", err)
-	}
+	s.probes.Execed(pid)
 	p.hist.Reset()
 	prog := tracer.ProgName(pid)
 	s.pmu.Lock()
@@ -823,6 +821,7 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.NotifyLost, "library notices were lost: frames of unloaded libraries may stay unnamed")
 	add(c.ErrorsLost, "pointer errors were lost: the error ring buffer was full")
 	add(c.ProgramLost, "processes running the program were not traced, or not reported: a table or ring buffer was full")
+	add(c.GenLost, "programs executed could not be told from the program before: its blocks may be reported with theirs (the table of processes was full)")
 	return out
 }
 
