@@ -172,3 +172,6 @@ func (n *NoticeReader) Next(deadline time.Time) (Library, error) {
 
 // Close stops the reader.
 func (n *NoticeReader) Close() error { return n.r.Close() }
+
+// Wake ends a wait of Next (see EventReader.Wake).
+func (n *NoticeReader) Wake() error { return n.r.Wake() }

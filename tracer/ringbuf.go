@@ -18,8 +18,8 @@ import (
 var ErrNoRecord = errors.New("no record")
 
 // EventReader reads fixed-size events of type T from one of the probes'
-// ring buffers. It is not safe for concurrent use; Close may be called
-// from another goroutine.
+// ring buffers. It is not safe for concurrent use; Close and Wake may be
+// called from another goroutine.
 type EventReader[T any] struct {
 	rd  *ringbuf.Reader
 	raw ringbuf.Record
@@ -39,7 +39,7 @@ func newEventReader[T any](m *ebpf.Map, what string) (*EventReader[T], error) {
 func (r *EventReader[T]) Next(deadline time.Time, e *T) error {
 	r.rd.SetDeadline(deadline)
 	if err := r.rd.ReadInto(&r.raw); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrFlushed) {
 			return ErrNoRecord
 		}
 		return err
@@ -53,6 +53,11 @@ func (r *EventReader[T]) Next(deadline time.Time, e *T) error {
 
 // Close stops the reader.
 func (r *EventReader[T]) Close() error { return r.rd.Close() }
+
+// Wake ends the wait of Next, now or, if it is not waiting, the next time
+// it would wait: once the events already in the buffer are read, it
+// returns ErrNoRecord without waiting for its deadline.
+func (r *EventReader[T]) Wake() error { return r.rd.Flush() }
 
 // cString is the NUL-terminated string in a char array of an event.
 func cString(a []int8) string {

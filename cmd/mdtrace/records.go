@@ -48,7 +48,7 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
 		err := rd.Next(deadline, &ev)
 		return &ev, err
-	}, r.add)
+	}, r.add, rd.Wake)
 	return r, nil
 }
 

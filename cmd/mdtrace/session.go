@@ -700,7 +700,7 @@ func (s *session) frames(p *proc, maps *stacks.Maps) func([]uint64) []stacks.Fra
 // watchLibraries remembers every library the loader reports, with its
 // load address, until stop is called.
 func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
-	sync, stopPump := pump(n.Next, s.rememberLibrary)
+	sync, stopPump := pump(n.Next, s.rememberLibrary, n.Wake)
 	return sync, func() {
 		n.Close()
 		stopPump()

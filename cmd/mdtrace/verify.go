@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	gosync "sync"
 	"time"
 
 	"github.com/mdtrace/mdtrace/output"
@@ -23,16 +24,25 @@ var checkFnNames = map[uint32]string{
 
 // pump calls handle with every item next returns, from its own goroutine,
 // until stop is called; sync returns once every item already available
-// has been handled.
-func pump[T any](next func(deadline time.Time) (T, error), handle func(T)) (sync, stop func()) {
+// has been handled. wake must make a next that waits for items return
+// (see tracer.EventReader.Wake): sync does not wait out next's deadline.
+// A sync is registered before it wakes the goroutine, which looks for
+// syncs before each wait: a wake cannot be spent before its sync is seen.
+func pump[T any](next func(deadline time.Time) (T, error), handle func(T), wake func() error) (sync, stop func()) {
+	var (
+		mu      gosync.Mutex
+		waiting []chan struct{}
+	)
 	done := make(chan struct{})
-	syncq := make(chan chan struct{})
 	quit := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			select {
-			case reply := <-syncq:
+			mu.Lock()
+			syncs := waiting
+			waiting = nil
+			mu.Unlock()
+			if len(syncs) > 0 {
 				for {
 					item, err := next(time.Now())
 					if err != nil {
@@ -40,8 +50,12 @@ func pump[T any](next func(deadline time.Time) (T, error), handle func(T)) (sync
 					}
 					handle(item)
 				}
-				close(reply)
+				for _, reply := range syncs {
+					close(reply)
+				}
 				continue
+			}
+			select {
 			case <-quit:
 				return
 			default:
@@ -58,14 +72,18 @@ func pump[T any](next func(deadline time.Time) (T, error), handle func(T)) (sync
 	}()
 	sync = func() {
 		reply := make(chan struct{})
+		mu.Lock()
+		waiting = append(waiting, reply)
+		mu.Unlock()
+		wake()
 		select {
-		case syncq <- reply:
-			<-reply
+		case <-reply:
 		case <-done:
 		}
 	}
 	stop = func() {
 		close(quit)
+		wake()
 		<-done
 	}
 	return sync, stop
@@ -114,7 +132,7 @@ func (s *session) watchPointerErrors() (sync, stop func(), err error) {
 	sync, stopPump := pump(func(d time.Time) (tracer.PointerError, error) {
 		err := r.Next(d, &e)
 		return e, err
-	}, s.logPointerError)
+	}, s.logPointerError, r.Wake)
 	return sync, func() {
 		r.Close()
 		stopPump()
