@@ -160,6 +160,20 @@ struct {
 	__uint(value_size, sizeof(struct stack));
 } stacks SEC(".maps");
 
+/*
+ * The hashes of the backtraces each CPU stored or found in the stacks map
+ * lately, by their low bits: a hot call site costs a look at this array
+ * instead of a hash map lookup. The stacks map only grows, so a hash seen
+ * there stays valid.
+ */
+#define SEEN_STACKS 256
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SEEN_STACKS);
+	__type(key, u32);
+	__type(value, u64);
+} seen_stacks SEC(".maps");
+
 /* Scratch space for one backtrace per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -479,8 +493,8 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
-	u64 h;
-	u32 i, nr;
+	u64 h, *seen;
+	u32 i, nr, slot;
 
 	if (stack_depth == 0)
 		return 0;
@@ -502,21 +516,28 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 	}
 	if (h == 0)
 		h = 1;
+	slot = (u32)h & (SEEN_STACKS - 1);
+	seen = bpf_map_lookup_elem(&seen_stacks, &slot);
+	if (seen && *seen == h)
+		return h;
 	old = bpf_map_lookup_elem(&stacks, &h);
 	if (old) {
 		if (old->ips[0] != st->ips[0]) {
 			count(COUNTER_STACK_COLLISION);
 			return 0;
 		}
-		return h;
+		goto found;
 	}
 	if (bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) != 0) {
 		/* Another CPU may have stored the same stack just now. */
 		if (bpf_map_lookup_elem(&stacks, &h))
-			return h;
+			goto found;
 		count(COUNTER_STACK_FULL);
 		return 0;
 	}
+found:
+	if (seen)
+		*seen = h;
 	return h;
 }
 

@@ -101,6 +101,7 @@ const (
 	MdtraceMapNotify             = "notify"
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
+	MdtraceMapSeenStacks         = "seen_stacks"
 	MdtraceMapStackScratch       = "stack_scratch"
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapThreads            = "threads"
@@ -203,6 +204,7 @@ type MdtraceMapSpecs struct {
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
 	Records      *ebpf.MapSpec `ebpf:"records"`
+	SeenStacks   *ebpf.MapSpec `ebpf:"seen_stacks"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
@@ -267,6 +269,7 @@ type MdtraceMaps struct {
 	Notify       *ebpf.Map `ebpf:"notify"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
 	Records      *ebpf.Map `ebpf:"records"`
+	SeenStacks   *ebpf.Map `ebpf:"seen_stacks"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Threads      *ebpf.Map `ebpf:"threads"`
@@ -287,6 +290,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Notify,
 		m.Rdebug,
 		m.Records,
+		m.SeenStacks,
 		m.StackScratch,
 		m.Stacks,
 		m.Threads,
