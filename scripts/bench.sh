@@ -15,12 +15,16 @@
 #             whole run, each tool's start and exit included; the same
 #             configuration running /bin/true, timed in the same rounds,
 #             shows what they cost)
+#   procs     sh running /bin/true PROCS times, a build's pattern: each
+#             child is followed, probed, reported and let go (wall ms per
+#             child; the empty probes, heaptrack and valgrind do not follow
+#             children)
 #
 # Usage: scripts/bench.sh   (as root, after make build testprogs and
 # building bin/mdbench; `make bench` does all of it)
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), ROUNDS (5), SLOW_ROUNDS (3),
-# THREADS (4).
+# THREADS (4), PROCS (100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A decimal point in $EPOCHREALTIME and in awk's numbers.
@@ -29,6 +33,7 @@ N=${N:-20000}
 ROUNDS=${ROUNDS:-5}
 SLOW_ROUNDS=${SLOW_ROUNDS:-3}
 THREADS=${THREADS:-4}
+PROCS=${PROCS:-100}
 FAST_N=${FAST_N:-$((N * 250))}
 if ((SLOW_ROUNDS > ROUNDS)); then
 	SLOW_ROUNDS=$ROUNDS
@@ -67,6 +72,10 @@ declare -A label=(
 )
 # The rows that need a tool that may be missing.
 declare -A tool=([heaptrack]=heaptrack [memcheck]=valgrind [massif]=valgrind)
+# The rows that trace the first process only: the empty probes, heaptrack
+# (its preload library leaves the children alone) and valgrind as run here
+# (with --trace-children=yes it takes 280 ms a child on these machines).
+declare -A nochildren=([floor]=1 [sitefloor]=1 [heaptrack]=1 [memcheck]=1 [massif]=1)
 # The rows that run SLOW_ROUNDS times.
 declare -A slow=([memcheck]=1 [massif]=1)
 
@@ -131,6 +140,15 @@ sample() {
 			echo fail
 		fi
 		;;
+	procs)
+		t0=$EPOCHREALTIME
+		if run_config "$cfg" sh -c 'i=0; while [ $i -lt "$0" ]; do /bin/true; i=$((i + 1)); done' "$PROCS" </dev/null >/dev/null 2>"$tmp/err.$cfg"; then
+			t1=$EPOCHREALTIME
+			awk -v a="$t0" -v b="$t1" -v n="$PROCS" 'BEGIN {printf "%.2f\n", (b - a) * 1000 / n}'
+		else
+			echo fail
+		fi
+		;;
 	sqlite3 | true)
 		local args=(sqlite3 -batch -init /dev/null :memory:) input=$sql
 		if [[ $wl == true ]]; then
@@ -162,11 +180,12 @@ ratio() {
 declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1)
 declare -A med # WORKLOAD/CONFIG: median
 declare -A why # WORKLOAD/CONFIG: why there is none
-declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [sqlite3]="ms")
+declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
 declare -A title=(
 	[pairs]="testdata/pairs $N: malloc/free pairs (rows without probes: $FAST_N)"
 	[pairs_mt]="testdata/pairs_mt $N $THREADS: pairs in $THREADS threads, wall clock (rows without probes: $FAST_N)"
 	[sqlite3]="sqlite3 < $sql: whole run (wall clock)"
+	[procs]="sh running /bin/true $PROCS times: wall clock per child, mdtrace's start and exit included"
 )
 
 # bench WORKLOAD: measures every configuration and prints the table.
@@ -176,6 +195,9 @@ bench() {
 	for cfg in "${order[@]}"; do
 		if [[ -n ${tool[$cfg]:-} ]] && ! command -v "${tool[$cfg]}" >/dev/null 2>&1; then
 			why[$wl/$cfg]="${tool[$cfg]} not installed"
+		fi
+		if [[ $wl == procs && -n ${nochildren[$cfg]:-} ]]; then
+			why[$wl/$cfg]="does not follow children"
 		fi
 	done
 	for ((r = 0; r < ROUNDS; r++)); do
@@ -264,7 +286,7 @@ if command -v sqlite3 >/dev/null 2>&1; then
 else
 	echo "sqlite3 not installed: its workload is skipped"
 fi
-for wl in "${workloads[@]}"; do
+for wl in "${workloads[@]}" procs; do
 	bench "$wl"
 done
 echo
