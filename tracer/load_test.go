@@ -8,30 +8,46 @@ import (
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
-// TestCoreObjects: every BPF program is loaded by every mode (coreObjects)
-// or by program mode alone (programMode), and coreObjects names programs
-// that exist.
-func TestCoreObjects(t *testing.T) {
-	tags := func(typ reflect.Type) []string {
-		var out []string
-		for i := range typ.NumField() {
-			if tag := typ.Field(i).Tag.Get("ebpf"); tag != "" {
-				out = append(out, tag)
-			}
-		}
-		return out
+// TestProgramGroups: the programs load names (program mode's, the site
+// group) are BPF programs.
+func TestProgramGroups(t *testing.T) {
+	var all []string
+	typ := reflect.TypeFor[bpf.MdtracePrograms]()
+	for i := range typ.NumField() {
+		all = append(all, typ.Field(i).Tag.Get("ebpf"))
 	}
-	all, core := tags(reflect.TypeFor[bpf.MdtracePrograms]()), tags(reflect.TypeFor[coreObjects]())
-	for _, name := range all {
-		if slices.Contains(core, name) == slices.Contains(programMode, name) {
-			t.Errorf("program %s: in coreObjects %v, in programMode %v; want exactly one", name,
-				slices.Contains(core, name), slices.Contains(programMode, name))
-		}
-	}
-	for _, name := range append(core, programMode...) {
+	for _, name := range append(slices.Clone(programMode), siteGroup...) {
 		if !slices.Contains(all, name) {
 			t.Errorf("%s is not a BPF program", name)
 		}
+	}
+}
+
+// TestLoadPrograms: every program but program mode's is loaded outside
+// program mode, every one in it, and the variables work.
+func TestLoadPrograms(t *testing.T) {
+	needBPF(t)
+	for _, program := range []string{"", "prog"} {
+		p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1024, Program: program})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := reflect.ValueOf(p.objs.MdtracePrograms)
+		for i := range v.NumField() {
+			name := v.Type().Field(i).Tag.Get("ebpf")
+			want := program != "" || !slices.Contains(programMode, name)
+			if got := !v.Field(i).IsNil(); got != want {
+				t.Errorf("program mode %q: %s loaded %v, want %v", program, name, got, want)
+			}
+		}
+		if err := p.SetBacktrace(false); err != nil {
+			t.Error(err)
+		}
+		var on uint32
+		if err := p.objs.BacktraceOn.Get(&on); err != nil || on != 0 {
+			t.Errorf("backtrace_on = %d, %v after SetBacktrace(false)", on, err)
+		}
+		p.Close()
 	}
 }
 

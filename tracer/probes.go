@@ -6,8 +6,10 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
@@ -122,7 +125,9 @@ type ProbeConfig struct {
 // Loading needs CAP_BPF and CAP_PERFMON (or root); uprobes need kernel 4.17
 // or later, task storage 5.11 or later.
 type Probes struct {
-	objs       bpf.MdtraceObjects
+	objs bpf.MdtraceObjects
+	// coll holds the data sections behind objs' variables.
+	coll       *ebpf.Collection
 	stackDepth int
 	multi      bool // uprobe_multi links
 	record     bool
@@ -248,36 +253,101 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	return p, nil
 }
 
-// coreObjects are the programs every mode uses, and all the maps and
-// variables. Program mode loads the rest too (programMode): the verifier
-// takes tens of milliseconds over them, which other modes need not wait for.
-type coreObjects struct {
-	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
-	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
-	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
-	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
-	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
-	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
-	bpf.MdtraceMaps
-	bpf.MdtraceVariables
-}
-
-// programMode are the programs only program mode loads.
+// programMode are the programs only program mode loads: the verifier takes
+// tens of milliseconds over them, which other modes need not wait for.
 var programMode = []string{"program_exec", "program_fork"}
 
-// load loads the BPF objects into p.objs: all of them with programs, else
-// coreObjects, leaving program mode's programs nil.
+// siteGroup are the programs verified on their own, beside the others: the
+// verifier takes about as long over alloc_site as over all the rest.
+var siteGroup = []string{"alloc_site"}
+
+// load loads the BPF objects into p.objs: every map and variable, and the
+// programs, with program mode's only for program mode (else they stay nil).
+//
+// It overlaps what it can, as mdtrace's start is the traced command's
+// wait: the kernel creates the maps (the live table's buckets alone take
+// 40 ms for the default 4M entries) while mdtrace reads the kernel's BTF
+// for the CO-RE relocations (15 ms), and the programs are verified in two
+// groups at once, on two CPUs where there are.
 func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
-	if programs {
-		return spec.LoadAndAssign(&p.objs, nil)
-	}
-	var core coreObjects
-	if err := spec.LoadAndAssign(&core, nil); err != nil {
+	cache := btf.NewCache()
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		if k, err := cache.Kernel(); err == nil {
+			var task *btf.Struct
+			k.TypeByName("task_struct", &task)
+		}
+	}()
+	mapsOnly := spec.Copy()
+	mapsOnly.Programs = map[string]*ebpf.ProgramSpec{}
+	coll, err := ebpf.NewCollection(mapsOnly)
+	<-warmed
+	if err != nil {
 		return err
 	}
-	p.objs.MdtraceMaps, p.objs.MdtraceVariables = core.MdtraceMaps, core.MdtraceVariables
-	p.objs.AllocEntry, p.objs.AllocReturn, p.objs.AllocSite = core.AllocEntry, core.AllocReturn, core.AllocSite
-	p.objs.LibrariesChanged, p.objs.ThreadExit, p.objs.ExecGen = core.LibrariesChanged, core.ThreadExit, core.ExecGen
+	// The data sections (.bss, .data, .rodata) back the variables: the
+	// collection keeps them until Close.
+	p.coll = coll
+	replace := maps.Clone(coll.Maps)
+	if err := coll.Assign(&p.objs.MdtraceMaps); err != nil {
+		return err
+	}
+	if err := coll.Assign(&p.objs.MdtraceVariables); err != nil {
+		return err
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
+	var progs [2]map[string]*ebpf.Program
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, want := range []func(string) bool{
+		func(name string) bool { return slices.Contains(siteGroup, name) },
+		func(name string) bool {
+			return !slices.Contains(siteGroup, name) && (programs || !slices.Contains(programMode, name))
+		},
+	} {
+		group := spec.Copy()
+		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })
+		wg.Go(func() {
+			c, err := ebpf.NewCollectionWithOptions(group, *opts)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			progs[i] = c.Programs
+			// The programs hold the maps; the collection's clones of them go.
+			c.Programs = nil
+			c.Close()
+		})
+	}
+	wg.Wait()
+	loaded := map[string]*ebpf.Program{}
+	for i := range progs {
+		maps.Copy(loaded, progs[i])
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		for _, prog := range loaded {
+			prog.Close()
+		}
+		return err
+	}
+	return assignPrograms(&p.objs.MdtracePrograms, loaded)
+}
+
+// assignPrograms sets each field of dst to the program its ebpf tag names,
+// nil where loaded has none.
+func assignPrograms(dst *bpf.MdtracePrograms, loaded map[string]*ebpf.Program) error {
+	v := reflect.ValueOf(dst).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if prog, ok := loaded[name]; ok {
+			v.Field(i).Set(reflect.ValueOf(prog))
+			delete(loaded, name)
+		}
+	}
+	if len(loaded) > 0 {
+		return fmt.Errorf("programs %v have no place in the objects", slices.Collect(maps.Keys(loaded)))
+	}
 	return nil
 }
 
@@ -626,7 +696,11 @@ func closeLinks(links []link.Link) {
 // Close detaches the probes and frees the programs and maps.
 func (p *Probes) Close() error {
 	p.Detach()
-	return p.objs.Close()
+	err := p.objs.Close()
+	if p.coll != nil {
+		p.coll.Close()
+	}
+	return err
 }
 
 // Counters returns the BPF counters summed over all CPUs.
