@@ -24,7 +24,10 @@
 # building bin/mdbench; `make bench` does all of it)
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), ROUNDS (5), SLOW_ROUNDS (3),
-# THREADS (4), PROCS (100).
+# THREADS (4), PROCS (100), SETTLE (0.3: seconds of rest before each
+# measurement; the kernel frees the maps of the run before in the
+# background, the default live table's buckets taking about 75 ms of a
+# CPU, which slowed the next run by up to 40%).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A decimal point in $EPOCHREALTIME and in awk's numbers.
@@ -34,6 +37,7 @@ ROUNDS=${ROUNDS:-5}
 SLOW_ROUNDS=${SLOW_ROUNDS:-3}
 THREADS=${THREADS:-4}
 PROCS=${PROCS:-100}
+SETTLE=${SETTLE:-0.3}
 FAST_N=${FAST_N:-$((N * 250))}
 if ((SLOW_ROUNDS > ROUNDS)); then
 	SLOW_ROUNDS=$ROUNDS
@@ -121,6 +125,7 @@ run_config() {
 # reason in $tmp/err.CONFIG).
 sample() {
 	local wl=$1 cfg=$2 out t0 t1
+	sleep "$SETTLE"
 	case $wl in
 	pairs | pairs_mt)
 		# The rows without probes take a few milliseconds at N pairs:
