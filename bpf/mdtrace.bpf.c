@@ -125,7 +125,7 @@ struct alloc_info {
 	u64 size;     /* the size the program asked for */
 	u64 stack_id; /* key into the stacks map; 0: no backtrace */
 	u32 tid;      /* the allocating thread */
-	u32 stamp;    /* ALLOC_ZYGOTE, and the CLOCK_MONOTONIC second of the call above it */
+	u32 flags;    /* ALLOC_ZYGOTE */
 };
 
 /* The live table. */
@@ -266,9 +266,8 @@ struct {
 	__type(value, u32);
 } zygotes SEC(".maps");
 
-/* struct alloc_info stamp: bit 0, made by a zygote child; the second of the call from bit 1 up. */
+/* struct alloc_info flags: made by a zygote child. */
 #define ALLOC_ZYGOTE 1
-#define ALLOC_TIME_SHIFT 1
 
 /*
  * The processes being traced, for the thread exit and exec tracepoints,
@@ -308,7 +307,7 @@ struct {
  */
 struct thread_state {
 	u64 args[3];	     /* the call's arguments */
-	u64 start_ns;	     /* time of the entry */
+	u64 start_ns;	     /* time of the entry, for record_allocs */
 	u64 entry_sp;	     /* stack pointer at the entry: tells nested calls and the outer return apart */
 	struct alloc_info old; /* realloc: the old block's entry, restored if the realloc fails */
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
@@ -579,21 +578,20 @@ static __always_inline struct thread_state *thread_state(void)
 }
 
 /*
- * Adds a live allocation made by the current thread at time_ns, with its
- * backtrace taken as at says.
+ * Adds a live allocation made by the current thread, with its backtrace
+ * taken as at says.
  */
-static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u64 time_ns, u32 at)
+static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct alloc_key key = block_key(ptr);
 	struct alloc_info info = {
 		.size = size,
 		.tid = (u32)pid_tgid,
-		.stamp = (u32)(time_ns / 1000000000) << ALLOC_TIME_SHIFT,
 	};
 
 	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
-		info.stamp |= ALLOC_ZYGOTE;
+		info.flags |= ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
@@ -715,7 +713,9 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	ts->args[2] = a2;
 	ts->entry_sp = sp;
 	ts->old_valid = 0;
-	ts->start_ns = bpf_ktime_get_ns();
+	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
+	if (record)
+		ts->start_ns = bpf_ktime_get_ns();
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) && a0 != 0)
 		remove_alloc(ctx, a0, ts, call == CALL_FREE ? FN_FREE : FN_REALLOC, true);
 	return 0;
@@ -847,7 +847,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		return 0;
 	}
 	if (ptr)
-		add_alloc(ctx, ptr, size, ts->start_ns, AT_RETURN);
+		add_alloc(ctx, ptr, size, AT_RETURN);
 	return 0;
 }
 
@@ -921,7 +921,7 @@ int alloc_site(struct pt_regs *ctx)
 		return 0;
 	}
 	if (ptr)
-		add_alloc(ctx, ptr, size, start ? start : bpf_ktime_get_ns(), AT_SITE);
+		add_alloc(ctx, ptr, size, AT_SITE);
 	return 0;
 }
 

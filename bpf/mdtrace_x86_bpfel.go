@@ -18,7 +18,7 @@ type MdtraceAllocInfo struct {
 	Size    uint64
 	StackId uint64
 	Tid     uint32
-	Stamp   uint32
+	Flags   uint32
 }
 
 type MdtraceAllocKey struct {

@@ -1,7 +1,7 @@
 package leak
 
 // Alloc is one live allocation of a traced process. Its fields are in the
-// order that packs it in 40 bytes: a million of them is 40 MB.
+// order that packs it in 32 bytes: a million of them is 32 MB.
 type Alloc struct {
 	// Ptr is the address returned to the program.
 	Ptr uint64
@@ -11,9 +11,6 @@ type Alloc struct {
 	// that no backtrace was taken (backtracing off, or the size was outside
 	// backtrace_min_size..backtrace_max_size).
 	StackID uint64
-	// TimeNS is the CLOCK_MONOTONIC time of the allocation, to the second
-	// when it comes from the probes.
-	TimeNS uint64
 	// TID is the thread that made the allocation.
 	TID uint32
 	// Zygote is set for allocations made by a process forked (without exec)

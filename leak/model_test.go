@@ -7,7 +7,7 @@ import (
 
 // A million live allocations are a million Allocs: keep them packed.
 func TestAllocSize(t *testing.T) {
-	if n := unsafe.Sizeof(Alloc{}); n != 40 {
-		t.Errorf("Alloc is %d bytes, want 40", n)
+	if n := unsafe.Sizeof(Alloc{}); n != 32 {
+		t.Errorf("Alloc is %d bytes, want 32", n)
 	}
 }

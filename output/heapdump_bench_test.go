@@ -130,7 +130,6 @@ func bigSnapshot(maps *stacks.Maps) *leak.Snapshot {
 			Size:    size,
 			StackID: ids[site],
 			TID:     4242 + uint32(rng.IntN(8)),
-			TimeNS:  1e9 + uint64(i)*1000,
 		}
 		ptr += (size+8+15)&^15 + 16*uint64(rng.IntN(4)) // the chunk, and some freed ones between
 	}

@@ -877,23 +877,18 @@ func decodeStack(buf []byte, depth int) []uint64 {
 	return frames
 }
 
-// The stamp of a live-table entry: the zygote flag, and the second of the
-// allocation above it; they mirror ALLOC_ZYGOTE and ALLOC_TIME_SHIFT in
-// bpf/mdtrace.bpf.c.
-const (
-	allocZygote    = 1
-	allocTimeShift = 1
-)
+// allocZygote is the flag of a live-table entry made by a zygote child; it
+// mirrors ALLOC_ZYGOTE in bpf/mdtrace.bpf.c.
+const allocZygote = 1
 
 // allocOf is the live-table entry key, info as an allocation of a snapshot.
 func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 	return leak.Alloc{
 		Ptr:     key.Ptr,
 		Size:    info.Size,
-		Zygote:  info.Stamp&allocZygote != 0,
+		Zygote:  info.Flags&allocZygote != 0,
 		StackID: info.StackId,
 		TID:     info.Tid,
-		TimeNS:  uint64(info.Stamp>>allocTimeShift) * 1e9,
 	}
 }
 

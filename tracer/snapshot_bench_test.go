@@ -83,15 +83,15 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 		}
 		keys, infos = keys[:0], infos[:0]
 	}
-	for i := range f.allocs {
+	for range f.allocs {
 		size := uint64(1) << (rng.IntN(14) + 3)
 		size = size/2 + rng.Uint64N(size/2+1)
-		info := bpf.MdtraceAllocInfo{Size: size, Stamp: uint32(1+i/1000) << allocTimeShift, Tid: f.tgid + uint32(rng.IntN(8))}
+		info := bpf.MdtraceAllocInfo{Size: size, Tid: f.tgid + uint32(rng.IntN(8))}
 		if rng.IntN(100) != 0 {
 			info.StackId = ids[zipf.Uint64()]
 		}
 		if rng.IntN(50) == 0 {
-			info.Stamp |= allocZygote
+			info.Flags |= allocZygote
 		}
 		keys = append(keys, bpf.MdtraceAllocKey{Tgid: f.tgid, Ptr: ptr})
 		infos = append(infos, info)
