@@ -17,6 +17,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* The largest backtrace the backtrace option allows. */
 #define MAX_STACK_DEPTH 256
+/*
+ * The most processes traced at once (the traced, gens and zygotes maps,
+ * which take memory per process, not for all of them).
+ */
+#define MAX_PROCESSES 65536
 /* Defaults; user space sets the real sizes before loading. */
 #define DEFAULT_MAX_ALLOCS 1000000
 #define DEFAULT_MAX_STACKS 65536
@@ -261,7 +266,8 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
 	__type(key, u32);
 	__type(value, u32);
 } zygotes SEC(".maps");
@@ -275,7 +281,8 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
 	__type(key, u32);
 	__type(value, u32);
 } traced SEC(".maps");
@@ -287,7 +294,8 @@ struct {
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
 	__type(key, u32);
 	__type(value, u32);
 } gens SEC(".maps");
@@ -961,7 +969,8 @@ const struct lib_event unused_lib_event __attribute__((unused)) = {};
 /* Where the loader's r_debug is in each traced process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
 	__type(key, u32);
 	__type(value, u64);
 } rdebug SEC(".maps");

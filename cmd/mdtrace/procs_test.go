@@ -63,6 +63,38 @@ func TestChildrenOfShell(t *testing.T) {
 	}
 }
 
+// TestManyProcesses: a session that follows more processes than any of
+// the probes' per-process maps would hold at once, one after the other as a
+// build runs them, traces every one: each is let go at its end.
+func TestManyProcesses(t *testing.T) {
+	needRoot(t)
+	const n = 1100
+	dir := t.TempDir()
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", dir+"/log."+mode.name, "--",
+				"sh", "-c", `i=0; while [ $i -lt "$0" ]; do /bin/true; i=$((i + 1)); done`, strconv.Itoa(n))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var other []string
+			followed := 0
+			for _, line := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+				switch {
+				case strings.Contains(line, ", forked from "):
+					followed++
+				case strings.HasPrefix(line, "mdtrace: tracing process "):
+				default:
+					other = append(other, line)
+				}
+			}
+			if followed != n || len(other) > 0 {
+				t.Errorf("%d children followed, want %d; other lines: %q", followed, n, other)
+			}
+		})
+	}
+}
+
 // dumpRecords returns the "z Z  sz SIZE  num N" part of a heap dump's
 // records.
 func dumpRecords(t *testing.T, path string) []string {
