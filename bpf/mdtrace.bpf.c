@@ -72,6 +72,7 @@ const volatile u64 bt_max_size = ~0ULL;
 const volatile u64 page_size = 4096;
 
 const volatile u32 record = 0;			 /* record_allocs: send every call to user space */
+const volatile u64 record_wakeup_bytes = 0;	 /* wake the records' reader once this much waits */
 const volatile u32 alloc_backtraces = 1;	 /* allocations get backtraces (the backtrace option) */
 const volatile u32 verify = 0;			 /* verify_pointers: report bad pointers */
 const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode): unknown pointers are errors */
@@ -371,7 +372,14 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	e->tgid = pid_tgid >> 32;
 	e->pad = 0;
 	e->type = type;
-	bpf_ringbuf_submit(e, 0);
+	/*
+	 * A wakeup per record cost the traced thread as much as the probe
+	 * (an irq_work and a wakeup of the reader): records are read when
+	 * the reader looks, every 100 ms or when mdtrace writes them, and
+	 * the reader is woken only once the buffer is a quarter full.
+	 */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= record_wakeup_bytes ?
+				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline u64 mix64(u64 h)

@@ -128,6 +128,7 @@ const (
 	MdtraceVarProgramName        = "program_name"
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
+	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
@@ -229,6 +230,7 @@ type MdtraceVariableSpecs struct {
 	ProgramName        *ebpf.VariableSpec `ebpf:"program_name"`
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
+	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
@@ -316,6 +318,7 @@ type MdtraceVariables struct {
 	ProgramName        *ebpf.Variable `ebpf:"program_name"`
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
+	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`

@@ -221,6 +221,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		cfg.RecordBufferBytes = uint32(os.Getpagesize())
 	}
 	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
+	if err := spec.Variables["record_wakeup_bytes"].Set(uint64(cfg.RecordBufferBytes / 4)); err != nil {
+		return nil, fmt.Errorf("setting record_wakeup_bytes: %w", err)
+	}
 	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
 	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
 	// A stack is its frames, ended by a zero when there are fewer.

@@ -67,7 +67,12 @@ enum {
 };
 
 enum {
+	BPF_RB_NO_WAKEUP = (1ULL << 0),
 	BPF_RB_FORCE_WAKEUP = (1ULL << 1),
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
 };
 
 #endif /* __MDTRACE_TYPES_H__ */
