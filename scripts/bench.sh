@@ -183,7 +183,8 @@ ratio() {
 
 # The configurations without probes, timed over FAST_N pairs.
 declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1)
-declare -A med # WORKLOAD/CONFIG: median
+declare -A med  # WORKLOAD/CONFIG: median
+declare -A runs # WORKLOAD/CONFIG: the measurements, in round order
 declare -A why # WORKLOAD/CONFIG: why there is none
 declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
 declare -A title=(
@@ -229,8 +230,10 @@ bench() {
 	for cfg in "${order[@]}"; do
 		if [[ -z ${why[$wl/$cfg]:-} ]]; then
 			med[$wl/$cfg]=$(median <<<"${samples[$cfg]}")
+			runs[$wl/$cfg]=${samples[$cfg]}
 			if [[ $wl == sqlite3 ]]; then
 				med[true/$cfg]=$(median <<<"${samples[$cfg/true]:-}")
+				runs[true/$cfg]=${samples[$cfg/true]:-}
 			fi
 		fi
 	done
@@ -262,23 +265,46 @@ bench() {
 	done
 }
 
-# target WORKLOAD TEXT A B OP LIMIT: prints A/B against the target
-# "A/B OP LIMIT" with PASS or MISS. For sqlite3 it adds, for information,
-# the ratio with each side's time on /bin/true taken off.
+# paired A B [TA TB]: the median over the rounds of A's measurement over
+# B's in the same round (with TA and TB, each less its time on /bin/true in
+# that round): the two ran side by side, so what slows a whole round
+# cancels out.
+paired() {
+	awk -v a="$1" -v b="$2" -v ta="${3:-}" -v tb="${4:-}" 'BEGIN {
+		na = split(a, A, " "); nb = split(b, B, " ")
+		nt = split(ta, TA, " "); split(tb, TB, " ")
+		n = na < nb ? na : nb
+		if (ta != "" && nt < n) n = nt
+		k = 0
+		for (i = 1; i <= n; i++) {
+			x = A[i]; y = B[i]
+			if (ta != "") { x -= TA[i]; y -= TB[i] }
+			if (y > 0) R[++k] = x / y
+		}
+		if (k == 0) exit
+		for (i = 2; i <= k; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
+		printf "%.2f", R[int((k + 1) / 2)]
+	}'
+}
+
+# target WORKLOAD TEXT A B OP LIMIT: prints A/B (the median of the rounds'
+# ratios) against the target "A/B OP LIMIT" with PASS or MISS. For sqlite3
+# it adds, for information, the ratio with each side's time on /bin/true
+# taken off.
 target() {
-	local wl=$1 text=$2 a=${med[$1/$3]:-} b=${med[$1/$4]:-} op=$5 limit=$6 r verdict net=""
+	local wl=$1 text=$2 a=${runs[$1/$3]:-} b=${runs[$1/$4]:-} op=$5 limit=$6 r verdict net=""
 	if [[ -z $a || -z $b ]]; then
 		r="n/a"
 		verdict="(${why[$wl/$3]:-${why[$wl/$4]:-no figure}})"
 	else
-		r=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", a / b}')
+		r=$(paired "$a" "$b")
 		verdict=$(awk -v r="$r" -v l="$limit" -v op="$op" 'BEGIN {
 			ok = op == "<=" ? r <= l : op == ">=" ? r >= l : r < l
 			print ok ? "PASS" : "MISS" }')
 		r+=x
-		if [[ $wl == sqlite3 && -n ${med[true/$3]:-} && -n ${med[true/$4]:-} ]]; then
-			net=$(awk -v a="$a" -v b="$b" -v ta="${med[true/$3]}" -v tb="${med[true/$4]}" \
-				'BEGIN {if (b - tb > 0) printf "(%.2fx without start and exit)", (a - ta) / (b - tb)}')
+		if [[ $wl == sqlite3 && -n ${runs[true/$3]:-} && -n ${runs[true/$4]:-} ]]; then
+			net=$(paired "$a" "$b" "${runs[true/$3]}" "${runs[true/$4]}")
+			net=${net:+(${net}x without start and exit)}
 		fi
 	fi
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
@@ -300,7 +326,7 @@ echo "  ms for the same configuration running /bin/true, its start and exit alon
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); other work on the machine makes the figures noisy."
 
 echo
-echo "targets (ratios of the medians above):"
+echo "targets (the median over the rounds of each round's ratio):"
 for wl in "${workloads[@]}"; do
 	target "$wl" "attach style bt=16 / floor" attach floor "<=" 1.10
 	target "$wl" "attach style / with sites (sites cheaper by)" attach sites ">=" 5
