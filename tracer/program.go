@@ -81,4 +81,6 @@ func (p *Probes) IsTraced(pid int) bool {
 func (p *Probes) Untrace(pid int) {
 	p.objs.Traced.Delete(uint32(pid))
 	p.objs.Zygotes.Delete(uint32(pid))
+	p.objs.Gens.Delete(uint32(pid))
+	p.objs.Rdebug.Delete(uint32(pid))
 }
