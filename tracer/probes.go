@@ -141,8 +141,10 @@ type Probes struct {
 	// links are the uprobe links of each process (0: program mode's,
 	// attached without a PID).
 	links map[int][]link.Link
-	// retired are the processes Release let go, cleaned up in batches.
-	retired retiring
+	// retired are the processes Release let go, cleaned up in batches;
+	// cleaning are those of the batch being cleaned up.
+	retired  retiring
+	cleaning map[int]bool
 	// cleanMu is held while retired processes are cleaned up.
 	cleanMu sync.Mutex
 	// cleaner is the background cleanup, started by the first Release,

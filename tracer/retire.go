@@ -126,10 +126,16 @@ func (p *Probes) cleanRetiredLocked() {
 	p.mu.Lock()
 	pids, execs, links := p.retired.pids, p.retired.execs, p.retired.links
 	p.retired = retiring{}
+	p.cleaning = pids
 	if len(links) > 0 {
 		p.closing.Add(1)
 	}
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.cleaning = nil
+		p.mu.Unlock()
+	}()
 	if len(links) > 0 {
 		go func() {
 			defer p.closing.Done()
@@ -153,8 +159,15 @@ func (p *Probes) cleanRetiredLocked() {
 
 // reclaim makes sure that no block of an ended process pid is left in the
 // table before pid is traced again: PIDs are reused (after 32768 on many
-// machines).
+// machines). It waits only when pid is waiting for the cleaner or being
+// cleaned up.
 func (p *Probes) reclaim(pid int) {
+	p.mu.Lock()
+	busy := p.retired.pids[pid] || p.cleaning[pid]
+	p.mu.Unlock()
+	if !busy {
+		return
+	}
 	p.cleanMu.Lock()
 	defer p.cleanMu.Unlock()
 	p.mu.Lock()
