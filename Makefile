@@ -57,6 +57,9 @@ test: deps build testprogs
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -count=1 -timeout 10m ./...
+	# The packages whose types are shared between goroutines, under the
+	# race detector (cmd/mdtrace's tests mostly run the built mdtrace).
+	$(GO) test -count=1 -race -timeout 5m ./tracer ./leak ./output ./stacks
 	sh shim/tests/run.sh
 	$(MAKE) fuzz
 

@@ -78,11 +78,12 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 			return probes.Attach(pid, lib)
 		},
 		Exit: func(pid int) {
-			snap, err = probes.Snapshot(pid)
+			s, err := probes.Snapshot(pid)
 			if err != nil {
 				t.Errorf("Snapshot: %v", err)
 				return
 			}
+			snap = s
 			maps, err := stacks.ReadMaps(pid)
 			if err != nil {
 				t.Errorf("ReadMaps: %v", err)
