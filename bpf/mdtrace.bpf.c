@@ -18,10 +18,12 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* The largest backtrace the backtrace option allows. */
 #define MAX_STACK_DEPTH 256
 /*
- * The most processes traced at once (the traced, gens and zygotes maps,
- * which take memory per process, not for all of them).
+ * The most processes traced at once (the traced, gens, zygotes and rdebug
+ * maps, whose entries take memory as they come; their buckets take 16
+ * bytes per process room): four times the processes mdtrace follows at
+ * once (tracer/process.go, maxFollowedProcess).
  */
-#define MAX_PROCESSES 65536
+#define MAX_PROCESSES 16384
 /* Defaults; user space sets the real sizes before loading. */
 #define DEFAULT_MAX_ALLOCS 1000000
 #define DEFAULT_MAX_STACKS 65536
