@@ -70,9 +70,8 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	if err := p.objs.Rdebug.Put(uint32(pid), rd); err != nil {
 		return fmt.Errorf("setting the loader's list of process %d: %w", pid, err)
 	}
-	key := fmt.Sprintf("%d:%s", pid, loader)
 	p.mu.Lock()
-	watched := p.watched[key]
+	watched := p.watched[pid][loader]
 	p.mu.Unlock()
 	if watched {
 		return nil
@@ -92,7 +91,10 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	}
 	p.mu.Lock()
 	p.links[pid] = append(p.links[pid], l)
-	p.watched[key] = true
+	if p.watched[pid] == nil {
+		p.watched[pid] = map[string]bool{}
+	}
+	p.watched[pid][loader] = true
 	p.mu.Unlock()
 	return nil
 }

@@ -155,8 +155,8 @@ type Probes struct {
 	closing sync.WaitGroup
 	// Attached lists, for each attached process, the entry points probed.
 	attached map[int][]string
-	// watched holds the "pid:loader" pairs whose loader hook is probed.
-	watched map[string]bool
+	// watched holds, for each process, the loaders whose hook is probed.
+	watched map[int]map[string]bool
 	// count sizes snapshots before the walk; lastLen is the size of each
 	// process's last snapshot, a better guess where the table holds the
 	// blocks of many processes.
@@ -237,7 +237,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
-		links: map[int][]link.Link{}, attached: map[int][]string{}, watched: map[string]bool{},
+		links: map[int][]link.Link{}, attached: map[int][]string{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {

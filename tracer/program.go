@@ -76,8 +76,9 @@ func (p *Probes) IsTraced(pid int) bool {
 	return p.objs.Traced.Lookup(uint32(pid), &v) == nil
 }
 
-// Untrace removes process pid from program mode's traced processes, when
-// it has exited: its PID may be reused.
+// Untrace removes process pid from the traced processes, and its entries
+// in the maps the probes consult, when it has exited or (program mode) left
+// the program: its PID may be reused.
 func (p *Probes) Untrace(pid int) {
 	p.objs.Traced.Delete(uint32(pid))
 	p.objs.Zygotes.Delete(uint32(pid))

@@ -3,8 +3,6 @@
 package tracer
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf/link"
@@ -51,12 +49,7 @@ func (p *Probes) Release(pid int) {
 	links := p.links[pid]
 	delete(p.links, pid)
 	delete(p.attached, pid)
-	prefix := fmt.Sprintf("%d:", pid)
-	for key := range p.watched {
-		if strings.HasPrefix(key, prefix) {
-			delete(p.watched, key)
-		}
-	}
+	delete(p.watched, pid)
 	if p.retired.pids == nil {
 		p.retired.pids = map[int]bool{}
 	}
@@ -65,9 +58,7 @@ func (p *Probes) Release(pid int) {
 	full := len(p.retired.pids) >= retireBatch
 	c := p.startCleanerLocked()
 	p.mu.Unlock()
-	p.objs.Traced.Delete(uint32(pid))
-	p.objs.Rdebug.Delete(uint32(pid))
-	p.objs.Gens.Delete(uint32(pid))
+	p.Untrace(pid)
 	if full {
 		select {
 		case c.wake <- struct{}{}:
