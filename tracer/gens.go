@@ -25,6 +25,13 @@ func (p *Probes) currentGen(tgid int) (gen uint32, ok bool) {
 	return gen, err == nil
 }
 
+// blocksOf returns whether a key is a block of process tgid's current
+// program.
+func (p *Probes) blocksOf(tgid int) func(*bpf.MdtraceAllocKey) bool {
+	gen, known := p.currentGen(tgid)
+	return func(k *bpf.MdtraceAllocKey) bool { return int(k.Tgid) == tgid && (!known || k.Gen == gen) }
+}
+
 // currentGens returns the gens map: whether a block is of its process's
 // current program.
 func (p *Probes) currentGens() (func(*bpf.MdtraceAllocKey) bool, error) {

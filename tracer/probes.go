@@ -815,16 +815,16 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 	)
 	// The child's own blocks, if it has run already, stay. It runs its
 	// parent's program: the same gen.
-	gen, known := p.currentGen(parent)
-	if known {
+	if gen, known := p.currentGen(parent); known {
 		if err := p.objs.Gens.Put(uint32(child), gen); err != nil {
 			return fmt.Errorf("tracing process %d, forked from %d: %w", child, parent, err)
 		}
 	}
+	parents := p.blocksOf(parent)
 	own := map[uint64]bool{}
 	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) {
 		switch {
-		case int(key.Tgid) == parent && (!known || key.Gen == gen):
+		case parents(key):
 			k := *key
 			k.Tgid = uint32(child)
 			keys = append(keys, k)
@@ -929,8 +929,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 // slice of the right size: growing one slice by append would copy a table
 // of a million allocations about five times.
 func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
-	gen, known := p.currentGen(tgid)
-	mine := func(k *bpf.MdtraceAllocKey) bool { return int(k.Tgid) == tgid && (!known || k.Gen == gen) }
+	mine := p.blocksOf(tgid)
 	if n, ok := p.count.estimate(p.objs.Allocs); ok {
 		p.mu.Lock()
 		if last, ok := p.lastLen[tgid]; ok {
