@@ -274,7 +274,9 @@ var siteGroup = []string{"alloc_site"}
 // 40 ms for the default 4M entries) while mdtrace reads the kernel's BTF
 // for the CO-RE relocations (15 ms), and the programs are verified in two
 // groups at once, on two CPUs where there are.
-func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
+//
+// On an error nothing stays loaded.
+func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) (err error) {
 	cache := btf.NewCache()
 	warmed := make(chan struct{})
 	go func() {
@@ -294,6 +296,13 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
 	// The data sections (.bss, .data, .rodata) back the variables: the
 	// collection keeps them until Close.
 	p.coll = coll
+	defer func() {
+		if err != nil {
+			p.objs.Close()
+			coll.Close()
+			p.coll = nil
+		}
+	}()
 	replace := maps.Clone(coll.Maps)
 	if err := coll.Assign(&p.objs.MdtraceMaps); err != nil {
 		return err
@@ -301,7 +310,7 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
 	if err := coll.Assign(&p.objs.MdtraceVariables); err != nil {
 		return err
 	}
-	opts := &ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
+	opts := ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
 	var progs [2]map[string]*ebpf.Program
 	var errs [2]error
 	var wg sync.WaitGroup
@@ -314,7 +323,7 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) error {
 		group := spec.Copy()
 		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })
 		wg.Go(func() {
-			c, err := ebpf.NewCollectionWithOptions(group, *opts)
+			c, err := ebpf.NewCollectionWithOptions(group, opts)
 			if err != nil {
 				errs[i] = err
 				return
