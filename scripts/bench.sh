@@ -270,21 +270,21 @@ bench() {
 # that round): the two ran side by side, so what slows a whole round
 # cancels out.
 paired() {
-	awk -v a="$1" -v b="$2" -v ta="${3:-}" -v tb="${4:-}" 'BEGIN {
+	local r
+	r=$(awk -v a="$1" -v b="$2" -v ta="${3:-}" -v tb="${4:-}" 'BEGIN {
 		na = split(a, A, " "); nb = split(b, B, " ")
 		nt = split(ta, TA, " "); split(tb, TB, " ")
 		n = na < nb ? na : nb
 		if (ta != "" && nt < n) n = nt
-		k = 0
 		for (i = 1; i <= n; i++) {
 			x = A[i]; y = B[i]
 			if (ta != "") { x -= TA[i]; y -= TB[i] }
-			if (y > 0) R[++k] = x / y
+			if (y > 0) print x / y
 		}
-		if (k == 0) exit
-		for (i = 2; i <= k; i++) for (j = i; j > 1 && R[j - 1] > R[j]; j--) { t = R[j]; R[j] = R[j - 1]; R[j - 1] = t }
-		printf "%.2f", R[int((k + 1) / 2)]
-	}'
+	}' | median)
+	if [[ -n $r ]]; then
+		printf '%.2f' "$r"
+	fi
 }
 
 # target WORKLOAD TEXT A B OP LIMIT: prints A/B (the median of the rounds'
