@@ -337,9 +337,9 @@ func FuncOffset(path, symbol string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	off, ok := offs[symbol]
+	fs, ok := offs[symbol]
 	if !ok {
 		return 0, fmt.Errorf("%s has no %s", path, symbol)
 	}
-	return off, nil
+	return fs.off, nil
 }

@@ -59,10 +59,11 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	if err != nil {
 		return err
 	}
-	off, ok := offs[loaderHook]
+	fs, ok := offs[loaderHook]
 	if !ok {
 		return fmt.Errorf("%s has no %s", loader, loaderHook)
 	}
+	off := fs.off
 	rd, err := rDebugAddress(pid, loader)
 	if err != nil {
 		return err

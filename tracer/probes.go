@@ -429,7 +429,7 @@ var shimSites = []entryPoint{
 
 // hasShimSites reports whether a library's functions include the shim's
 // probe sites.
-func hasShimSites(offsets map[string]uint64) bool {
+func hasShimSites(offsets map[string]funcSym) bool {
 	for _, ep := range shimSites {
 		if _, ok := offsets[ep.symbol]; !ok {
 			return false
@@ -473,6 +473,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", lib, err)
 	}
+	// The functions' code, to place their entry probes (probePoint).
+	code, err := os.Open(lib)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", lib, err)
+	}
+	defer code.Close()
 	var (
 		sites []probeSite
 		names []string
@@ -490,12 +496,16 @@ func (p *Probes) Attach(pid int, lib string) error {
 		if ep.call == callUsableSize && !p.verify {
 			continue
 		}
-		off, ok := offsets[ep.symbol]
+		fs, ok := offsets[ep.symbol]
 		if !ok {
 			if ep.required {
 				return fmt.Errorf("%s has no %s function", lib, ep.symbol)
 			}
 			continue
+		}
+		off := fs.off
+		if prog == p.objs.AllocEntry {
+			off = probePoint(code, fs, ep.call == callFree)
 		}
 		names = append(names, ep.symbol)
 		// With record_allocs (its end time) and verify_pointers (its
@@ -616,9 +626,15 @@ func (p *Probes) attachEach(ex *link.Executable, pid int, prog *ebpf.Program, si
 	return links, failed, nil
 }
 
-// funcOffsets returns the file offsets of the defined functions of an ELF
-// file, from .dynsym and .symtab.
-func funcOffsets(path string) (map[string]uint64, error) {
+// funcSym is a function of an ELF file: its file offset, as uprobes take
+// it, and its size.
+type funcSym struct {
+	off, size uint64
+}
+
+// funcOffsets returns the defined functions of an ELF file, from .dynsym
+// and .symtab.
+func funcOffsets(path string) (map[string]funcSym, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
@@ -630,7 +646,7 @@ func funcOffsets(path string) (map[string]uint64, error) {
 	syms, _ := f.DynamicSymbols()
 	st, _ := f.Symbols()
 	syms = append(syms, st...)
-	out := map[string]uint64{}
+	out := map[string]funcSym{}
 	for _, s := range syms {
 		name, ok := definedFunc(s)
 		if !ok {
@@ -642,7 +658,7 @@ func funcOffsets(path string) (map[string]uint64, error) {
 		for _, prog := range f.Progs {
 			if prog.Type == elf.PT_LOAD && prog.Flags&elf.PF_X != 0 &&
 				prog.Vaddr <= s.Value && s.Value < prog.Vaddr+prog.Memsz {
-				out[name] = s.Value - prog.Vaddr + prog.Off
+				out[name] = funcSym{s.Value - prog.Vaddr + prog.Off, s.Size}
 				break
 			}
 		}
