@@ -6,13 +6,16 @@
 // process where the kernel has them).
 //
 // By default the probes are an entry and a return probe on the program's
-// malloc and an entry probe on its free: the floor of mdtrace without its
+// malloc and an entry probe on its free, at the functions' first
+// instructions. With --probe-points they go where mdtrace puts its own:
+// free's past its null test, where the kernel emulates the instruction
+// instead of single-stepping it. Either is a floor of mdtrace without its
 // shim (--no-preload). With --sites, the shim is preloaded into the command
 // (LD_PRELOAD, no options) and the probes are entry probes on its two probe
 // sites, mdshim_site_alloc and mdshim_site_free: the floor of mdtrace with
 // its shim.
 //
-//	mdbench [--sites SHIM] -- COMMAND [ARGS]
+//	mdbench [--probe-points | --sites SHIM] -- COMMAND [ARGS]
 package main
 
 import (
@@ -42,10 +45,11 @@ var siteSymbols = []string{"mdshim_site_alloc", "mdshim_site_free"}
 func main() {
 	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: mdbench [--sites SHIM] -- COMMAND [ARGS]")
+		fmt.Fprintln(os.Stderr, "usage: mdbench [--probe-points | --sites SHIM] -- COMMAND [ARGS]")
 		fs.PrintDefaults()
 	}
 	sites := fs.String("sites", "", "preload the shim at `PATH` (libmdshim.so) and probe its two probe sites instead of malloc and free")
+	points := fs.Bool("probe-points", false, "probe malloc and free where mdtrace probes them instead of at their first instructions")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -58,10 +62,14 @@ func main() {
 		code int
 		err  error
 	)
-	if *sites != "" {
+	switch {
+	case *sites != "" && *points:
+		fmt.Fprintln(os.Stderr, "mdbench: --sites and --probe-points do not go together")
+		os.Exit(2)
+	case *sites != "":
 		code, err = runSites(args, *sites)
-	} else {
-		code, err = run(args)
+	default:
+		code, err = run(args, *points)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mdbench: %v\n", err)
@@ -151,8 +159,9 @@ func (p *probes) attach(pid int, lib string, entry, ret []fn) error {
 }
 
 // run runs argv with empty probes on its allocator's malloc (entry and
-// return) and free (entry).
-func run(argv []string) (int, error) {
+// return) and free (entry), at their entries or, with points, at mdtrace's
+// probe points.
+func run(argv []string, points bool) (int, error) {
 	p, err := loadProbes()
 	if err != nil {
 		return 1, err
@@ -164,11 +173,15 @@ func run(argv []string) (int, error) {
 			if err != nil {
 				return err
 			}
-			malloc, err := tracer.FuncOffset(lib, "malloc")
+			offset := tracer.FuncOffset
+			if points {
+				offset = tracer.ProbeOffset
+			}
+			malloc, err := offset(lib, "malloc")
 			if err != nil {
 				return err
 			}
-			free, err := tracer.FuncOffset(lib, "free")
+			free, err := offset(lib, "free")
 			if err != nil {
 				return err
 			}
