@@ -73,6 +73,11 @@ type ELFFile struct {
 // well-formed ELF executable or shared object: a directory, a device, a
 // truncated or corrupt file.
 func OpenELF(path string) (*ELFFile, error) {
+	return openELF(path, true)
+}
+
+// openELF is OpenELF, without the symbols unless symbols is true.
+func openELF(path string, symbols bool) (*ELFFile, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening ELF file: %w", err)
@@ -88,7 +93,12 @@ func OpenELF(path string) (*ELFFile, error) {
 		return nil, fmt.Errorf("opening ELF file: %w", err)
 	}
 	defer fh.Close()
-	f, err := parseELF(fh, path)
+	var f *ELFFile
+	if symbols {
+		f, err = parseELF(fh, path)
+	} else {
+		_, f, err = parseELFHeaders(fh, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parsing ELF file %s: %w", path, err)
 	}

@@ -65,7 +65,8 @@ func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
 	if known {
 		return nil, nil
 	}
-	f, err := OpenELF(path)
+	// Only the segments: the symbols are read when a frame is named.
+	f, err := openELF(path, false)
 	if err != nil {
 		return nil, err
 	}
