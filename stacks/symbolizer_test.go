@@ -459,3 +459,87 @@ func (r fixedResolver) Resolve(f *ELFFile, vaddr uint64) (string, uint64, bool) 
 	}
 	return "", 0, false
 }
+
+// TestParsedAtPath checks the shortcut that spares opening a process's
+// /proc/PID/map_files entry: taken for a file parsed already and still at
+// its path, not once another file has replaced it there.
+func TestParsedAtPath(t *testing.T) {
+	maps, err := ReadMaps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The device and inode of the maps line match the path's stat.
+	var self *Mapping
+	for i := range maps.Mappings {
+		m := &maps.Mappings[i]
+		if m.Inode != 0 && strings.HasPrefix(m.Path, "/") && !m.Deleted() {
+			self = m
+			break
+		}
+	}
+	if self == nil {
+		t.Fatal("no file mapping in /proc/self/maps")
+	}
+	fi, err := os.Stat(self.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, ino, ok := fileID(fi); !ok || ino != self.Inode || mapsDev(dev) != self.Dev {
+		t.Fatalf("%s: stat gives device %s, inode %d; maps %s, %d", self.Path, mapsDev(dev), ino, self.Dev, self.Inode)
+	}
+
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "lib.so")
+	copyFile(t, exe, path)
+	m := mappingOf(t, path)
+	s := NewSymbolizer()
+	if e := s.parsedAtPath(&m); e != nil {
+		t.Fatal("a file never parsed is known")
+	}
+	e, hit := s.lookupMapping(0, &m)
+	if hit || e == noFile || e.err != nil {
+		t.Fatalf("first lookup: hit %v, entry %+v", hit, e)
+	}
+	if got := s.parsedAtPath(&m); got != e {
+		t.Errorf("parsed and at its path: got %p, want %p", got, e)
+	}
+	// Rewritten in place: the same inode, another size.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.parsedAtPath(&m); got != nil {
+		t.Error("a file rewritten in place is still taken for the one parsed")
+	}
+	// Another file renamed over the path: the mapping's inode is gone.
+	other := filepath.Join(dir, "other.so")
+	copyFile(t, exe, other)
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.parsedAtPath(&m); got != nil {
+		t.Error("a file replaced at its path is still taken for the mapped one")
+	}
+}
+
+// mappingOf returns a mapping of the file at path, with its device and
+// inode as /proc/PID/maps prints them.
+func mappingOf(t *testing.T, path string) Mapping {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, ino, ok := fileID(fi)
+	if !ok {
+		t.Skip("no inode numbers on this system")
+	}
+	return Mapping{Start: 0x400000, End: 0x401000, Perms: "r-xp", Dev: mapsDev(dev), Inode: ino, Path: path}
+}
