@@ -25,7 +25,20 @@ func statID(path string) (fileID, bool) {
 	if err := unix.Stat(path, &st); err != nil {
 		return fileID{}, false
 	}
-	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
+	return idOf(&st), true
+}
+
+func idOf(st *unix.Stat_t) fileID {
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// fstatID is statID of an open file.
+func fstatID(f *os.File) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}, false
+	}
+	return idOf(&st), true
 }
 
 // ldCache is the dynamic loader's cache of library paths.
@@ -140,4 +153,31 @@ func (c *execMemo) put(k execKeyT, interp string, libs []string, lib string) {
 	}
 	c.m[k] = e
 	c.mu.Unlock()
+}
+
+// maxFuncCache bounds the files whose functions are remembered.
+const maxFuncCache = 256
+
+// funcCache remembers funcOffsets' answers by file.
+var funcCache = &funcMemo{m: map[fileID]map[string]funcSym{}}
+
+type funcMemo struct {
+	mu sync.Mutex
+	m  map[fileID]map[string]funcSym
+}
+
+func (c *funcMemo) get(id fileID) (map[string]funcSym, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	offs, ok := c.m[id]
+	return offs, ok
+}
+
+func (c *funcMemo) put(id fileID, offs map[string]funcSym) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxFuncCache {
+		clear(c.m)
+	}
+	c.m[id] = offs
 }

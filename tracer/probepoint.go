@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -168,10 +169,49 @@ func ProbeOffset(path, symbol string) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%s has no %s", path, symbol)
 	}
+	return entryProbe(path, fs, symbol == "free"), nil
+}
+
+// pointKey names a function of a file, as it is, and how it is probed.
+type pointKey struct {
+	file        fileID
+	off         uint64
+	nullSkipped bool
+}
+
+// maxPointCache bounds the probe points remembered.
+const maxPointCache = 4096
+
+var pointCache = struct {
+	sync.Mutex
+	m map[pointKey]uint64
+}{m: map[pointKey]uint64{}}
+
+// entryProbe is probePoint for the function fs of the file at path,
+// remembered for the file as it is: each process of a build probes the
+// same libc. A file that cannot be read keeps its entries.
+func entryProbe(path string, fs funcSym, nullSkipped bool) uint64 {
+	if id, ok := statID(path); ok {
+		pointCache.Lock()
+		off, ok := pointCache.m[pointKey{id, fs.off, nullSkipped}]
+		pointCache.Unlock()
+		if ok {
+			return off
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return fs.off
 	}
 	defer f.Close()
-	return probePoint(f, fs, symbol == "free"), nil
+	off := probePoint(f, fs, nullSkipped)
+	if id, ok := fstatID(f); ok {
+		pointCache.Lock()
+		if len(pointCache.m) >= maxPointCache {
+			clear(pointCache.m)
+		}
+		pointCache.m[pointKey{id, fs.off, nullSkipped}] = off
+		pointCache.Unlock()
+	}
+	return off
 }

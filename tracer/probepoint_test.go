@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 
@@ -144,5 +145,86 @@ func TestFreeProbeCountsOnce(t *testing.T) {
 	if c.Frees != 5065 || c.UnknownFrees != 0 || c.Allocs != c.Frees+uint64(len(snap.Allocs)) || len(snap.Allocs) != 1 {
 		t.Errorf("allocs %d, frees %d (want 5065), unknown frees %d (want 0), live %d (want 1)",
 			c.Allocs, c.Frees, c.UnknownFrees, len(snap.Allocs))
+	}
+}
+
+// TestFuncCaches checks that the functions and probe points of a file are
+// read once, and again once the file has changed.
+func TestFuncCaches(t *testing.T) {
+	const off = 0x1000
+	dir := t.TempDir()
+	path := dir + "/lib.so"
+	write := func(b []byte) {
+		t.Helper()
+		// A new file renamed over the old one, as installers do.
+		tmp := dir + "/new"
+		if err := os.WriteFile(tmp, append(make([]byte, off), b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free := code(testRDI, je(2), pushRBP, ret, ret)
+	fs := funcSym{off: off, size: uint64(len(free))}
+	write(free)
+	if got := entryProbe(path, fs, true); got != off+5 {
+		t.Fatalf("entryProbe = entry+%d, want entry+5", got-off)
+	}
+	// The answer is remembered for the file as it is.
+	id, _ := statID(path)
+	pointCache.Lock()
+	got, ok := pointCache.m[pointKey{id, off, true}]
+	pointCache.Unlock()
+	if !ok || got != off+5 {
+		t.Errorf("remembered: %#x, %v", got, ok)
+	}
+	// Replaced by a function the probe must stay on the entry of.
+	write(code(testRDI, je(2), movRDIRBX, ret, ret))
+	if got := entryProbe(path, fs, true); got != off {
+		t.Errorf("after the file changed: entryProbe = entry+%d, want the entry", got-off)
+	}
+	if got := entryProbe(dir+"/missing", fs, true); got != off {
+		t.Errorf("no file: entryProbe = %#x, want the entry", got)
+	}
+
+	// funcOffsets: one read per file as it is.
+	lib, err := AllocatorOfFile(testProg(t, "pairs"), os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := funcOffsets(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := funcOffsets(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%p", a) != fmt.Sprintf("%p", b) {
+		t.Error("funcOffsets read the same file twice")
+	}
+	exe := dir + "/prog"
+	for _, prog := range []string{"pairs", "leaky"} {
+		data, err := os.ReadFile(testProg(t, prog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir+"/new", data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir+"/new", exe); err != nil {
+			t.Fatal(err)
+		}
+		offs, err := funcOffsets(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := offs["leak_malloc"]; ok != (prog == "leaky") {
+			t.Errorf("%s copied to %s: leak_malloc found = %v", prog, exe, ok)
+		}
+	}
+	if _, err := funcOffsets(dir + "/lib.so"); err == nil {
+		t.Error("funcOffsets of a file that is not ELF: no error")
 	}
 }

@@ -473,12 +473,6 @@ func (p *Probes) Attach(pid int, lib string) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", lib, err)
 	}
-	// The functions' code, to place their entry probes (probePoint).
-	code, err := os.Open(lib)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", lib, err)
-	}
-	defer code.Close()
 	var (
 		sites []probeSite
 		names []string
@@ -505,7 +499,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 		off := fs.off
 		if prog == p.objs.AllocEntry {
-			off = probePoint(code, fs, ep.call == callFree)
+			off = entryProbe(lib, fs, ep.call == callFree)
 		}
 		names = append(names, ep.symbol)
 		// With record_allocs (its end time) and verify_pointers (its
@@ -633,13 +627,42 @@ type funcSym struct {
 }
 
 // funcOffsets returns the defined functions of an ELF file, from .dynsym
-// and .symtab.
+// and .symtab. The answer is remembered for the file as it is (its
+// identity, size and times): every process of a build maps the same libc.
+// Callers must not modify it.
 func funcOffsets(path string) (map[string]funcSym, error) {
-	f, err := elf.Open(path)
+	if id, ok := statID(path); ok {
+		if offs, ok := funcCache.get(id); ok {
+			return offs, nil
+		}
+	}
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	defer f.Close()
+	defer fh.Close()
+	offs, err := readFuncOffsets(fh, path)
+	if err != nil {
+		return nil, err
+	}
+	if id, ok := fstatID(fh); ok {
+		funcCache.put(id, offs)
+	}
+	return offs, nil
+}
+
+// readFuncOffsets reads the defined functions of the ELF file in fh. A
+// malformed file is an error: debug/elf's panics are recovered.
+func readFuncOffsets(fh *os.File, path string) (_ map[string]funcSym, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("reading %s: malformed ELF file: %v", path, p)
+		}
+	}()
+	f, err := elf.NewFile(fh)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
 	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("%s is not an x86-64 ELF file: %w", path, ErrNot64Bit)
 	}
