@@ -358,3 +358,54 @@ func TestAttachedExecProbesOnce(t *testing.T) {
 		t.Errorf("%d reports, want 1:\n%s", n, log)
 	}
 }
+
+// TestSpawnedChildren: children started as build tools start them, with
+// posix_spawn (a vfork), are traced from their exec, with their frames
+// named; a vfork child that exits without running a program is followed
+// to its exit and reports nothing.
+func TestSpawnedChildren(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			leaky := prog("leaky")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", dir+"/log", "--", prog("spawner"), leaky)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var spawned, vforked int
+			if _, err := fmt.Sscanf(r.stdout, "spawned %d\nleaky: done\nvforked %d\n", &spawned, &vforked); err != nil {
+				t.Fatalf("output %q: %v", r.stdout, err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+				if !strings.HasPrefix(line, "mdtrace: tracing process ") {
+					t.Errorf("stderr: %q", line)
+				}
+			}
+			log := readFile(t, dir+"/log")
+			counts := leakCounts(t, log)
+			if want := slices.Repeat([]string{leaky + " of 13"}, 13); !slices.Equal(counts[spawned], want) {
+				t.Errorf("spawned leaky %d: %q, want its 13 leaks", spawned, counts[spawned])
+			}
+			if len(counts[vforked]) != 0 {
+				t.Errorf("the vfork child %d reported %q", vforked, counts[vforked])
+			}
+			// spawner's own: its block and stdout's buffer.
+			spawner := prog("spawner")
+			if n := strings.Count(log, "+++ "+spawner+" leaked block of size "); n != 2 || !strings.Contains(log, "+++ "+spawner+" leaked block of size 3333 at ") {
+				t.Errorf("%d leaks of spawner, want 2, one of 3333 bytes", n)
+			}
+			if len(counts) != 2 {
+				t.Errorf("reports of %d processes, want spawner's and leaky's: %v", len(counts), counts)
+			}
+			// Frames of the spawned program are named: its leak_malloc
+			// and main, under its own PID.
+			for _, fn := range []string{"(leak_malloc+", "(main+"} {
+				re := regexp.MustCompile(fmt.Sprintf(` %d +%d E malloc_debug: +#\d\d +pc [0-9a-f]+ +%s %s`, spawned, spawned, regexp.QuoteMeta(leaky), regexp.QuoteMeta(fn)))
+				if !re.MatchString(log) {
+					t.Errorf("no frame %s...) of %s in process %d's report", fn, leaky, spawned)
+				}
+			}
+		})
+	}
+}

@@ -473,12 +473,18 @@ func (s *session) forked(parent, child int, vfork bool) {
 	if err := s.probes.Fork(parent, child, !vfork); err != nil {
 		s.notice("%v", err)
 	}
+	// The probes stay through an exec of a program on the same
+	// allocator: a vfork child is probed now too.
 	for _, lib := range libs {
 		if err := s.attach(c, lib); err != nil {
 			s.notice("process %d, forked from %d: %v", child, parent, err)
 		}
 	}
-	s.watchImage(c)
+	// A vfork child runs in its parent's memory, with its parent's maps
+	// and libraries, until it executes a program (watched then) or exits.
+	if !vfork {
+		s.watchImage(c)
+	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)
 }
 
