@@ -72,6 +72,7 @@ FUZZ     := TMPDIR=$(FUZZ_TMP) $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzz
 
 fuzz:
 	$(FUZZ) -fuzz '^FuzzParseConfig$$' ./tracer
+	$(FUZZ) -fuzz '^FuzzProbePoint$$' ./tracer
 	$(FUZZ) -fuzz '^FuzzParseMaps$$' ./stacks
 	$(FUZZ) -fuzz '^FuzzOpenELF$$' ./stacks
 	$(FUZZ) -fuzz '^FuzzParseHeapDump$$' ./output

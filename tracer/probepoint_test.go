@@ -228,3 +228,32 @@ func TestFuncCaches(t *testing.T) {
 		t.Error("funcOffsets of a file that is not ELF: no error")
 	}
 }
+
+// FuzzProbePoint: any bytes for a function's code give its entry or the
+// offset of a push past a prologue of flag-only instructions, never a
+// panic.
+func FuzzProbePoint(f *testing.F) {
+	f.Add(code(testRDI, je(4), pushRBP, popRBP, ret, nop, nop, ret), true)
+	f.Add(code(endbr64, testRDI, je(2), pushRBP, ret, ret), true)
+	f.Add(code(cmpbRIP, pushR12, ret), false)
+	f.Add(code(testRDI, je(4), pushRBP, jmp(-3), ret, ret), true)
+	f.Fuzz(func(t *testing.T, fn []byte, nullSkipped bool) {
+		const off = 0x40
+		file := append(make([]byte, off), fn...)
+		fs := funcSym{off: off, size: uint64(len(fn))}
+		got := probePoint(bytes.NewReader(file), fs, nullSkipped)
+		if got == off {
+			return
+		}
+		if got < off || got >= off+uint64(len(fn)) {
+			t.Fatalf("probePoint = %#x, outside the function [%#x, %#x)", got, off, off+len(fn))
+		}
+		inst, err := decode(fn[got-off:])
+		if err != nil || inst.Op != x86asm.PUSH {
+			t.Fatalf("probePoint = entry+%d, on %v (%v), not a push", got-off, inst, err)
+		}
+		if jumpsInto(fn, int(got-off)) {
+			t.Fatalf("probePoint = entry+%d, which a jump reaches", got-off)
+		}
+	})
+}
