@@ -105,27 +105,22 @@ type execEntry struct {
 const maxExecCache = 1024
 
 // execCache remembers AllocatorOfExec's answers.
-var execCache = &execMemo{m: map[execKeyT]execEntry{}}
+var execCache = &execMemo{m: newMemo[execKeyT, execEntry](maxExecCache)}
 
 type execMemo struct {
-	mu sync.Mutex
-	m  map[execKeyT]execEntry
+	m *memo[execKeyT, execEntry]
 }
 
 // get returns the remembered allocator for k, if none of the files it was
 // found from has changed since.
 func (c *execMemo) get(k execKeyT) (string, bool) {
-	c.mu.Lock()
-	e, ok := c.m[k]
-	c.mu.Unlock()
+	e, ok := c.m.get(k)
 	if !ok {
 		return "", false
 	}
 	for i, f := range e.files {
 		if id, ok := statID(f); !ok || id != e.ids[i] {
-			c.mu.Lock()
-			delete(c.m, k)
-			c.mu.Unlock()
+			c.m.drop(k)
 			return "", false
 		}
 	}
@@ -147,37 +142,49 @@ func (c *execMemo) put(k execKeyT, interp string, libs []string, lib string) {
 		e.files = append(e.files, f)
 		e.ids = append(e.ids, id)
 	}
-	c.mu.Lock()
-	if len(c.m) >= maxExecCache {
-		clear(c.m)
-	}
-	c.m[k] = e
-	c.mu.Unlock()
+	c.m.put(k, e)
 }
 
-// maxFuncCache bounds the files whose functions are remembered.
-const maxFuncCache = 256
+// funcCache remembers funcOffsets' answers by file: 256 files.
+var funcCache = newMemo[fileID, map[string]funcSym](256)
 
-// funcCache remembers funcOffsets' answers by file.
-var funcCache = &funcMemo{m: map[fileID]map[string]funcSym{}}
-
-type funcMemo struct {
-	mu sync.Mutex
-	m  map[fileID]map[string]funcSym
+// memo is a map for concurrent use that holds at most max entries: full,
+// it is emptied before the next is added.
+type memo[K comparable, V any] struct {
+	mu  sync.Mutex
+	max int
+	m   map[K]V
 }
 
-func (c *funcMemo) get(id fileID) (map[string]funcSym, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	offs, ok := c.m[id]
-	return offs, ok
+func newMemo[K comparable, V any](max int) *memo[K, V] {
+	return &memo[K, V]{max: max, m: map[K]V{}}
 }
 
-func (c *funcMemo) put(id fileID, offs map[string]funcSym) {
+func (c *memo[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.m) >= maxFuncCache {
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
 		clear(c.m)
 	}
-	c.m[id] = offs
+	c.m[k] = v
+}
+
+func (c *memo[K, V]) drop(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+}
+
+// len returns the number of entries.
+func (c *memo[K, V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }

@@ -19,7 +19,7 @@ func TestExecCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &execMemo{m: map[execKeyT]execEntry{}}
+	c := &execMemo{m: newMemo[execKeyT, execEntry](maxExecCache)}
 	k := execKeyT{exePath: "/bin/prog", env: "LD_PRELOAD=x"}
 	c.put(k, files["ld.so"], []string{files["libfirst.so"], files["libmalloc.so"]}, files["libmalloc.so"])
 	if lib, ok := c.get(k); !ok || lib != files["libmalloc.so"] {
@@ -37,8 +37,8 @@ func TestExecCache(t *testing.T) {
 	if lib, ok := c.get(k); ok {
 		t.Errorf("get after a listed library changed = %q, want nothing", lib)
 	}
-	if len(c.m) != 0 {
-		t.Errorf("a stale answer is still remembered: %v", c.m)
+	if c.m.len() != 0 {
+		t.Errorf("a stale answer is still remembered: %d entries", c.m.len())
 	}
 }
 
@@ -57,5 +57,23 @@ func TestExecKey(t *testing.T) {
 	k, _ = execKey(pid, "/bin/prog", []byte("LD_LIBRARY_PATH=/lib:build/lib\x00"))
 	if wd, _ := os.Getwd(); k.cwd != wd {
 		t.Errorf("key cwd %q with a relative LD_LIBRARY_PATH, want %q", k.cwd, wd)
+	}
+}
+
+// TestMemo: a full memo is emptied before the next entry goes in.
+func TestMemo(t *testing.T) {
+	m := newMemo[string, int](2)
+	m.put("a", 1)
+	m.put("b", 2)
+	if v, ok := m.get("b"); !ok || v != 2 || m.len() != 2 {
+		t.Fatalf("get(b) = %d, %v; len %d", v, ok, m.len())
+	}
+	m.put("c", 3)
+	if _, ok := m.get("a"); ok || m.len() != 1 {
+		t.Errorf("full: a kept or len %d, want 1", m.len())
+	}
+	m.drop("c")
+	if _, ok := m.get("c"); ok || m.len() != 0 {
+		t.Errorf("dropped c: still there or len %d", m.len())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -179,23 +178,15 @@ type pointKey struct {
 	nullSkipped bool
 }
 
-// maxPointCache bounds the probe points remembered.
-const maxPointCache = 4096
-
-var pointCache = struct {
-	sync.Mutex
-	m map[pointKey]uint64
-}{m: map[pointKey]uint64{}}
+// pointCache remembers entryProbe's answers: 4096 functions.
+var pointCache = newMemo[pointKey, uint64](4096)
 
 // entryProbe is probePoint for the function fs of the file at path,
 // remembered for the file as it is: each process of a build probes the
 // same libc. A file that cannot be read keeps its entries.
 func entryProbe(path string, fs funcSym, nullSkipped bool) uint64 {
 	if id, ok := statID(path); ok {
-		pointCache.Lock()
-		off, ok := pointCache.m[pointKey{id, fs.off, nullSkipped}]
-		pointCache.Unlock()
-		if ok {
+		if off, ok := pointCache.get(pointKey{id, fs.off, nullSkipped}); ok {
 			return off
 		}
 	}
@@ -206,12 +197,7 @@ func entryProbe(path string, fs funcSym, nullSkipped bool) uint64 {
 	defer f.Close()
 	off := probePoint(f, fs, nullSkipped)
 	if id, ok := fstatID(f); ok {
-		pointCache.Lock()
-		if len(pointCache.m) >= maxPointCache {
-			clear(pointCache.m)
-		}
-		pointCache.m[pointKey{id, fs.off, nullSkipped}] = off
-		pointCache.Unlock()
+		pointCache.put(pointKey{id, fs.off, nullSkipped}, off)
 	}
 	return off
 }

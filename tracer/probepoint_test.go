@@ -173,9 +173,7 @@ func TestFuncCaches(t *testing.T) {
 	}
 	// The answer is remembered for the file as it is.
 	id, _ := statID(path)
-	pointCache.Lock()
-	got, ok := pointCache.m[pointKey{id, off, true}]
-	pointCache.Unlock()
+	got, ok := pointCache.get(pointKey{id, off, true})
 	if !ok || got != off+5 {
 		t.Errorf("remembered: %#x, %v", got, ok)
 	}
