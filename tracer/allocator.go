@@ -333,13 +333,6 @@ func procErr(pid int, err error) error {
 // FuncOffset returns the file offset of a function of an ELF file, as
 // uprobes take it.
 func FuncOffset(path, symbol string) (uint64, error) {
-	offs, err := funcOffsets(path)
-	if err != nil {
-		return 0, err
-	}
-	fs, ok := offs[symbol]
-	if !ok {
-		return 0, fmt.Errorf("%s has no %s", path, symbol)
-	}
-	return fs.off, nil
+	fs, err := funcNamed(path, symbol)
+	return fs.off, err
 }

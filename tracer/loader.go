@@ -55,15 +55,10 @@ func interpreter(path, name string) (string, error) {
 // loader must be mapped already. Called again after an exec, it only
 // points the probe at the new image's list when the loader is the same.
 func (p *Probes) WatchLibraries(pid int, loader string) error {
-	offs, err := funcOffsets(loader)
+	off, err := FuncOffset(loader, loaderHook)
 	if err != nil {
 		return err
 	}
-	fs, ok := offs[loaderHook]
-	if !ok {
-		return fmt.Errorf("%s has no %s", loader, loaderHook)
-	}
-	off := fs.off
 	rd, err := rDebugAddress(pid, loader)
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package tracer
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
@@ -160,13 +159,9 @@ func jumpsInto(code []byte, at int) bool {
 // a function of an ELF file: the function's own, or a point past its
 // prologue (see probePoint).
 func ProbeOffset(path, symbol string) (uint64, error) {
-	offs, err := funcOffsets(path)
+	fs, err := funcNamed(path, symbol)
 	if err != nil {
 		return 0, err
-	}
-	fs, ok := offs[symbol]
-	if !ok {
-		return 0, fmt.Errorf("%s has no %s", path, symbol)
 	}
 	return entryProbe(path, fs, symbol == "free"), nil
 }

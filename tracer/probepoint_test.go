@@ -89,10 +89,7 @@ func TestProbePoint(t *testing.T) {
 // TestProbePointLibc checks where the probes of this machine's C library
 // go: free's past its null test, onto a push, when free starts with one.
 func TestProbePointLibc(t *testing.T) {
-	lib, err := AllocatorOfFile(testProg(t, "pairs"), os.Environ())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := testLibc(t)
 	offs, err := funcOffsets(lib)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +127,16 @@ func TestProbePointLibc(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testLibc returns the file that gives the test programs malloc.
+func testLibc(t *testing.T) string {
+	t.Helper()
+	lib, err := AllocatorOfFile(testProg(t, "pairs"), os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
 }
 
 // TestFreeProbeCountsOnce runs malloc/free pairs with free probed past its
@@ -187,10 +194,7 @@ func TestFuncCaches(t *testing.T) {
 	}
 
 	// funcOffsets: one read per file as it is.
-	lib, err := AllocatorOfFile(testProg(t, "pairs"), os.Environ())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := testLibc(t)
 	a, err := funcOffsets(lib)
 	if err != nil {
 		t.Fatal(err)

@@ -651,6 +651,19 @@ func funcOffsets(path string) (map[string]funcSym, error) {
 	return offs, nil
 }
 
+// funcNamed returns the function symbol of the ELF file at path.
+func funcNamed(path, symbol string) (funcSym, error) {
+	offs, err := funcOffsets(path)
+	if err != nil {
+		return funcSym{}, err
+	}
+	fs, ok := offs[symbol]
+	if !ok {
+		return funcSym{}, fmt.Errorf("%s has no %s", path, symbol)
+	}
+	return fs, nil
+}
+
 // readFuncOffsets reads the defined functions of the ELF file in fh. A
 // malformed file is an error: debug/elf's panics are recovered.
 func readFuncOffsets(fh *os.File, path string) (_ map[string]funcSym, err error) {
