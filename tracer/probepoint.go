@@ -27,21 +27,29 @@ import (
 // with empty probes). free(NULL), which the probes ignore anyway, then
 // costs nothing.
 //
-// probePoint moves an entry probe past such a prologue when it is safe:
+// probePoints moves an entry probe past such a prologue when it is safe:
 //   - The instructions skipped change nothing but the flags: endbr64, test
 //     and cmp (not a 5-byte NOP, which the kernel probes without a trap).
 //     With nullSkipped (a function whose probe ignores a null first
 //     argument: free), a "test %rdi,%rdi" may be followed by a je/jz, and
 //     the probe goes on the fall-through path, the one a non-null pointer
 //     takes.
-//   - It lands on a push of a register, which the kernel emulates.
-//     Otherwise nothing would be saved, and the entry is kept.
+//   - It lands on an instruction the kernel emulates: a push of a register
+//     or a jump. Otherwise nothing would be saved, and the entry is kept.
+//   - A conditional jump in the prologue splits it: glibc 2.36's memalign
+//     (and aligned_alloc) starts with "cmpb $0,initialized; je init; jmp
+//     _mid_memalign". Each path gets a probe, the jump and the first
+//     instruction at the je's target (single-stepped, but taken once per
+//     process at most), when the fall-through path leaves at once with its
+//     jump: a call passes one of them, once.
 //   - The whole function decodes, and no jump or call in it goes to the
-//     instructions skipped or to the probe point (a probe reached twice
-//     would count a free twice); the je's target is in the function.
+//     instructions skipped or to a probe point but the prologue's own (a
+//     probe reached twice would count a call twice); targets are in the
+//     function.
 //
 // Otherwise, and whenever the function cannot be read or decoded, the probe
-// stays on the entry.
+// stays on the entry. Probes on the second path of a split go where the
+// stack pointer is the entry's too, so return probes work there as well.
 
 // maxProbeScan bounds the bytes of a function decoded to look for jumps.
 const maxProbeScan = 64 << 10
@@ -69,63 +77,108 @@ func decode(code []byte) (x86asm.Inst, error) {
 
 var errUnknownInst = errors.New("unknown instruction")
 
-// probePoint returns where in the function at fs to put its entry probe:
-// fs.off itself, or the offset of a push past a prologue that changes
-// nothing the probe reads (see above). r reads the file.
-func probePoint(r io.ReaderAt, fs funcSym, nullSkipped bool) uint64 {
+// probePoints returns where in the function at fs to put its entry probe:
+// fs.off itself, or the offsets past a prologue that changes nothing the
+// probe reads (see above), one per path the prologue branches to. r reads
+// the file.
+func probePoints(r io.ReaderAt, fs funcSym, nullSkipped bool) []uint64 {
+	entry := []uint64{fs.off}
 	if fs.size == 0 || fs.size > maxProbeScan {
-		return fs.off
+		return entry
 	}
 	code := make([]byte, fs.size)
 	if _, err := r.ReadAt(code, int64(fs.off)); err != nil {
-		return fs.off
+		return entry
 	}
-	at, ok := skipPrologue(code, nullSkipped)
-	if !ok || at == 0 || jumpsInto(code, at) {
-		return fs.off
+	pro, ok := skipPrologue(code, nullSkipped)
+	if !ok || pro.at == 0 {
+		return entry
 	}
-	return fs.off + uint64(at)
+	jumps, ok := branches(code)
+	if !ok {
+		return entry
+	}
+	for _, j := range jumps {
+		// Nothing may reach the instructions skipped or the probe
+		// points but the prologue itself: a probe hit twice would count
+		// a call twice.
+		if j.to > 0 && j.to <= pro.at || pro.other > 0 && j.to == pro.other && j.from != pro.branch {
+			return entry
+		}
+	}
+	out := []uint64{fs.off + uint64(pro.at)}
+	if pro.other > 0 {
+		out = append(out, fs.off+uint64(pro.other))
+	}
+	return out
 }
 
-// skipPrologue returns the offset in code of the push a probe can go on,
-// past instructions that change only the flags; ok is false when there is
-// none within maxSkipped instructions.
-func skipPrologue(code []byte, nullSkipped bool) (at int, ok bool) {
+// prologue is what skipPrologue found: the offset of the first probe
+// point, and where the prologue branches, the offset of its other path's
+// probe point (0 if none) and of the branch.
+type prologue struct {
+	at, other, branch int
+}
+
+// skipPrologue finds the probe points of code past instructions that
+// change only the flags; ok is false when there is none within maxSkipped
+// instructions. A point is on an instruction the kernel emulates (a push
+// of a register, a jump), or, after a conditional jump, on the path it
+// takes when the other path leaves at once (its first instruction is a
+// jump): each call then passes one point, once.
+func skipPrologue(code []byte, nullSkipped bool) (pro prologue, ok bool) {
 	nullTested := false
-	for i := 0; i <= maxSkipped && at < len(code); i++ {
-		if bytes.HasPrefix(code[at:], endbr64) {
-			at += len(endbr64)
+	for i := 0; i <= maxSkipped && pro.at < len(code); i++ {
+		if bytes.HasPrefix(code[pro.at:], endbr64) {
+			pro.at += len(endbr64)
 			continue
 		}
-		inst, err := decode(code[at:])
+		inst, err := decode(code[pro.at:])
 		if err != nil {
-			return 0, false
+			return pro, false
 		}
 		switch {
-		case inst.Op == x86asm.PUSH && isReg64(inst.Args[0]):
-			return at, true
+		case inst.Op == x86asm.PUSH && isReg64(inst.Args[0]), inst.Op == x86asm.JMP && isRel(inst.Args[0]):
+			if pro.other > 0 && inst.Op != x86asm.JMP {
+				// This path would run on into the other one.
+				return pro, false
+			}
+			return pro, true
 		case inst.Op == x86asm.TEST || inst.Op == x86asm.CMP:
 			nullTested = nullSkipped && inst.Op == x86asm.TEST &&
 				inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI
-			at += inst.Len
+			pro.at += inst.Len
 			continue
-		case inst.Op == x86asm.JE && nullTested:
-			// The null path leaves; the probe goes on the other one,
-			// which must be taken only from here.
-			rel, ok := inst.Args[0].(x86asm.Rel)
-			if !ok {
-				return 0, false
+		case isConditionalJump(inst.Op) && pro.other == 0:
+			rel, _ := inst.Args[0].(x86asm.Rel)
+			from := pro.at
+			pro.at += inst.Len
+			target := pro.at + int(rel)
+			if target <= pro.at || target >= len(code) {
+				return pro, false
 			}
-			at += inst.Len
-			if target := at + int(rel); target <= at || target >= len(code) {
-				return 0, false
+			if inst.Op == x86asm.JE && nullTested {
+				// The null path leaves, unprobed: the probe ignores
+				// a null pointer.
+				nullTested = false
+				continue
 			}
-			nullTested = false
+			pro.other, pro.branch = target, from
 			continue
 		}
-		return 0, false
+		return pro, false
 	}
-	return 0, false
+	return pro, false
+}
+
+// isConditionalJump reports whether op is a jcc.
+func isConditionalJump(op x86asm.Op) bool {
+	switch op {
+	case x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE, x86asm.JL,
+		x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO, x86asm.JP, x86asm.JS:
+		return true
+	}
+	return false
 }
 
 // isReg64 reports whether an instruction argument is a 64-bit general
@@ -135,35 +188,45 @@ func isReg64(a x86asm.Arg) bool {
 	return ok && r >= x86asm.RAX && r <= x86asm.R15
 }
 
-// jumpsInto reports whether a relative jump or call in code goes to an
-// offset in (0, at], or whether code cannot be decoded to its end.
-func jumpsInto(code []byte, at int) bool {
+// isRel reports whether an instruction argument is a relative address.
+func isRel(a x86asm.Arg) bool {
+	_, ok := a.(x86asm.Rel)
+	return ok
+}
+
+// jump is a relative jump or call in a function: the offsets of the
+// instruction and of its target.
+type jump struct {
+	from, to int
+}
+
+// branches returns the relative jumps and calls of code; ok is false when
+// code cannot be decoded to its end.
+func branches(code []byte) (jumps []jump, ok bool) {
 	for pc := 0; pc < len(code); {
 		inst, err := decode(code[pc:])
 		if err != nil {
 			// Padding after the last instruction decodes; anything
 			// else the decoder rejects may hide a jump.
-			return true
+			return nil, false
+		}
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+			jumps = append(jumps, jump{pc, pc + inst.Len + int(rel)})
 		}
 		pc += inst.Len
-		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
-			if t := pc + int(rel); t > 0 && t <= at {
-				return true
-			}
-		}
 	}
-	return false
+	return jumps, true
 }
 
-// ProbeOffset returns the file offset at which mdtrace probes the entry of
-// a function of an ELF file: the function's own, or a point past its
-// prologue (see probePoint).
-func ProbeOffset(path, symbol string) (uint64, error) {
+// ProbeOffsets returns the file offsets at which mdtrace probes the entry
+// of a function of an ELF file: the function's own, or points past its
+// prologue (see probePoints).
+func ProbeOffsets(path, symbol string) ([]uint64, error) {
 	fs, err := funcNamed(path, symbol)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return entryProbe(path, fs, symbol == "free"), nil
+	return entryProbes(path, fs, symbol == "free"), nil
 }
 
 // pointKey names a function of a file, as it is, and how it is probed.
@@ -173,26 +236,27 @@ type pointKey struct {
 	nullSkipped bool
 }
 
-// pointCache remembers entryProbe's answers: 4096 functions.
-var pointCache = newMemo[pointKey, uint64](4096)
+// pointCache remembers entryProbes' answers: 4096 functions.
+var pointCache = newMemo[pointKey, []uint64](4096)
 
-// entryProbe is probePoint for the function fs of the file at path,
+// entryProbes is probePoints for the function fs of the file at path,
 // remembered for the file as it is: each process of a build probes the
-// same libc. A file that cannot be read keeps its entries.
-func entryProbe(path string, fs funcSym, nullSkipped bool) uint64 {
+// same libc. A file that cannot be read keeps its entries. Callers must
+// not modify the slice.
+func entryProbes(path string, fs funcSym, nullSkipped bool) []uint64 {
 	if id, ok := statID(path); ok {
-		if off, ok := pointCache.get(pointKey{id, fs.off, nullSkipped}); ok {
-			return off
+		if offs, ok := pointCache.get(pointKey{id, fs.off, nullSkipped}); ok {
+			return offs
 		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return fs.off
+		return []uint64{fs.off}
 	}
 	defer f.Close()
-	off := probePoint(f, fs, nullSkipped)
+	offs := probePoints(f, fs, nullSkipped)
 	if id, ok := fstatID(f); ok {
-		pointCache.put(pointKey{id, fs.off, nullSkipped}, off)
+		pointCache.put(pointKey{id, fs.off, nullSkipped}, offs)
 	}
-	return off
+	return offs
 }

@@ -497,9 +497,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 			}
 			continue
 		}
-		off := fs.off
+		offs := []uint64{fs.off}
 		if prog == p.objs.AllocEntry {
-			off = entryProbe(lib, fs, ep.call == callFree)
+			offs = entryProbes(lib, fs, ep.call == callFree)
 		}
 		names = append(names, ep.symbol)
 		// With record_allocs (its end time) and verify_pointers (its
@@ -507,9 +507,11 @@ func (p *Probes) Attach(pid int, lib string) error {
 		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
 			ep.ret = true
 		}
-		if !done[off] {
-			done[off] = true
-			sites = append(sites, probeSite{ep, off})
+		for _, off := range offs {
+			if !done[off] {
+				done[off] = true
+				sites = append(sites, probeSite{ep, off})
+			}
 		}
 	}
 	var (

@@ -173,20 +173,27 @@ func run(argv []string, points bool) (int, error) {
 			if err != nil {
 				return err
 			}
-			offset := tracer.FuncOffset
+			offsets := func(path, symbol string) ([]uint64, error) {
+				off, err := tracer.FuncOffset(path, symbol)
+				return []uint64{off}, err
+			}
 			if points {
-				offset = tracer.ProbeOffset
+				offsets = tracer.ProbeOffsets
 			}
-			malloc, err := offset(lib, "malloc")
-			if err != nil {
-				return err
+			var entry, ret []fn
+			for _, sym := range []string{"malloc", "free"} {
+				offs, err := offsets(lib, sym)
+				if err != nil {
+					return err
+				}
+				for _, off := range offs {
+					entry = append(entry, fn{sym, off})
+					if sym == "malloc" {
+						ret = append(ret, fn{sym, off})
+					}
+				}
 			}
-			free, err := offset(lib, "free")
-			if err != nil {
-				return err
-			}
-			m, f := fn{"malloc", malloc}, fn{"free", free}
-			return p.attach(pid, lib, []fn{m, f}, []fn{m})
+			return p.attach(pid, lib, entry, ret)
 		},
 	})
 	if err != nil {
