@@ -344,6 +344,12 @@ for wl in "${workloads[@]}"; do
 	target "$wl" "shim alone / native" shim native "<=" 3
 done
 for wl in "${workloads[@]}"; do
+	# What the sites' target can reach at best, with BPF programs that
+	# cost nothing: the probes' own costs.
+	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  bound: floor at probe points / site floor" \
+		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/sitefloor]:-}")x"
+done
+for wl in "${workloads[@]}"; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "shim sampling 4096 / shim sites, no probes" \
 		"$(ratio "${med[$wl/shimsample]:-}" "${med[$wl/shimsites]:-}")x"
 done
