@@ -85,6 +85,11 @@ const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode):
  * leaks never abort.
  */
 const volatile u32 abort_on_error = 0;
+/*
+ * The kernel may preempt a running BPF program (preempt=full, lazy, RT):
+ * the stack walk keeps preemption off while it uses per-CPU scratch space.
+ */
+const volatile u32 preemptible = 1;
 
 /*
  * Program mode (--program NAME): the probes have no PID filter, and only
@@ -503,18 +508,17 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 }
 
 /*
- * Takes the current user backtrace, with the allocator's caller as the first
- * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
+ * Takes the current user backtrace into the stacks map, with the
+ * allocator's caller as the first frame, through the CPU's scratch space.
+ * Returns the stack id, or 0 when no backtrace was stored (counted).
  */
-static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
+static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
 	u64 h, *seen;
 	u32 i, nr, slot;
 
-	if (stack_depth == 0)
-		return 0;
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
@@ -556,6 +560,43 @@ found:
 	if (seen)
 		*seen = h;
 	return h;
+}
+
+/*
+ * A uprobe program runs with migration disabled, not always with
+ * preemption disabled (uprobe_multi links on a preemptible kernel):
+ * another thread of the CPU could run a probe between its reads and writes
+ * of the per-CPU scratch space of a backtrace, and mix two stacks. On such
+ * kernels (the preemptible variable), where the kfuncs exist (6.10),
+ * preemption is off while the scratch space is in use, for about 25 ns a
+ * backtrace.
+ */
+extern void bpf_preempt_disable(void) __ksym __weak;
+extern void bpf_preempt_enable(void) __ksym __weak;
+
+#define bpf_ksym_exists(sym)                                                                      \
+	({                                                                                        \
+		_Static_assert(!__builtin_constant_p(!!sym), #sym " should be marked as __weak"); \
+		!!sym;                                                                            \
+	})
+
+/*
+ * Takes the current user backtrace, with the allocator's caller as the first
+ * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
+ */
+static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
+{
+	bool guard = preemptible && bpf_ksym_exists(bpf_preempt_disable) && bpf_ksym_exists(bpf_preempt_enable);
+	u64 id;
+
+	if (stack_depth == 0)
+		return 0;
+	if (guard)
+		bpf_preempt_disable();
+	id = store_stack(ctx, at);
+	if (guard)
+		bpf_preempt_enable();
+	return id;
 }
 
 /* The fields read from the kernel's structures, relocated by CO-RE. */

@@ -124,6 +124,7 @@ const (
 	MdtraceVarHaveZygotes        = "have_zygotes"
 	MdtraceVarOnlyTraced         = "only_traced"
 	MdtraceVarPageSize           = "page_size"
+	MdtraceVarPreemptible        = "preemptible"
 	MdtraceVarProgramLen         = "program_len"
 	MdtraceVarProgramName        = "program_name"
 	MdtraceVarRecord             = "record"
@@ -226,6 +227,7 @@ type MdtraceVariableSpecs struct {
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
 	OnlyTraced         *ebpf.VariableSpec `ebpf:"only_traced"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
+	Preemptible        *ebpf.VariableSpec `ebpf:"preemptible"`
 	ProgramLen         *ebpf.VariableSpec `ebpf:"program_len"`
 	ProgramName        *ebpf.VariableSpec `ebpf:"program_name"`
 	Record             *ebpf.VariableSpec `ebpf:"record"`
@@ -314,6 +316,7 @@ type MdtraceVariables struct {
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
 	OnlyTraced         *ebpf.Variable `ebpf:"only_traced"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`
+	Preemptible        *ebpf.Variable `ebpf:"preemptible"`
 	ProgramLen         *ebpf.Variable `ebpf:"program_len"`
 	ProgramName        *ebpf.Variable `ebpf:"program_name"`
 	Record             *ebpf.Variable `ebpf:"record"`

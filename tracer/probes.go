@@ -113,6 +113,9 @@ type ProbeConfig struct {
 	// kernels without uprobe_multi links (before 6.6), even where the
 	// kernel has them.
 	PerProbeLinks bool
+	// Preemptible forces the stack walk's preemption guard on or off;
+	// nil: on where the running kernel may preempt BPF programs.
+	Preemptible *bool
 	// Program, when set, is program mode: probes attached without a PID
 	// count only the processes that execute a program whose file name
 	// contains Program, and their children (see WatchPrograms).
@@ -196,6 +199,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
 		"unknown_is_error": boolU32(cfg.UnknownIsError),
 		"abort_on_error":   boolU32(cfg.AbortOnError),
+	}
+	if cfg.Preemptible != nil {
+		vars["preemptible"] = boolU32(*cfg.Preemptible)
+	} else {
+		vars["preemptible"] = boolU32(kernelPreempts())
 	}
 	if cfg.Program != "" {
 		if len(cfg.Program) >= MaxProgramName {
