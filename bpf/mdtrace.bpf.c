@@ -337,11 +337,20 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/*
+ * Counts an event on this CPU. Where a probe can be preempted, another
+ * thread of the CPU may count between the load and the store: the add is
+ * atomic there.
+ */
 static __always_inline void count(u32 idx)
 {
 	u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
-	if (v)
+	if (!v)
+		return;
+	if (preemptible)
+		__sync_fetch_and_add(v, 1);
+	else
 		*v += 1;
 }
 

@@ -34,10 +34,11 @@ func TestPreemptModel(t *testing.T) {
 }
 
 // TestPreemptGuard runs the leak test with the stack walk's preemption
-// guard forced on and off: the verifier takes both, and the stacks are the
-// same.
+// guard (and the atomic counters) forced on and off: the verifier takes
+// both, and the stacks and counts are the same.
 func TestPreemptGuard(t *testing.T) {
 	needProbes(t)
+	var counts []Counters
 	for _, on := range []bool{true, false} {
 		snap, names, c, _ := exitSnapshot(t, ProbeConfig{StackDepth: 16, Preemptible: &on}, testProg(t, "leaky"))
 		named := 0
@@ -46,9 +47,14 @@ func TestPreemptGuard(t *testing.T) {
 				named++
 			}
 		}
-		// 13 leaks, 12 allocated from main (one in a constructor).
-		if len(snap.Allocs) != 13 || named != 12 || c.StackError != 0 || c.StackCollision != 0 {
+		// 13 leaks, 12 allocated from main (one in a constructor), and
+		// leaky's churn of 10000 allocations and more, each counted.
+		if len(snap.Allocs) != 13 || named != 12 || c.StackError != 0 || c.StackCollision != 0 || c.Allocs < 10000 {
 			t.Errorf("guard %v: %d live blocks, %d called from main, counters %+v", on, len(snap.Allocs), named, c)
 		}
+		counts = append(counts, c)
+	}
+	if counts[0] != counts[1] {
+		t.Errorf("counters differ:\nguard on  %+v\nguard off %+v", counts[0], counts[1])
 	}
 }
