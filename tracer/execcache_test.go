@@ -3,9 +3,14 @@
 package tracer
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestExecCache: a remembered allocator is used again only while every
@@ -75,5 +80,73 @@ func TestMemo(t *testing.T) {
 	m.drop("c")
 	if _, ok := m.get("c"); ok || m.len() != 0 {
 		t.Errorf("dropped c: still there or len %d", m.len())
+	}
+}
+
+// TestRDebugAddress finds a running program's loader and the loader's
+// r_debug, each twice (the second time from the caches): r_version is 1 or
+// 2, r_map is set.
+func TestRDebugAddress(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	var loader string
+	for range 100 {
+		// The loader is mapped once sleep runs its own program.
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "sleep") {
+			if l, err := LoaderOf(pid); err == nil && l != "" {
+				if _, err := rDebugAddress(pid, l); err == nil {
+					loader = l
+					break
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if loader == "" {
+		t.Fatal("sleep's loader was never mapped")
+	}
+	// The loader of sleep's program is remembered by the program's file.
+	if id, ok := statID(fmt.Sprintf("/proc/%d/exe", pid)); !ok {
+		t.Error("cannot stat sleep's program")
+	} else if got, ok := interpCache.get(id); !ok || got != loader {
+		t.Errorf("remembered loader %q, %v; want %q", got, ok, loader)
+	}
+	if again, err := LoaderOf(pid); err != nil || again != loader {
+		t.Errorf("LoaderOf again = %q, %v; want %q", again, err, loader)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for i := range 2 {
+		addr, err := rDebugAddress(pid, loader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The loader fills r_debug in as it starts the program.
+		var version uint32
+		var rmap uint64
+		for range 200 {
+			var rd [16]byte
+			if _, err := mem.ReadAt(rd[:], int64(addr)); err != nil {
+				t.Fatalf("reading r_debug at %#x: %v", addr, err)
+			}
+			version, rmap = binary.LittleEndian.Uint32(rd[:4]), binary.LittleEndian.Uint64(rd[8:])
+			if version != 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if version < 1 || version > 2 || rmap == 0 {
+			t.Errorf("lookup %d: r_debug at %#x: r_version %d, r_map %#x", i, addr, version, rmap)
+		}
+	}
+	if _, err := rDebugAddress(pid, "/bin/true"); err == nil {
+		t.Error("r_debug found in a program that is not the loader")
 	}
 }

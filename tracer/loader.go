@@ -6,11 +6,11 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/bpf"
 )
@@ -26,8 +26,23 @@ func LoaderOf(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return interpreter(fmt.Sprintf("/proc/%d/exe", pid), exe)
+	path := fmt.Sprintf("/proc/%d/exe", pid)
+	id, ok := statID(path)
+	if ok {
+		if interp, ok := interpCache.get(id); ok {
+			return interp, nil
+		}
+	}
+	interp, err := interpreter(path, exe)
+	if err == nil && ok {
+		interpCache.put(id, interp)
+	}
+	return interp, err
 }
+
+// interpCache remembers programs' loaders by file: every child of a shell
+// runs one of a few programs.
+var interpCache = newMemo[fileID, string](1024)
 
 // interpreter returns the PT_INTERP of the ELF file at path, or "" for a
 // static program; name is the file's name in errors.
@@ -98,43 +113,75 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 // rDebugAddress returns the address of the loader's r_debug (the head of
 // its list of libraries) in process pid.
 func rDebugAddress(pid int, loader string) (uint64, error) {
-	f, err := elf.Open(loader)
-	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", loader, err)
+	id, ok := statID(loader)
+	if !ok {
+		return 0, fmt.Errorf("%s: cannot stat it", loader)
 	}
-	defer f.Close()
-	syms, _ := f.DynamicSymbols()
-	var value uint64
-	for _, s := range syms {
-		if s.Name == "_r_debug" && s.Section != elf.SHN_UNDEF {
-			value = s.Value
+	rd, ok := rDebugCache.get(id)
+	if !ok {
+		var err error
+		if rd, err = readRDebug(loader); err != nil {
+			return 0, err
 		}
-	}
-	if value == 0 {
-		return 0, fmt.Errorf("%s has no _r_debug", loader)
-	}
-	var first uint64 = ^uint64(0)
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr < first {
-			first = p.Vaddr
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(loader, &st); err != nil {
-		return 0, fmt.Errorf("%s: %w", loader, err)
+		rDebugCache.put(id, rd)
 	}
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return 0, procErr(pid, err)
 	}
-	for _, line := range strings.Split(string(maps), "\n") {
-		var start, end, offset, inode uint64
-		var perms, dev string
-		if n, _ := fmt.Sscanf(line, "%x-%x %s %x %s %d", &start, &end, &perms, &offset, &dev, &inode); n == 6 && inode == st.Ino && offset == 0 {
-			return start - first + value, nil
+	for line := range strings.Lines(string(maps)) {
+		// start-end perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if off, err := strconv.ParseUint(f[2], 16, 64); err != nil || off != 0 {
+			continue
+		}
+		if ino, err := strconv.ParseUint(f[4], 10, 64); err != nil || ino != id.ino {
+			continue
+		}
+		startHex, _, _ := strings.Cut(f[0], "-")
+		if start, err := strconv.ParseUint(startHex, 16, 64); err == nil {
+			return start - rd.first + rd.value, nil
 		}
 	}
 	return 0, fmt.Errorf("%s is not mapped in process %d", loader, pid)
+}
+
+// rDebug is where a loader keeps _r_debug: its address, and the address
+// its first PT_LOAD segment is linked at.
+type rDebug struct {
+	value, first uint64
+}
+
+// rDebugCache remembers readRDebug's answers by loader file.
+var rDebugCache = newMemo[fileID, rDebug](64)
+
+// readRDebug reads where the loader at path keeps _r_debug.
+func readRDebug(loader string) (rDebug, error) {
+	f, err := elf.Open(loader)
+	if err != nil {
+		return rDebug{}, fmt.Errorf("reading %s: %w", loader, err)
+	}
+	defer f.Close()
+	syms, _ := f.DynamicSymbols()
+	var rd rDebug
+	for _, s := range syms {
+		if s.Name == "_r_debug" && s.Section != elf.SHN_UNDEF {
+			rd.value = s.Value
+		}
+	}
+	if rd.value == 0 {
+		return rDebug{}, fmt.Errorf("%s has no _r_debug", loader)
+	}
+	rd.first = ^uint64(0)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr < rd.first {
+			rd.first = p.Vaddr
+		}
+	}
+	return rd, nil
 }
 
 // Library is one entry of a process's list of loaded libraries.
