@@ -470,7 +470,9 @@ type probeSite struct {
 //
 // Where the kernel has uprobe_multi links (6.6), all entry probes form one
 // link and all return probes another, so that attaching and detaching
-// cost two kernel grace periods instead of one per probe.
+// cost two kernel grace periods instead of one per probe. A function's
+// probes go past its prologue where the kernel then emulates the probed
+// instruction instead of single-stepping it (probePoints).
 func (p *Probes) Attach(pid int, lib string) error {
 	p.reclaim(pid)
 	offsets, err := funcOffsets(lib)
