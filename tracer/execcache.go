@@ -25,20 +25,7 @@ func statID(path string) (fileID, bool) {
 	if err := unix.Stat(path, &st); err != nil {
 		return fileID{}, false
 	}
-	return idOf(&st), true
-}
-
-func idOf(st *unix.Stat_t) fileID {
-	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
-}
-
-// fstatID is statID of an open file.
-func fstatID(f *os.File) (fileID, bool) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fileID{}, false
-	}
-	return idOf(&st), true
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
 }
 
 // ldCache is the dynamic loader's cache of library paths.
@@ -144,6 +131,31 @@ func (c *execMemo) put(k execKeyT, interp string, libs []string, lib string) {
 	}
 	c.m.put(k, e)
 }
+
+// fromFile returns what c keeps for the file at path as it is (its
+// device, inode, size and times, under key(identity)), and the identity;
+// where c keeps nothing, read makes it, and c keeps it if the file was the
+// same before and after the read. A file that cannot be stat'ed is read,
+// nothing is kept, and the identity is zero.
+func fromFile[K comparable, V any](c *memo[K, V], path string, key func(fileID) K, read func() (V, error)) (V, fileID, error) {
+	id, ok := statID(path)
+	if ok {
+		if v, ok := c.get(key(id)); ok {
+			return v, id, nil
+		}
+	}
+	v, err := read()
+	if err != nil {
+		return v, id, err
+	}
+	if after, same := statID(path); ok && same && after == id {
+		c.put(key(id), v)
+	}
+	return v, id, nil
+}
+
+// byID keys a memo by the file's identity alone.
+func byID(id fileID) fileID { return id }
 
 // funcCache remembers funcOffsets' answers by file: 256 files.
 var funcCache = newMemo[fileID, map[string]funcSym](256)

@@ -150,3 +150,53 @@ func TestRDebugAddress(t *testing.T) {
 		t.Error("r_debug found in a program that is not the loader")
 	}
 }
+
+// TestFromFile: a value is kept for the file as it is, read again once the
+// file changes, and not kept when the file changed during the read.
+func TestFromFile(t *testing.T) {
+	path := t.TempDir() + "/f"
+	if err := os.WriteFile(path, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newMemo[fileID, string](4)
+	reads := 0
+	read := func() (string, error) {
+		reads++
+		b, err := os.ReadFile(path)
+		return string(b), err
+	}
+	for range 2 {
+		if v, id, err := fromFile(c, path, byID, read); err != nil || v != "a" || id.ino == 0 {
+			t.Fatalf("fromFile = %q, %+v, %v", v, id, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("%d reads of an unchanged file, want 1", reads)
+	}
+	if err := os.WriteFile(path, []byte("bb"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := fromFile(c, path, byID, read); v != "bb" || reads != 2 {
+		t.Errorf("after a change: %q after %d reads, want \"bb\" after 2", v, reads)
+	}
+	// Changed while being read: the value is not kept.
+	changing := func() (string, error) {
+		reads++
+		return "stale", os.WriteFile(path, []byte("ccc"), 0o644)
+	}
+	c = newMemo[fileID, string](4)
+	if _, _, err := fromFile(c, path, byID, changing); err != nil {
+		t.Fatal(err)
+	}
+	if c.len() != 0 {
+		t.Errorf("a value read while the file changed is kept")
+	}
+	missing := t.TempDir() + "/missing"
+	readMissing := func() (string, error) {
+		b, err := os.ReadFile(missing)
+		return string(b), err
+	}
+	if _, id, err := fromFile(c, missing, byID, readMissing); err == nil || id != (fileID{}) {
+		t.Errorf("missing file: identity %+v, error %v", id, err)
+	}
+}

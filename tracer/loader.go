@@ -27,16 +27,7 @@ func LoaderOf(pid int) (string, error) {
 		return "", err
 	}
 	path := fmt.Sprintf("/proc/%d/exe", pid)
-	id, ok := statID(path)
-	if ok {
-		if interp, ok := interpCache.get(id); ok {
-			return interp, nil
-		}
-	}
-	interp, err := interpreter(path, exe)
-	if err == nil && ok {
-		interpCache.put(id, interp)
-	}
+	interp, _, err := fromFile(interpCache, path, byID, func() (string, error) { return interpreter(path, exe) })
 	return interp, err
 }
 
@@ -113,17 +104,12 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 // rDebugAddress returns the address of the loader's r_debug (the head of
 // its list of libraries) in process pid.
 func rDebugAddress(pid int, loader string) (uint64, error) {
-	id, ok := statID(loader)
-	if !ok {
-		return 0, fmt.Errorf("%s: cannot stat it", loader)
+	rd, id, err := fromFile(rDebugCache, loader, byID, func() (rDebug, error) { return readRDebug(loader) })
+	if err != nil {
+		return 0, err
 	}
-	rd, ok := rDebugCache.get(id)
-	if !ok {
-		var err error
-		if rd, err = readRDebug(loader); err != nil {
-			return 0, err
-		}
-		rDebugCache.put(id, rd)
+	if id == (fileID{}) {
+		return 0, fmt.Errorf("%s: cannot stat it", loader)
 	}
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {

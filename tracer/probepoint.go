@@ -244,19 +244,17 @@ var pointCache = newMemo[pointKey, []uint64](4096)
 // same libc. A file that cannot be read keeps its entries. Callers must
 // not modify the slice.
 func entryProbes(path string, fs funcSym, nullSkipped bool) []uint64 {
-	if id, ok := statID(path); ok {
-		if offs, ok := pointCache.get(pointKey{id, fs.off, nullSkipped}); ok {
-			return offs
+	key := func(id fileID) pointKey { return pointKey{id, fs.off, nullSkipped} }
+	offs, _, err := fromFile(pointCache, path, key, func() ([]uint64, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
 		}
-	}
-	f, err := os.Open(path)
+		defer f.Close()
+		return probePoints(f, fs, nullSkipped), nil
+	})
 	if err != nil {
 		return []uint64{fs.off}
-	}
-	defer f.Close()
-	offs := probePoints(f, fs, nullSkipped)
-	if id, ok := fstatID(f); ok {
-		pointCache.put(pointKey{id, fs.off, nullSkipped}, offs)
 	}
 	return offs
 }

@@ -643,24 +643,15 @@ type funcSym struct {
 // identity, size and times): every process of a build maps the same libc.
 // Callers must not modify it.
 func funcOffsets(path string) (map[string]funcSym, error) {
-	if id, ok := statID(path); ok {
-		if offs, ok := funcCache.get(id); ok {
-			return offs, nil
+	offs, _, err := fromFile(funcCache, path, byID, func() (map[string]funcSym, error) {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
-	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer fh.Close()
-	offs, err := readFuncOffsets(fh, path)
-	if err != nil {
-		return nil, err
-	}
-	if id, ok := fstatID(fh); ok {
-		funcCache.put(id, offs)
-	}
-	return offs, nil
+		defer fh.Close()
+		return readFuncOffsets(fh, path)
+	})
+	return offs, err
 }
 
 // funcNamed returns the function symbol of the ELF file at path.
