@@ -269,44 +269,39 @@ struct {
 } errors SEC(".maps");
 
 /*
- * Zygote children: processes forked, without an exec, from a traced one.
- * What they allocate after the fork carries ALLOC_ZYGOTE.
+ * A set of processes, or a u32 for each: the key is the process's tgid,
+ * the value what the map says. Entries are allocated as processes come.
  */
-struct {
+struct process_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MAX_PROCESSES);
 	__type(key, u32);
 	__type(value, u32);
-} zygotes SEC(".maps");
+};
+
+/*
+ * Zygote children: processes forked, without an exec, from a traced one.
+ * What they allocate after the fork carries ALLOC_ZYGOTE. Value: 1.
+ */
+struct process_map zygotes SEC(".maps");
 
 /* struct alloc_info flags: made by a zygote child. */
 #define ALLOC_ZYGOTE 1
 
 /*
  * The processes being traced, for the thread exit and exec tracepoints,
- * and in program mode for every probe.
+ * and in program mode for every probe. Value: 1.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MAX_PROCESSES);
-	__type(key, u32);
-	__type(value, u32);
-} traced SEC(".maps");
+struct process_map traced SEC(".maps");
 
 /*
  * The gen (see struct alloc_key) of each traced process that executed a
  * program since it was traced: its blocks of another gen are from the
  * program before. A process without an entry has one gen in the table.
+ * Value: the gen.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MAX_PROCESSES);
-	__type(key, u32);
-	__type(value, u32);
-} gens SEC(".maps");
+struct process_map gens SEC(".maps");
 
 /* Loss and event counters, per CPU, summed by user space. */
 struct {
