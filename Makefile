@@ -14,8 +14,10 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOFLAGS_BUILD := -trimpath -ldflags "-X main.version=$(VERSION)"
 
 # Packages needed to build and test: C compiler for the test programs and the
-# shim, clang and bpftool to regenerate and check the BPF objects.
-DEBIAN_PACKAGES := clang llvm libbpf-dev bpftool gcc make
+# shim, clang and bpftool to regenerate and check the BPF objects, jemalloc
+# and tcmalloc to trace other allocators than glibc's.
+DEBIAN_PACKAGES := clang llvm libbpf-dev bpftool gcc make libjemalloc2 libtcmalloc-minimal4
+LIBDIR := /usr/lib/x86_64-linux-gnu
 FUZZTIME ?= 10s
 
 .PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean
@@ -23,15 +25,18 @@ FUZZTIME ?= 10s
 all: build
 
 deps:
-	@missing=""; \
+	@missing=""; optional=""; \
 	for p in clang bpftool gcc; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages for:$$missing"; \
+	for l in libjemalloc.so.2 libtcmalloc_minimal.so.4; do [ -e $(LIBDIR)/$$l ] || optional="$$optional $$l"; done; \
+	if [ -n "$$missing$$optional" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian packages for:$$missing$$optional"; \
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBIAN_PACKAGES) >/dev/null; \
-		else \
+		elif [ -n "$$missing" ]; then \
 			echo "missing:$$missing; install: apt-get install $(DEBIAN_PACKAGES)" >&2; exit 1; \
+		else \
+			echo "not installed:$$optional (the tests of other allocators will skip)" >&2; \
 		fi; \
 	fi
 

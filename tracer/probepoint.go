@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -12,10 +13,11 @@ import (
 // Where a function's entry probe goes.
 //
 // A uprobe costs what the kernel does with the instruction it replaces. It
-// emulates a push of a register (glibc's malloc starts with push %r12): one
-// trap. Most other instructions are single-stepped out of line: a second
-// trap, the debug exception, which costs about 9 us on this project's VMs
-// against under 1 us for the rest of the probe. glibc's free starts with
+// emulates a push of a register (glibc's malloc starts with push %r12), a
+// jump, a conditional jump and the usual NOPs: one trap. Any other
+// instruction is single-stepped out of line: a second trap, the debug
+// exception, which costs about 9 us on this project's VMs against under 1
+// us for the rest of the probe. glibc's free starts with
 //
 //	test %rdi,%rdi
 //	je   <return>
@@ -25,37 +27,35 @@ import (
 // same registers and stack pointer as at the entry, for an eighth of the
 // cost of a malloc/free pair (testdata/pairs: 10.1 us -> 1.27 us per pair
 // with empty probes). free(NULL), which the probes ignore anyway, then
-// costs nothing.
+// costs nothing. jemalloc's malloc starts with "cmp $0x1000,%rdi; ja
+// <large>", and its free with ten register moves and loads before its
+// first branch: their probes go on those branches (19.7 us -> 1.9 us per
+// pair under mdtrace).
 //
-// probePoints moves an entry probe past such a prologue when it is safe:
-//   - The instructions skipped change nothing but the flags: endbr64, test
-//     and cmp (not a 5-byte NOP, which the kernel probes without a trap).
+// probePoint moves an entry probe past such a prologue when it is safe:
+//   - The instructions skipped change nothing the probes read: no memory,
+//     no stack or frame pointer, none of the function's argument
+//     registers. They compare, or move, load and compute into other
+//     registers (and, skipped, run before the probe instead of after it).
 //     With nullSkipped (a function whose probe ignores a null first
-//     argument: free), a "test %rdi,%rdi" may be followed by a je/jz, and
-//     the probe goes on the fall-through path, the one a non-null pointer
+//     argument: free), a "test %rdi,%rdi" may be followed by a je, and the
+//     probe goes on the fall-through path, the one a non-null pointer
 //     takes.
-//   - It lands on an instruction the kernel emulates: a push of a register
-//     or a jump. Otherwise nothing would be saved, and the entry is kept.
-//   - A conditional jump in the prologue splits it: glibc 2.36's memalign
-//     (and aligned_alloc) starts with "cmpb $0,initialized; je init; jmp
-//     _mid_memalign". Each path gets a probe, the jump and the first
-//     instruction at the je's target (single-stepped, but taken once per
-//     process at most), when the fall-through path leaves at once with its
-//     jump: a call passes one of them, once.
+//   - It lands on an instruction the kernel emulates: a push of a register,
+//     a jump or a conditional jump. Every call passes it once, as it passes
+//     the entry. Otherwise nothing would be saved, and the entry is kept.
 //   - The whole function decodes, and no jump or call in it goes to the
-//     instructions skipped or to a probe point but the prologue's own (a
-//     probe reached twice would count a call twice); targets are in the
-//     function.
+//     instructions skipped or to the probe point (a probe reached twice
+//     would count a call twice).
 //
 // Otherwise, and whenever the function cannot be read or decoded, the probe
-// stays on the entry. Probes on the second path of a split go where the
-// stack pointer is the entry's too, so return probes work there as well.
+// stays on the entry.
 
 // maxProbeScan bounds the bytes of a function decoded to look for jumps.
 const maxProbeScan = 64 << 10
 
 // maxSkipped bounds the instructions skipped before the probe point.
-const maxSkipped = 4
+const maxSkipped = 16
 
 // endbr64 starts functions built with -fcf-protection; it does nothing
 // the probes could see. x86asm does not know it.
@@ -77,98 +77,158 @@ func decode(code []byte) (x86asm.Inst, error) {
 
 var errUnknownInst = errors.New("unknown instruction")
 
-// probePoints returns where in the function at fs to put its entry probe:
-// fs.off itself, or the offsets past a prologue that changes nothing the
-// probe reads (see above), one per path the prologue branches to. r reads
-// the file.
-func probePoints(r io.ReaderAt, fs funcSym, nullSkipped bool) []uint64 {
-	entry := []uint64{fs.off}
+// entryUse is what an entry probe reads of a call: the first args argument
+// registers and the stack and frame pointers, and, with nullSkipped,
+// nothing of a call whose first argument is null.
+type entryUse struct {
+	args        int
+	nullSkipped bool
+}
+
+// probePoint returns where in the function at fs to put its entry probe:
+// fs.off itself, or the offset past a prologue that changes nothing the
+// probe reads (see above). r reads the file.
+func probePoint(r io.ReaderAt, fs funcSym, use entryUse) uint64 {
 	if fs.size == 0 || fs.size > maxProbeScan {
-		return entry
+		return fs.off
 	}
 	code := make([]byte, fs.size)
 	if _, err := r.ReadAt(code, int64(fs.off)); err != nil {
-		return entry
+		return fs.off
 	}
-	pro, ok := skipPrologue(code, nullSkipped)
-	if !ok || pro.at == 0 {
-		return entry
+	at, ok := skipPrologue(code, use)
+	if !ok || at == 0 {
+		return fs.off
 	}
 	jumps, ok := branches(code)
 	if !ok {
-		return entry
+		return fs.off
 	}
 	for _, j := range jumps {
 		// Nothing may reach the instructions skipped or the probe
-		// points but the prologue itself: a probe hit twice would count
-		// a call twice.
-		if j.to > 0 && j.to <= pro.at || pro.other > 0 && j.to == pro.other && j.from != pro.branch {
-			return entry
+		// point: a probe hit twice would count a call twice.
+		if j.to > 0 && j.to <= at {
+			return fs.off
 		}
 	}
-	out := []uint64{fs.off + uint64(pro.at)}
-	if pro.other > 0 {
-		out = append(out, fs.off+uint64(pro.other))
-	}
-	return out
+	return fs.off + uint64(at)
 }
 
-// prologue is what skipPrologue found: the offset of the first probe
-// point, and where the prologue branches, the offset of its other path's
-// probe point (0 if none) and of the branch.
-type prologue struct {
-	at, other, branch int
-}
-
-// skipPrologue finds the probe points of code past instructions that
-// change only the flags; ok is false when there is none within maxSkipped
-// instructions. A point is on an instruction the kernel emulates (a push
-// of a register, a jump), or, after a conditional jump, on the path it
-// takes when the other path leaves at once (its first instruction is a
-// jump): each call then passes one point, once.
-func skipPrologue(code []byte, nullSkipped bool) (pro prologue, ok bool) {
+// skipPrologue returns the offset in code of the first instruction the
+// kernel emulates (a push of a register, a jump, a conditional jump) past
+// instructions that change nothing use says the probe reads; ok is false
+// when there is none within maxSkipped instructions.
+func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 	nullTested := false
-	for i := 0; i <= maxSkipped && pro.at < len(code); i++ {
-		if bytes.HasPrefix(code[pro.at:], endbr64) {
-			pro.at += len(endbr64)
+	for i := 0; i <= maxSkipped && at < len(code); i++ {
+		if bytes.HasPrefix(code[at:], endbr64) {
+			at += len(endbr64)
 			continue
 		}
-		inst, err := decode(code[pro.at:])
+		inst, err := decode(code[at:])
 		if err != nil {
-			return pro, false
+			return at, false
 		}
+		tested := nullTested
+		nullTested = false
 		switch {
-		case inst.Op == x86asm.PUSH && isReg64(inst.Args[0]), inst.Op == x86asm.JMP && isRel(inst.Args[0]):
-			if pro.other > 0 && inst.Op != x86asm.JMP {
-				// This path would run on into the other one.
-				return pro, false
-			}
-			return pro, true
-		case inst.Op == x86asm.TEST || inst.Op == x86asm.CMP:
-			nullTested = nullSkipped && inst.Op == x86asm.TEST &&
-				inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI
-			pro.at += inst.Len
-			continue
-		case isConditionalJump(inst.Op) && pro.other == 0:
+		case inst.Op == x86asm.JE && tested:
+			// The null path leaves, unprobed: the probe ignores a
+			// null pointer.
 			rel, _ := inst.Args[0].(x86asm.Rel)
-			from := pro.at
-			pro.at += inst.Len
-			target := pro.at + int(rel)
-			if target <= pro.at || target >= len(code) {
-				return pro, false
+			at += inst.Len
+			if target := at + int(rel); target <= at || target >= len(code) {
+				return at, false
 			}
-			if inst.Op == x86asm.JE && nullTested {
-				// The null path leaves, unprobed: the probe ignores
-				// a null pointer.
-				nullTested = false
-				continue
-			}
-			pro.other, pro.branch = target, from
 			continue
+		case emulated(inst):
+			return at, true
+		case inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI:
+			nullTested = use.nullSkipped
+		case !harmless(inst, use.args):
+			return at, false
 		}
-		return pro, false
+		at += inst.Len
 	}
-	return pro, false
+	return at, false
+}
+
+// emulated reports whether the kernel emulates inst when it is probed,
+// instead of single-stepping it: a push of a 64-bit register, a relative
+// jump, a conditional jump without prefixes.
+func emulated(inst x86asm.Inst) bool {
+	switch {
+	case inst.Op == x86asm.PUSH:
+		return isReg64(inst.Args[0])
+	case inst.Op == x86asm.JMP:
+		return isRel(inst.Args[0])
+	case isConditionalJump(inst.Op):
+		return isRel(inst.Args[0]) && inst.Prefix[0] == 0
+	}
+	return false
+}
+
+// The general registers by number, as regNum gives them.
+const (
+	regRAX = iota
+	regRCX
+	regRDX
+	regRBX
+	regRSP
+	regRBP
+	regRSI
+	regRDI
+	regR8
+	regR9
+)
+
+// argRegs are the registers of a call's arguments, in order.
+var argRegs = []int{regRDI, regRSI, regRDX, regRCX, regR8, regR9}
+
+// regNum returns the number of the 64-bit general register that r is part
+// of, or -1 if r is no part of one.
+func regNum(r x86asm.Reg) int {
+	switch {
+	case r >= x86asm.AL && r <= x86asm.BL:
+		return int(r - x86asm.AL)
+	case r >= x86asm.AH && r <= x86asm.BH:
+		return int(r - x86asm.AH)
+	case r >= x86asm.SPB && r <= x86asm.R15B:
+		return regRSP + int(r-x86asm.SPB)
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return int(r - x86asm.AX)
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return int(r - x86asm.EAX)
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return int(r - x86asm.RAX)
+	}
+	return -1
+}
+
+// harmless reports whether inst, run before a probe instead of after it,
+// changes nothing the probe reads of a function with args arguments: it
+// compares, or it writes one general register (and the flags) that is not
+// an argument's, the stack pointer or the frame pointer, and no memory. It
+// may read memory: where that faults, the call would have faulted anyway.
+func harmless(inst x86asm.Inst, args int) bool {
+	switch inst.Op {
+	case x86asm.TEST, x86asm.CMP, x86asm.NOP:
+		return true
+	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
+		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR,
+		x86asm.SHL, x86asm.SHR, x86asm.SAR, x86asm.NEG, x86asm.NOT, x86asm.INC, x86asm.DEC:
+	default:
+		return false
+	}
+	dst, ok := inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	n := regNum(dst)
+	if n < 0 || n == regRSP || n == regRBP || slices.Contains(argRegs[:min(args, len(argRegs))], n) {
+		return false
+	}
+	return true
 }
 
 // isConditionalJump reports whether op is a jcc.
@@ -218,43 +278,48 @@ func branches(code []byte) (jumps []jump, ok bool) {
 	return jumps, true
 }
 
-// ProbeOffsets returns the file offsets at which mdtrace probes the entry
-// of a function of an ELF file: the function's own, or points past its
-// prologue (see probePoints).
-func ProbeOffsets(path, symbol string) ([]uint64, error) {
+// ProbeOffset returns the file offset at which mdtrace probes the entry of
+// an allocator function of an ELF file: the function's own, or a point past
+// its prologue (see probePoint).
+func ProbeOffset(path, symbol string) (uint64, error) {
 	fs, err := funcNamed(path, symbol)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return entryProbes(path, fs, symbol == "free"), nil
+	use := entryUse{args: 1}
+	for _, ep := range entryPoints {
+		if ep.symbol == symbol {
+			use = ep.use()
+		}
+	}
+	return entryProbe(path, fs, use), nil
 }
 
 // pointKey names a function of a file, as it is, and how it is probed.
 type pointKey struct {
-	file        fileID
-	off         uint64
-	nullSkipped bool
+	file fileID
+	off  uint64
+	use  entryUse
 }
 
-// pointCache remembers entryProbes' answers: 4096 functions.
-var pointCache = newMemo[pointKey, []uint64](4096)
+// pointCache remembers entryProbe's answers: 4096 functions.
+var pointCache = newMemo[pointKey, uint64](4096)
 
-// entryProbes is probePoints for the function fs of the file at path,
+// entryProbe is probePoint for the function fs of the file at path,
 // remembered for the file as it is: each process of a build probes the
-// same libc. A file that cannot be read keeps its entries. Callers must
-// not modify the slice.
-func entryProbes(path string, fs funcSym, nullSkipped bool) []uint64 {
-	key := func(id fileID) pointKey { return pointKey{id, fs.off, nullSkipped} }
-	offs, _, err := fromFile(pointCache, path, key, func() ([]uint64, error) {
+// same libc. A file that cannot be read keeps its entry.
+func entryProbe(path string, fs funcSym, use entryUse) uint64 {
+	key := func(id fileID) pointKey { return pointKey{id, fs.off, use} }
+	off, _, err := fromFile(pointCache, path, key, func() (uint64, error) {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		defer f.Close()
-		return probePoints(f, fs, nullSkipped), nil
+		return probePoint(f, fs, use), nil
 	})
 	if err != nil {
-		return []uint64{fs.off}
+		return fs.off
 	}
-	return offs
+	return off
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -25,9 +24,29 @@ var (
 	popRBP    = []byte{0x5d}                                     // pop %rbp
 	ret       = []byte{0xc3}
 	nop       = []byte{0x90}
-	xchgAX    = []byte{0x66, 0x90}             // xchg %ax,%ax: a 2-byte NOP
-	subRSP    = []byte{0x48, 0x83, 0xec, 0x18} // sub $0x18,%rsp
+	xchgAX    = []byte{0x66, 0x90}                               // xchg %ax,%ax: a 2-byte NOP
+	subRSP    = []byte{0x48, 0x83, 0xec, 0x18}                   // sub $0x18,%rsp
+	movRDIRAX = []byte{0x48, 0x89, 0xf8}                         // mov %rdi,%rax
+	movRIPRDX = []byte{0x48, 0x8b, 0x15, 0x10, 0x00, 0x00, 0x00} // mov 0x10(%rip),%rdx
+	movRDIRCX = []byte{0x48, 0x89, 0xf9}                         // mov %rdi,%rcx
+	shrRAX    = []byte{0x48, 0xc1, 0xe8, 0x1a}                   // shr $0x1a,%rax
+	andEAX    = []byte{0x25, 0xf0, 0x00, 0x00, 0x00}             // and $0xf0,%eax
+	addFSRAX  = []byte{0x64, 0x48, 0x03, 0x04, 0x25, 0, 0, 0, 0} // add %fs:0x0,%rax
+	cmpRCXRAX = []byte{0x48, 0x39, 0xc8}                         // cmp %rcx,%rax
+	movRSIRDI = []byte{0x48, 0x89, 0xf7}                         // mov %rsi,%rdi
+	movzblESI = []byte{0x0f, 0xb6, 0x34, 0x02}                   // movzbl (%rdx,%rax,1),%esi
+	movbDIL   = []byte{0x40, 0xb7, 0x00}                         // mov $0x0,%dil
+	movRDIRBP = []byte{0x48, 0x89, 0xfd}                         // mov %rdi,%rbp
+	movRAXRIP = []byte{0x48, 0x89, 0x05, 0x10, 0x00, 0x00, 0x00} // mov %rax,0x10(%rip)
+	mulRSI    = []byte{0x48, 0xf7, 0xe6}                         // mul %rsi
+	cmpRDI    = []byte{0x48, 0x81, 0xff, 0x00, 0x10, 0x00, 0x00} // cmp $0x1000,%rdi
+	leaRAX    = []byte{0x48, 0x8d, 0x47, 0x07}                   // lea 0x7(%rdi),%rax
+	je16      = []byte{0x66, 0x74, 0x02}                         // data16 je .+5
 )
+
+// jemallocFree is how jemalloc 5.3's free starts: register moves, loads and
+// arithmetic, then its first branch, at offset 34.
+var jemallocFree = code(movRDIRAX, movRIPRDX, movRDIRCX, shrRAX, andEAX, addFSRAX, cmpRCXRAX, jne(1), ret, ret)
 
 func je(rel int8) []byte { return []byte{0x74, byte(rel)} }
 
@@ -37,6 +56,7 @@ func jmp32(rel int32) []byte {
 }
 func jne(rel int8) []byte { return []byte{0x75, byte(rel)} }
 func jmp(rel int8) []byte { return []byte{0xeb, byte(rel)} }
+func ja(rel int8) []byte  { return []byte{0x77, byte(rel)} }
 
 // call rel32
 func call(rel int32) []byte {
@@ -46,74 +66,127 @@ func call(rel int32) []byte {
 func code(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 func TestProbePoint(t *testing.T) {
+	free := entryUse{args: 1, nullSkipped: true}
+	one, two, three := entryUse{args: 1}, entryUse{args: 2}, entryUse{args: 3}
+	many := slices.Repeat([][]byte{cmpbRIP}, maxSkipped)
 	for _, tc := range []struct {
-		name        string
-		code        []byte
-		nullSkipped bool
-		want        []int // offsets from the entry
+		name string
+		code []byte
+		use  entryUse
+		want int // offset from the entry
 	}{
 		// glibc 2.36's free: the probe goes on the push, past the null test.
-		{"free", code(testRDI, je(4), pushRBP, popRBP, ret, nop, nop, ret), true, []int{5}},
-		{"free with endbr64", code(endbr64, testRDI, je(2), pushRBP, ret, ret), true, []int{9}},
-		// A function whose probe sees a null pointer keeps its entry.
-		{"null test, null not skipped", code(testRDI, je(2), pushRBP, ret, ret), false, []int{0}},
-		{"null path falls through", code(testRDI, jne(2), pushRBP, ret, ret), true, []int{0}},
-		{"other register tested", code(testRSI, je(2), pushRBP, ret, ret), true, []int{0}},
+		{"free", code(testRDI, je(4), pushRBP, popRBP, ret, nop, nop, ret), free, 5},
+		{"free with endbr64", code(endbr64, testRDI, je(2), pushRBP, ret, ret), free, 9},
+		// A probe that sees null pointers goes on the je, which every
+		// call passes.
+		{"null test, null not skipped", code(testRDI, je(2), pushRBP, ret, ret), one, 3},
+		{"null path falls through", code(testRDI, jne(2), pushRBP, ret, ret), free, 3},
+		{"other register tested", code(testRSI, je(2), pushRBP, ret, ret), free, 3},
 		// glibc's posix_memalign and valloc: a compare, then a push.
-		{"compare then push", code(cmpbRIP, pushR12, ret), false, []int{7}},
+		{"compare then push", code(cmpbRIP, pushR12, ret), one, 7},
 		// Already emulated: nothing to gain.
-		{"starts with a push", code(pushR12, pushRBP, ret), true, []int{0}},
+		{"starts with a push", code(pushR12, pushRBP, ret), free, 0},
+		{"starts with a jump", code(jmp(0), ret), one, 0},
+		{"starts with a je", code(je(0), ret), one, 0},
+		// Registers no probe reads may change before it.
+		{"compare, mov, push", code(cmpbRIP, movRDIRBX, pushRBP, ret), one, 10},
+		// jemalloc 5.3's malloc: the probe goes on its first branch.
+		{"jemalloc malloc", code(cmpRDI, ja(4), leaRAX, ret, ret), one, 7},
+		{"jemalloc free", jemallocFree, free, 34},
+		{"jemalloc free, rdx an argument", jemallocFree, three, 0},
+		{"second argument written", code(movzblESI, pushRBP, ret), one, 4},
+		{"second argument written, two arguments", code(movzblESI, pushRBP, ret), two, 0},
+		{"first argument written", code(cmpbRIP, movRSIRDI, pushRBP, ret), one, 0},
+		{"byte of the first argument written", code(movbDIL, pushRBP, ret), one, 0},
+		{"frame pointer written", code(movRDIRBP, pushRBP, ret), one, 0},
+		{"stack pointer written", code(subRSP, pushRBP, ret), one, 0},
+		{"memory written", code(movRAXRIP, pushRBP, ret), one, 0},
+		{"mul writes rdx:rax", code(movRDIRAX, mulRSI, pushRBP, ret), one, 0},
+		// The kernel single-steps a branch with a data-size prefix.
+		{"prefixed je", code(cmpbRIP, je16, pushRBP, ret, ret), one, 0},
 		// Nothing the kernel emulates after the compare.
-		{"compare then mov", code(cmpbRIP, movRDIRBX, pushRBP, ret), false, []int{0}},
+		{"compare then pop", code(cmpbRIP, popRBP, ret), one, 0},
 		// A jump back to the probe point or before it would hit it twice.
-		{"loop to the probe point", code(testRDI, je(4), pushRBP, jmp(-3), ret, ret), true, []int{0}},
-		{"jump into the skipped test", code(cmpbRIP, pushRBP, jmp(-4), ret), false, []int{0}},
-		{"call of the probe point", code(testRDI, je(7), pushRBP, call(-6), ret, ret), true, []int{0}},
+		{"loop to the probe point", code(testRDI, je(4), pushRBP, jmp(-3), ret, ret), free, 0},
+		{"jump into the skipped test", code(cmpbRIP, pushRBP, jmp(-4), ret), one, 0},
+		{"call of the probe point", code(testRDI, je(7), pushRBP, call(-6), ret, ret), free, 0},
+		{"jump to the je", code(cmpbRIP, je(2), jmp(-4), ret), one, 0},
 		// A jump back to the entry itself is a new call: the probe sees it.
-		{"jump to the entry", code(testRDI, je(4), pushRBP, jmp(-8), ret, ret), true, []int{5}},
+		{"jump to the entry", code(testRDI, je(4), pushRBP, jmp(-8), ret, ret), free, 5},
 		// The null path leaving the function: what it runs is not known.
-		{"je out of the function", code(testRDI, je(100), pushRBP, ret), true, []int{0}},
-		{"je backwards", code(testRDI, je(-5), pushRBP, ret), true, []int{0}},
-		{"undecodable bytes", code(testRDI, je(2), pushRBP, ret, ret, []byte{0x06}), true, []int{0}},
-		{"too many compares", code(cmpbRIP, cmpbRIP, cmpbRIP, cmpbRIP, cmpbRIP, pushRBP, ret), false, []int{0}},
-		// glibc 2.36's memalign: the jump of the initialized path, and
-		// the first instruction of the other, which it never reaches.
-		{"memalign", code(cmpbRIP, je(7), jmp32(0x100), xchgAX, subRSP, jmp32(0x100)), false, []int{9, 16}},
-		{"short jump", code(cmpbRIP, je(2), jmp(0x10), subRSP, ret), false, []int{9, 11}},
-		{"compare then jump", code(cmpbRIP, jmp(0x10), ret), false, []int{7}},
-		// The branch's path must not run into the other one, nor be
-		// reached from elsewhere.
-		{"paths meet", code(cmpbRIP, je(1), pushRBP, subRSP, ret), false, []int{0}},
-		{"other path reached again", code(cmpbRIP, je(7), jmp32(0x100), xchgAX, subRSP, jmp(-6), ret), false, []int{0}},
-		{"two branches", code(cmpbRIP, je(9), cmpbRIP, je(2), jmp(0), subRSP, ret), false, []int{0}},
+		{"je out of the function", code(testRDI, je(100), pushRBP, ret), free, 0},
+		{"je backwards", code(testRDI, je(-5), pushRBP, ret), free, 0},
+		{"undecodable bytes", code(testRDI, je(2), pushRBP, ret, ret, []byte{0x06}), free, 0},
+		{"most instructions skipped", code(append(many, pushRBP, ret)...), one, 7 * maxSkipped},
+		{"too many instructions", code(append(many, cmpbRIP, pushRBP, ret)...), one, 0},
+		// glibc 2.36's memalign: "cmpb $0,initialized; je init; jmp
+		// _mid_memalign". Both paths pass the je.
+		{"memalign", code(cmpbRIP, je(7), jmp32(0x100), xchgAX, subRSP, jmp32(0x100)), two, 7},
+		{"paths meet", code(cmpbRIP, je(1), pushRBP, subRSP, ret), two, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const off = 0x1000
 			file := append(make([]byte, off), tc.code...)
 			fs := funcSym{off: off, size: uint64(len(tc.code))}
-			var got []int
-			for _, o := range probePoints(bytes.NewReader(file), fs, tc.nullSkipped) {
-				got = append(got, int(o-off))
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("probePoints = entry+%d, want entry+%d", got, tc.want)
+			if got := int(probePoint(bytes.NewReader(file), fs, tc.use) - off); got != tc.want {
+				t.Errorf("probePoint = entry+%d, want entry+%d", got, tc.want)
 			}
 		})
 	}
 	// A function that cannot be read keeps its entry.
 	fs := funcSym{off: 0x1000, size: 16}
-	if got := probePoints(bytes.NewReader(nil), fs, true); !slices.Equal(got, []uint64{fs.off}) {
-		t.Errorf("unreadable: probePoints = %#x, want %#x", got, fs.off)
+	if got := probePoint(bytes.NewReader(nil), fs, free); got != fs.off {
+		t.Errorf("unreadable: probePoint = %#x, want %#x", got, fs.off)
 	}
-	if got := probePoints(bytes.NewReader(make([]byte, 0x1000)), funcSym{off: 0x10}, true); !slices.Equal(got, []uint64{0x10}) {
-		t.Errorf("no size: probePoints = %#x, want 0x10", got)
+	if got := probePoint(bytes.NewReader(make([]byte, 0x1000)), funcSym{off: 0x10}, free); got != 0x10 {
+		t.Errorf("no size: probePoint = %#x, want 0x10", got)
+	}
+}
+
+// TestRegNum checks the general register each size of register belongs to.
+func TestRegNum(t *testing.T) {
+	for r, want := range map[x86asm.Reg]int{
+		x86asm.AL: regRAX, x86asm.AH: regRAX, x86asm.BH: regRBX, x86asm.SPB: regRSP, x86asm.DIB: regRDI,
+		x86asm.R8B: regR8, x86asm.R15B: 15, x86asm.DX: regRDX, x86asm.R9W: regR9, x86asm.ESI: regRSI,
+		x86asm.R8L: regR8, x86asm.RBP: regRBP, x86asm.R15: 15, x86asm.RIP: -1, x86asm.FS: -1,
+	} {
+		if got := regNum(r); got != want {
+			t.Errorf("regNum(%v) = %d, want %d", r, got, want)
+		}
 	}
 }
 
 // TestProbePointLibc checks where the probes of this machine's C library
-// go: free's past its null test, onto a push, when free starts with one.
+// go: free's past its null test, onto a push, when free starts with one;
+// every other on its entry or on an instruction the kernel emulates.
 func TestProbePointLibc(t *testing.T) {
 	lib := testLibc(t)
+	f, err := os.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	free := checkPoints(t, lib)["free"]
+	head := make([]byte, 7)
+	if _, err := f.ReadAt(head, int64(free.off)); err != nil {
+		t.Fatal(err)
+	}
+	// Built with -fcf-protection, free starts with endbr64.
+	if !bytes.HasPrefix(bytes.TrimPrefix(head, endbr64), testRDI) {
+		t.Skipf("%s's free does not start with test %%rdi,%%rdi (% x)", lib, head)
+	}
+	pt := probePoint(f, free, entryUse{args: 1, nullSkipped: true})
+	if inst := instAt(t, f, pt); pt == free.off || inst.Op != x86asm.PUSH {
+		t.Errorf("%s: free's probe at entry+%d is on %v, want a push past the entry", lib, pt-free.off, inst)
+	}
+}
+
+// checkPoints checks that every probe mdtrace puts on the allocator in lib
+// is on its entry or on an instruction the kernel emulates, and logs them.
+// It returns the allocator's functions.
+func checkPoints(t *testing.T, lib string) map[string]funcSym {
+	t.Helper()
 	offs, err := funcOffsets(lib)
 	if err != nil {
 		t.Fatal(err)
@@ -123,57 +196,19 @@ func TestProbePointLibc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	free := offs["free"]
-	head := make([]byte, 7)
-	if _, err := f.ReadAt(head, int64(free.off)); err != nil {
-		t.Fatal(err)
-	}
-	// Built with -fcf-protection, free starts with endbr64.
-	if !bytes.HasPrefix(bytes.TrimPrefix(head, endbr64), testRDI) {
-		t.Skipf("%s's free does not start with test %%rdi,%%rdi (% x)", lib, head)
-	}
-	pts := probePoints(f, free, true)
-	if len(pts) != 1 || pts[0] == free.off {
-		t.Fatalf("%s: free's probes at %#x, want one past the entry %#x", lib, pts, free.off)
-	}
-	if inst := instAt(t, f, pts[0]); inst.Op != x86asm.PUSH {
-		t.Errorf("%s: free's probe at entry+%d is on %v, want a push", lib, pts[0]-free.off, inst)
-	}
-	// Every probe of the allocator is on its entry or on an instruction
-	// the kernel emulates, but for the second path of a split.
 	for _, ep := range entryPoints {
 		fs, ok := offs[ep.symbol]
 		if !ok {
 			continue
 		}
-		pts := probePoints(f, fs, ep.call == callFree)
-		var on []string
-		for i, pt := range pts {
-			inst := instAt(t, f, pt)
-			on = append(on, fmt.Sprintf("entry+%d: %v", pt-fs.off, inst))
-			if i == 0 && pt != fs.off && inst.Op != x86asm.PUSH && inst.Op != x86asm.JMP {
-				t.Errorf("%s: probe at entry+%d on %v", ep.symbol, pt-fs.off, inst)
-			}
+		pt := probePoint(f, fs, ep.use())
+		inst := instAt(t, f, pt)
+		if pt != fs.off && !emulated(inst) {
+			t.Errorf("%s: %s's probe at entry+%d on %v", lib, ep.symbol, pt-fs.off, inst)
 		}
-		t.Logf("%s: %s", ep.symbol, strings.Join(on, "; "))
-		// glibc 2.36's memalign: cmpb (malloc initialized?), je, jmp.
-		if ep.symbol == "memalign" {
-			b := make([]byte, 32)
-			if _, err := f.ReadAt(b, int64(fs.off)); err != nil {
-				t.Fatal(err)
-			}
-			i1, _ := decode(b)
-			i2, _ := decode(b[i1.Len:])
-			i3, _ := decode(b[i1.Len+i2.Len:])
-			if i1.Op == x86asm.CMP && i2.Op == x86asm.JE && i3.Op == x86asm.JMP && len(pts) != 2 {
-				t.Errorf("memalign (%v; %v; %v): probes %s, want the jump and the je's target", i1, i2, i3, on)
-			}
-		}
-		// malloc_usable_size counts null pointers: it keeps its entry.
-		if ep.call == callUsableSize && !slices.Equal(pts, []uint64{fs.off}) {
-			t.Errorf("malloc_usable_size's probes moved to %#x", pts)
-		}
+		t.Logf("%s: entry+%d: %v", ep.symbol, pt-fs.off, inst)
 	}
+	return offs
 }
 
 // instAt decodes the instruction at offset off of f.
@@ -235,23 +270,24 @@ func TestFuncCaches(t *testing.T) {
 	}
 	free := code(testRDI, je(2), pushRBP, ret, ret)
 	fs := funcSym{off: off, size: uint64(len(free))}
+	use := entryUse{args: 1, nullSkipped: true}
 	write(free)
-	if got := entryProbes(path, fs, true); !slices.Equal(got, []uint64{off + 5}) {
-		t.Fatalf("entryProbes = %#x, want entry+5", got)
+	if got := entryProbe(path, fs, use); got != off+5 {
+		t.Fatalf("entryProbe = %#x, want entry+5", got)
 	}
 	// The answer is remembered for the file as it is.
 	id, _ := statID(path)
-	got, ok := pointCache.get(pointKey{id, off, true})
-	if !ok || !slices.Equal(got, []uint64{off + 5}) {
+	got, ok := pointCache.get(pointKey{id, off, use})
+	if !ok || got != off+5 {
 		t.Errorf("remembered: %#x, %v", got, ok)
 	}
 	// Replaced by a function the probe must stay on the entry of.
-	write(code(testRDI, je(2), movRDIRBX, ret, ret))
-	if got := entryProbes(path, fs, true); !slices.Equal(got, []uint64{off}) {
-		t.Errorf("after the file changed: entryProbes = %#x, want the entry", got)
+	write(code(testRDI, je(2), movRSIRDI, ret, ret))
+	if got := entryProbe(path, fs, use); got != off {
+		t.Errorf("after the file changed: entryProbe = %#x, want the entry", got)
 	}
-	if got := entryProbes(dir+"/missing", fs, true); !slices.Equal(got, []uint64{off}) {
-		t.Errorf("no file: entryProbes = %#x, want the entry", got)
+	if got := entryProbe(dir+"/missing", fs, use); got != off {
+		t.Errorf("no file: entryProbe = %#x, want the entry", got)
 	}
 
 	// funcOffsets: one read per file as it is.
@@ -292,58 +328,61 @@ func TestFuncCaches(t *testing.T) {
 	}
 }
 
-// FuzzProbePoint: any bytes for a function's code give its entry, or
-// points past a prologue of flag-only instructions that no jump reaches
-// but the prologue's own, never a panic.
+// FuzzProbePoint: any bytes for a function's code give its entry, or a
+// point on an instruction the kernel emulates past a prologue of harmless
+// instructions (and free's null test) that no jump reaches, never a panic.
 func FuzzProbePoint(f *testing.F) {
-	f.Add(code(testRDI, je(4), pushRBP, popRBP, ret, nop, nop, ret), true)
-	f.Add(code(endbr64, testRDI, je(2), pushRBP, ret, ret), true)
-	f.Add(code(cmpbRIP, pushR12, ret), false)
-	f.Add(code(testRDI, je(4), pushRBP, jmp(-3), ret, ret), true)
-	f.Add(code(cmpbRIP, je(7), jmp32(0x100), xchgAX, subRSP, jmp32(0x100)), false)
-	f.Fuzz(func(t *testing.T, fn []byte, nullSkipped bool) {
+	f.Add(code(testRDI, je(4), pushRBP, popRBP, ret, nop, nop, ret), true, uint8(1))
+	f.Add(code(endbr64, testRDI, je(2), pushRBP, ret, ret), true, uint8(1))
+	f.Add(code(cmpbRIP, pushR12, ret), false, uint8(2))
+	f.Add(code(testRDI, je(4), pushRBP, jmp(-3), ret, ret), true, uint8(1))
+	f.Add(code(cmpbRIP, je(7), jmp32(0x100), xchgAX, subRSP, jmp32(0x100)), false, uint8(2))
+	f.Add(jemallocFree, true, uint8(1))
+	f.Fuzz(func(t *testing.T, fn []byte, nullSkipped bool, args uint8) {
 		const off = 0x40
+		use := entryUse{args: int(args % 7), nullSkipped: nullSkipped}
 		file := append(make([]byte, off), fn...)
 		fs := funcSym{off: off, size: uint64(len(fn))}
-		pts := probePoints(bytes.NewReader(file), fs, nullSkipped)
-		if slices.Equal(pts, []uint64{off}) {
+		pt := probePoint(bytes.NewReader(file), fs, use)
+		if pt == off {
 			return
 		}
-		if len(pts) == 0 || len(pts) > 2 {
-			t.Fatalf("probePoints = %#x", pts)
+		if pt < off || pt >= off+uint64(len(fn)) {
+			t.Fatalf("probePoint = %#x, outside the function past its entry (%#x, %#x)", pt, off, off+len(fn))
 		}
-		for _, pt := range pts {
-			if pt <= off || pt >= off+uint64(len(fn)) {
-				t.Fatalf("probePoints = %#x, outside the function past its entry (%#x, %#x)", pts, off, off+len(fn))
+		at := int(pt - off)
+		if inst, err := decode(fn[at:]); err != nil || !emulated(inst) {
+			t.Fatalf("probePoint = entry+%d, on %v (%v)", at, inst, err)
+		}
+		// What was skipped changes nothing the probe reads.
+		for pc, tested := 0, false; pc < at; {
+			inst, err := decode(fn[pc:])
+			if err != nil {
+				t.Fatalf("probePoint = entry+%d past undecodable bytes at %d", at, pc)
 			}
-		}
-		first := int(pts[0] - off)
-		inst, err := decode(fn[first:])
-		if err != nil || inst.Op != x86asm.PUSH && inst.Op != x86asm.JMP || len(pts) == 2 && inst.Op != x86asm.JMP {
-			t.Fatalf("probePoints = %#x, the first on %v (%v)", pts, inst, err)
+			switch {
+			case tested && inst.Op == x86asm.JE, harmless(inst, use.args), bytes.HasPrefix(fn[pc:], endbr64):
+			default:
+				t.Fatalf("probePoint = entry+%d past %v at %d", at, inst, pc)
+			}
+			tested = use.nullSkipped && inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI
+			pc += inst.Len
 		}
 		jumps, ok := branches(fn)
 		if !ok {
-			t.Fatalf("probePoints = %#x in code that does not decode", pts)
+			t.Fatalf("probePoint = entry+%d in code that does not decode", at)
 		}
-		reached := 0
 		for _, j := range jumps {
-			if j.to > 0 && j.to <= first {
-				t.Fatalf("probePoints = %#x, a jump from %d reaches %d", pts, j.from, j.to)
+			if j.to > 0 && j.to <= at {
+				t.Fatalf("probePoint = entry+%d, a jump from %d reaches %d", at, j.from, j.to)
 			}
-			if len(pts) == 2 && j.to == int(pts[1]-off) {
-				reached++
-			}
-		}
-		if len(pts) == 2 && reached != 1 {
-			t.Fatalf("probePoints = %#x, the second reached by %d jumps", pts, reached)
 		}
 	})
 }
 
-// TestSplitProbes: an aligned_alloc before malloc is initialized takes
-// memalign's other path, which has its own probe.
-func TestSplitProbes(t *testing.T) {
+// TestAlignedAllocFirst: an aligned_alloc before malloc is initialized
+// takes memalign's other path (glibc 2.36), past the je its probe is on.
+func TestAlignedAllocFirst(t *testing.T) {
 	needProbes(t)
 	snap, names, c, st := exitSnapshot(t, ProbeConfig{StackDepth: 16}, testProg(t, "firstalign"))
 	if !st.Known || st.Code != 0 {
@@ -362,5 +401,56 @@ func TestSplitProbes(t *testing.T) {
 	}
 	if c.UnknownFrees != 0 {
 		t.Errorf("unknown frees: %d", c.UnknownFrees)
+	}
+}
+
+// TestOtherAllocators traces malloc/free pairs with jemalloc and tcmalloc
+// preloaded: their malloc and free start with register moves and loads,
+// and their probes go on their first branches. Every block is counted
+// once.
+func TestOtherAllocators(t *testing.T) {
+	needProbes(t)
+	for _, tc := range []struct {
+		lib   string
+		frees uint64 // 65 warm-up pairs, 5000 timed ones, the allocator's own
+	}{
+		{"libjemalloc.so.2", 5065},
+		{"libtcmalloc_minimal.so.4", 5067},
+	} {
+		t.Run(tc.lib, func(t *testing.T) {
+			path := "/usr/lib/x86_64-linux-gnu/" + tc.lib
+			if _, err := os.Stat(path); err != nil {
+				t.Skipf("%s is not installed (make deps installs it): %v", tc.lib, err)
+			}
+			offs := checkPoints(t, canonical(path))
+			for _, sym := range []string{"malloc", "free"} {
+				ep := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == sym })]
+				if pt := entryProbe(canonical(path), offs[sym], ep.use()); pt == offs[sym].off {
+					t.Errorf("%s's probe stays on its entry", sym)
+				}
+			}
+			env := append(os.Environ(), "LD_PRELOAD="+path)
+			snap, names, c, st := exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, testProg(t, "pairs"), "5000")
+			if !st.Known || st.Code != 0 {
+				t.Errorf("exit status = %+v, want code 0", st)
+			}
+			// libstdc++'s exception pool, allocated in its constructor,
+			// and stdout's buffer stay live.
+			var live []string
+			for _, a := range snap.Allocs {
+				fn := ""
+				if n := names[a.StackID]; len(n) > 0 {
+					fn = n[0]
+				}
+				live = append(live, fmt.Sprintf("%d %s", a.Size, fn))
+			}
+			slices.Sort(live)
+			if want := []string{"4096 _IO_file_doallocate", "72704 "}; !slices.Equal(live, want) {
+				t.Errorf("live at exit: %q, want %q", live, want)
+			}
+			if c.Frees != tc.frees || c.Allocs != c.Frees+2 || c.UnknownFrees != 0 || c.MissedReturn != 0 || c.Nested != 0 {
+				t.Errorf("counters %+v, want %d frees, 2 more allocations, no unknown frees", c, tc.frees)
+			}
+		})
 	}
 }

@@ -401,22 +401,29 @@ type entryPoint struct {
 	call     uint64 // the entry probe's cookie
 	ret      bool   // also a return probe
 	required bool   // attaching fails without it
+	args     int    // its arguments, which the entry probe reads
+}
+
+// use is what the entry probe of ep reads (see probePoint): free's ignores
+// a null pointer.
+func (ep entryPoint) use() entryUse {
+	return entryUse{args: ep.args, nullSkipped: ep.call == callFree}
 }
 
 // entryPoints are the allocator's functions. Functions exported at one
 // address (memalign and aligned_alloc in glibc 2.36) are probed once.
 var entryPoints = []entryPoint{
-	{"malloc", callMalloc, true, true},
-	{"free", callFree, false, true},
-	{"calloc", callCalloc, true, true},
-	{"realloc", callRealloc, true, true},
-	{"reallocarray", callReallocarray, true, false},
-	{"posix_memalign", callPosixMemalign, true, false},
-	{"memalign", callMemalign, true, false},
-	{"aligned_alloc", callMemalign, true, false},
-	{"valloc", callValloc, true, false},
-	{"pvalloc", callPvalloc, true, false},
-	{"malloc_usable_size", callUsableSize, false, false},
+	{"malloc", callMalloc, true, true, 1},
+	{"free", callFree, false, true, 1},
+	{"calloc", callCalloc, true, true, 2},
+	{"realloc", callRealloc, true, true, 2},
+	{"reallocarray", callReallocarray, true, false, 3},
+	{"posix_memalign", callPosixMemalign, true, false, 3},
+	{"memalign", callMemalign, true, false, 2},
+	{"aligned_alloc", callMemalign, true, false, 2},
+	{"valloc", callValloc, true, false, 1},
+	{"pvalloc", callPvalloc, true, false, 1},
+	{"malloc_usable_size", callUsableSize, false, false, 1},
 }
 
 // Cookies of the shim's probe sites; they mirror enum site in
@@ -431,8 +438,8 @@ const (
 // the shim calls with a call's result and arguments. Where a library has
 // them, they replace every entry and return probe.
 var shimSites = []entryPoint{
-	{"mdshim_site_alloc", siteAlloc, false, true},
-	{"mdshim_site_free", siteFree, false, true},
+	{"mdshim_site_alloc", siteAlloc, false, true, 5},
+	{"mdshim_site_free", siteFree, false, true, 2},
 }
 
 // hasShimSites reports whether a library's functions include the shim's
@@ -471,8 +478,8 @@ type probeSite struct {
 // Where the kernel has uprobe_multi links (6.6), all entry probes form one
 // link and all return probes another, so that attaching and detaching
 // cost two kernel grace periods instead of one per probe. A function's
-// probes go past its prologue where the kernel then emulates the probed
-// instruction instead of single-stepping it (probePoints).
+// probe goes past its prologue where the kernel then emulates the probed
+// instruction instead of single-stepping it (probePoint).
 func (p *Probes) Attach(pid int, lib string) error {
 	p.reclaim(pid)
 	offsets, err := funcOffsets(lib)
@@ -507,22 +514,22 @@ func (p *Probes) Attach(pid int, lib string) error {
 			}
 			continue
 		}
-		offs := []uint64{fs.off}
-		if prog == p.objs.AllocEntry {
-			offs = entryProbes(lib, fs, ep.call == callFree)
-		}
 		names = append(names, ep.symbol)
+		// Functions exported at one address are probed once.
+		if done[fs.off] {
+			continue
+		}
+		done[fs.off] = true
+		off := fs.off
+		if prog == p.objs.AllocEntry {
+			off = entryProbe(lib, fs, ep.use())
+		}
 		// With record_allocs (its end time) and verify_pointers (its
 		// place in nested calls), free gets a return probe.
 		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
 			ep.ret = true
 		}
-		for _, off := range offs {
-			if !done[off] {
-				done[off] = true
-				sites = append(sites, probeSite{ep, off})
-			}
-		}
+		sites = append(sites, probeSite{ep, off})
 	}
 	var (
 		links  []link.Link

@@ -59,6 +59,13 @@ type leakSite struct {
 // its frames' function names and the counters, read at the process's exit.
 func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot, map[uint64][]string, Counters, ExitStatus) {
 	t.Helper()
+	return exitSnapshotEnv(t, cfg, nil, argv...)
+}
+
+// exitSnapshotEnv is exitSnapshot with the environment env (nil: the
+// test's own).
+func exitSnapshotEnv(t *testing.T, cfg ProbeConfig, env []string, argv ...string) (*leak.Snapshot, map[uint64][]string, Counters, ExitStatus) {
+	t.Helper()
 	probes, err := LoadProbes(cfg)
 	if err != nil {
 		t.Fatalf("LoadProbes: %v", err)
@@ -69,7 +76,7 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 		names = map[uint64][]string{}
 	)
 	sym := stacks.NewSymbolizer()
-	proc, err := Launch(argv, nil, nil, Hooks{
+	proc, err := Launch(argv, env, nil, Hooks{
 		Ready: func(pid int) error {
 			lib, err := AllocatorOfExec(pid)
 			if err != nil {

@@ -173,24 +173,19 @@ func run(argv []string, points bool) (int, error) {
 			if err != nil {
 				return err
 			}
-			offsets := func(path, symbol string) ([]uint64, error) {
-				off, err := tracer.FuncOffset(path, symbol)
-				return []uint64{off}, err
-			}
+			offset := tracer.FuncOffset
 			if points {
-				offsets = tracer.ProbeOffsets
+				offset = tracer.ProbeOffset
 			}
 			var entry, ret []fn
 			for _, sym := range []string{"malloc", "free"} {
-				offs, err := offsets(lib, sym)
+				off, err := offset(lib, sym)
 				if err != nil {
 					return err
 				}
-				for _, off := range offs {
-					entry = append(entry, fn{sym, off})
-					if sym == "malloc" {
-						ret = append(ret, fn{sym, off})
-					}
+				entry = append(entry, fn{sym, off})
+				if sym == "malloc" {
+					ret = append(ret, fn{sym, off})
 				}
 			}
 			return p.attach(pid, lib, entry, ret)
