@@ -44,6 +44,8 @@ enum call {
 	CALL_PVALLOC,
 	CALL_FREE,	  /* entry only */
 	CALL_USABLE_SIZE, /* malloc_usable_size: entry only */
+	CALL_NEW_ALIGNED, /* C++'s operator new(size, align_val_t) */
+	CALL_DELETE,	  /* C++'s operator delete: entry and return */
 };
 
 /* Indexes into the counters map. */
@@ -115,6 +117,12 @@ volatile u32 have_zygotes = 0;
  * user space does not report and abort_on_error does not abort for.
  */
 volatile u32 table_full = 0;
+
+/*
+ * Set by user space once it probes an allocator's C++ operator delete, which
+ * may call free: a free inside a call in flight is then not counted again.
+ */
+volatile u32 have_deletes = 0;
 
 /*
  * A live allocation: which process, which program it runs, which pointer.
@@ -749,6 +757,20 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 		pointer_error(ctx, &key, fn);
 }
 
+/*
+ * Whether the current call is inside one in flight (an operator delete
+ * calling free), without creating the thread's state: it is not counted.
+ */
+static __always_inline bool nested(struct pt_regs *ctx)
+{
+	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (!ts || ts->call == CALL_NONE || PT_REGS_SP(ctx) > ts->entry_sp)
+		return false;
+	count(COUNTER_NESTED);
+	return true;
+}
+
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
 {
 	struct thread_state *ts = thread_state();
@@ -779,8 +801,10 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
 	if (record)
 		ts->start_ns = bpf_ktime_get_ns();
-	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) && a0 != 0)
-		remove_alloc(ctx, a0, ts, call == CALL_FREE ? FN_FREE : FN_REALLOC, true);
+	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
+		remove_alloc(ctx, a0, ts, FN_REALLOC, true);
+	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0)
+		remove_alloc(ctx, a0, 0, FN_FREE, true);
 	return 0;
 }
 
@@ -812,8 +836,18 @@ int alloc_entry(struct pt_regs *ctx)
 		 */
 		if (record || verify)
 			break;
+		if (have_deletes && nested(ctx))
+			return 0;
 		remove_alloc(ctx, a0, 0, FN_FREE, true);
 		return 0;
+	case CALL_DELETE:
+		/*
+		 * An operator delete has a return probe: a free it calls is
+		 * inside it, and counts once.
+		 */
+		if (!a0)
+			return 0;
+		break;
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
@@ -848,11 +882,16 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 
 	switch (call) {
 	case CALL_FREE:
+	case CALL_DELETE:
 		emit(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns);
 		return 0;
 	case CALL_MALLOC:
 		size = ts->args[0];
 		emit(RECORD_MALLOC, ptr, size, 0, ts->start_ns);
+		break;
+	case CALL_NEW_ALIGNED:
+		size = ts->args[0];
+		emit(RECORD_MEMALIGN, ptr, size, ts->args[1], ts->start_ns);
 		break;
 	case CALL_VALLOC:
 		size = ts->args[0];

@@ -121,6 +121,7 @@ const (
 	MdtraceVarBacktraceOn        = "backtrace_on"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
 	MdtraceVarOnlyTraced         = "only_traced"
 	MdtraceVarPageSize           = "page_size"
@@ -224,6 +225,7 @@ type MdtraceVariableSpecs struct {
 	BacktraceOn        *ebpf.VariableSpec `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
 	OnlyTraced         *ebpf.VariableSpec `ebpf:"only_traced"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
@@ -313,6 +315,7 @@ type MdtraceVariables struct {
 	BacktraceOn        *ebpf.Variable `ebpf:"backtrace_on"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
 	OnlyTraced         *ebpf.Variable `ebpf:"only_traced"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`

@@ -1,6 +1,8 @@
 // cppleak leaks through C++: malloc inside a template member function of a
-// namespace, and operator new.
+// namespace, and operator new. Before that it calls every form of operator
+// new and delete 100 times each, and frees all it gets: 800 blocks.
 #include <cstdlib>
+#include <new>
 #include <unistd.h>
 
 namespace geo {
@@ -10,10 +12,30 @@ template <class T> struct Arena {
 };
 } // namespace geo
 
+struct alignas(64) Line {
+	char b[64];
+};
+
 static char *volatile kept[2];
+
+// Each form of new, then the delete that goes with it.
+__attribute__((noinline)) static void churn()
+{
+	for (int i = 0; i < 100; i++) {
+		delete new long(i);                              // new(size), sized delete
+		delete[] new char[i + 1];                        // new[](size), delete[](ptr)
+		operator delete(operator new(24));               // new(size), delete(ptr)
+		delete new (std::nothrow) int(i);                // new(size, nothrow)
+		delete new Line;                                 // new(size, align), delete(ptr, size, align)
+		delete[] new Line[2];                            // new[](size, align), delete[](ptr, align)
+		operator delete[](operator new[](40, std::nothrow), std::nothrow);
+		operator delete(operator new(48, std::align_val_t(32), std::nothrow), std::align_val_t(32), std::nothrow);
+	}
+}
 
 int main()
 {
+	churn();
 	geo::Arena<char> arena;
 	kept[0] = arena.raw(777);
 	kept[1] = arena.fresh(555);

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/leak"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -404,53 +405,99 @@ func TestAlignedAllocFirst(t *testing.T) {
 	}
 }
 
-// TestOtherAllocators traces malloc/free pairs with jemalloc and tcmalloc
-// preloaded: their malloc and free start with register moves and loads,
-// and their probes go on their first branches. Every block is counted
-// once.
+// TestOtherAllocators traces malloc/free pairs and C++'s operators with
+// jemalloc and tcmalloc preloaded: their malloc and free start with
+// register moves and loads, and their probes go on their first branches;
+// they define operator new and delete, which need not call malloc and free.
+// Every block is counted once, and a block from new has the caller of new
+// as its first frame.
 func TestOtherAllocators(t *testing.T) {
 	needProbes(t)
 	for _, tc := range []struct {
-		lib   string
-		frees uint64 // 65 warm-up pairs, 5000 timed ones, the allocator's own
+		lib      string
+		ownFrees uint64   // blocks the allocator frees itself
+		own      []string // blocks the allocator leaves live itself (from new: unseen without its operators)
 	}{
-		{"libjemalloc.so.2", 5065},
-		{"libtcmalloc_minimal.so.4", 5067},
+		{"", 0, nil},
+		{"libjemalloc.so.2", 0, nil},
+		{"libtcmalloc_minimal.so.4", 2, []string{"16 _ZN13TCMallocGuardC1Ev", "8 _ZN15MallocExtension8RegisterEPS_"}},
 	} {
-		t.Run(tc.lib, func(t *testing.T) {
-			path := "/usr/lib/x86_64-linux-gnu/" + tc.lib
-			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s is not installed (make deps installs it): %v", tc.lib, err)
-			}
-			offs := checkPoints(t, canonical(path))
-			for _, sym := range []string{"malloc", "free"} {
-				ep := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == sym })]
-				if pt := entryProbe(canonical(path), offs[sym], ep.use()); pt == offs[sym].off {
-					t.Errorf("%s's probe stays on its entry", sym)
+		name := tc.lib
+		if name == "" {
+			name = "glibc"
+		}
+		t.Run(name, func(t *testing.T) {
+			env := os.Environ()
+			if tc.lib != "" {
+				path := "/usr/lib/x86_64-linux-gnu/" + tc.lib
+				if _, err := os.Stat(path); err != nil {
+					t.Skipf("%s is not installed (make deps installs it): %v", tc.lib, err)
 				}
+				offs := checkPoints(t, canonical(path))
+				for _, sym := range []string{"malloc", "free"} {
+					ep := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == sym })]
+					if pt := entryProbe(canonical(path), offs[sym], ep.use()); pt == offs[sym].off {
+						t.Errorf("%s's probe stays on its entry", sym)
+					}
+				}
+				env = append(env, "LD_PRELOAD="+path)
 			}
-			env := append(os.Environ(), "LD_PRELOAD="+path)
+			live := func(snap *leak.Snapshot, names map[uint64][]string) []string {
+				var live []string
+				for _, a := range snap.Allocs {
+					fn := ""
+					if n := names[a.StackID]; len(n) > 0 {
+						fn = n[0]
+					}
+					live = append(live, fmt.Sprintf("%d %s", a.Size, fn))
+				}
+				slices.Sort(live)
+				return live
+			}
+
 			snap, names, c, st := exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, testProg(t, "pairs"), "5000")
 			if !st.Known || st.Code != 0 {
-				t.Errorf("exit status = %+v, want code 0", st)
+				t.Errorf("pairs: exit status = %+v, want code 0", st)
 			}
-			// libstdc++'s exception pool, allocated in its constructor,
-			// and stdout's buffer stay live.
-			var live []string
-			for _, a := range snap.Allocs {
-				fn := ""
-				if n := names[a.StackID]; len(n) > 0 {
-					fn = n[0]
-				}
-				live = append(live, fmt.Sprintf("%d %s", a.Size, fn))
+			// stdout's buffer stays live; with a C++ allocator,
+			// libstdc++'s exception pool, from its constructor.
+			want := []string{"4096 _IO_file_doallocate"}
+			if tc.lib != "" {
+				want = append(want, "72704 ")
 			}
-			slices.Sort(live)
-			if want := []string{"4096 _IO_file_doallocate", "72704 "}; !slices.Equal(live, want) {
-				t.Errorf("live at exit: %q, want %q", live, want)
+			want = append(want, tc.own...)
+			slices.Sort(want)
+			if got := live(snap, names); !slices.Equal(got, want) {
+				t.Errorf("pairs: live at exit: %q, want %q", got, want)
 			}
-			if c.Frees != tc.frees || c.Allocs != c.Frees+2 || c.UnknownFrees != 0 || c.MissedReturn != 0 || c.Nested != 0 {
-				t.Errorf("counters %+v, want %d frees, 2 more allocations, no unknown frees", c, tc.frees)
+			// 65 warm-up pairs and 5000 timed ones.
+			frees := 5065 + tc.ownFrees
+			if c.Frees != frees || c.Allocs != c.Frees+uint64(len(want)) || c.UnknownFrees != 0 || c.MissedReturn != 0 || c.Nested != 0 {
+				t.Errorf("pairs: counters %+v, want %d frees, %d more allocations, no unknown frees", c, frees, len(want))
 			}
+
+			snap, names, c, st = exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, testProg(t, "cppleak"))
+			if !st.Known || st.Code != 0 {
+				t.Errorf("cppleak: exit status = %+v, want code 0", st)
+			}
+			// glibc's libstdc++ calls malloc from operator new, which
+			// keeps no frame pointer: its caller is not in the stack.
+			fresh := "555 _ZN3geo5ArenaIcE5freshEm"
+			if tc.lib == "" {
+				fresh = "555 _Znwm"
+			}
+			want = append([]string{"72704 ", "777 _ZN3geo5ArenaIcE3rawEm", fresh}, tc.own...)
+			slices.Sort(want)
+			if got := live(snap, names); !slices.Equal(got, want) {
+				t.Errorf("cppleak: live at exit:\n got %q\nwant %q", got, want)
+			}
+			// 800 blocks from new, freed with delete, each counted once
+			// (a free inside a delete is nested); the allocator's own.
+			frees = 800 + tc.ownFrees
+			if c.Frees != frees || c.Allocs != c.Frees+uint64(len(want)) || c.UnknownFrees != 0 || c.MissedReturn != 0 {
+				t.Errorf("cppleak: counters %+v, want %d frees, %d more allocations, no unknown frees", c, frees, len(want))
+			}
+			t.Logf("cppleak: calls inside others: %d", c.Nested)
 		})
 	}
 }

@@ -393,6 +393,8 @@ const (
 	callPvalloc
 	callFree
 	callUsableSize
+	callNewAligned // operator new(size_t, align_val_t)
+	callDelete     // operator delete, with a return probe
 )
 
 // entryPoint is one allocator function and how it is traced.
@@ -404,10 +406,25 @@ type entryPoint struct {
 	args     int    // its arguments, which the entry probe reads
 }
 
-// use is what the entry probe of ep reads (see probePoint): free's ignores
-// a null pointer.
+// use is what the entry probe of ep reads (see probePoint): free's and
+// operator delete's ignore a null pointer.
 func (ep entryPoint) use() entryUse {
-	return entryUse{args: ep.args, nullSkipped: ep.call == callFree}
+	return entryUse{args: ep.args, nullSkipped: ep.call == callFree || ep.call == callDelete}
+}
+
+// name is how mdtrace names ep to the user: a C++ operator by its C++ name.
+func (ep entryPoint) name() string {
+	switch {
+	case strings.HasPrefix(ep.symbol, "_Znw"):
+		return "operator new"
+	case strings.HasPrefix(ep.symbol, "_Zna"):
+		return "operator new[]"
+	case strings.HasPrefix(ep.symbol, "_Zdl"):
+		return "operator delete"
+	case strings.HasPrefix(ep.symbol, "_Zda"):
+		return "operator delete[]"
+	}
+	return ep.symbol
 }
 
 // entryPoints are the allocator's functions. Functions exported at one
@@ -424,6 +441,31 @@ var entryPoints = []entryPoint{
 	{"valloc", callValloc, true, false, 1},
 	{"pvalloc", callPvalloc, true, false, 1},
 	{"malloc_usable_size", callUsableSize, false, false, 1},
+	// C++'s operators, where the allocator defines its own (jemalloc,
+	// tcmalloc) and they need not call malloc or free. Blocks are
+	// counted once however they call each other or malloc and free: an
+	// operator delete has a return probe, so that a free inside it is
+	// seen to be nested. The sized and nothrow forms take more arguments.
+	{"_Znwm", callMalloc, true, false, 1},
+	{"_Znam", callMalloc, true, false, 1},
+	{"_ZnwmRKSt9nothrow_t", callMalloc, true, false, 2},
+	{"_ZnamRKSt9nothrow_t", callMalloc, true, false, 2},
+	{"_ZnwmSt11align_val_t", callNewAligned, true, false, 2},
+	{"_ZnamSt11align_val_t", callNewAligned, true, false, 2},
+	{"_ZnwmSt11align_val_tRKSt9nothrow_t", callNewAligned, true, false, 3},
+	{"_ZnamSt11align_val_tRKSt9nothrow_t", callNewAligned, true, false, 3},
+	{"_ZdlPv", callDelete, true, false, 1},
+	{"_ZdaPv", callDelete, true, false, 1},
+	{"_ZdlPvm", callDelete, true, false, 2},
+	{"_ZdaPvm", callDelete, true, false, 2},
+	{"_ZdlPvRKSt9nothrow_t", callDelete, true, false, 2},
+	{"_ZdaPvRKSt9nothrow_t", callDelete, true, false, 2},
+	{"_ZdlPvSt11align_val_t", callDelete, true, false, 2},
+	{"_ZdaPvSt11align_val_t", callDelete, true, false, 2},
+	{"_ZdlPvmSt11align_val_t", callDelete, true, false, 3},
+	{"_ZdaPvmSt11align_val_t", callDelete, true, false, 3},
+	{"_ZdlPvSt11align_val_tRKSt9nothrow_t", callDelete, true, false, 3},
+	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", callDelete, true, false, 3},
 }
 
 // Cookies of the shim's probe sites; they mirror enum site in
@@ -514,7 +556,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 			}
 			continue
 		}
-		names = append(names, ep.symbol)
+		if !slices.Contains(names, ep.name()) {
+			names = append(names, ep.name())
+		}
 		// Functions exported at one address are probed once.
 		if done[fs.off] {
 			continue
@@ -530,6 +574,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 			ep.ret = true
 		}
 		sites = append(sites, probeSite{ep, off})
+	}
+	// Before a delete can be hit, free must know to look for one in flight.
+	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == callDelete }) {
+		if err := p.objs.HaveDeletes.Set(uint32(1)); err != nil {
+			return fmt.Errorf("setting have_deletes: %w", err)
+		}
 	}
 	var (
 		links  []link.Link
