@@ -48,7 +48,7 @@ bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_
 
 bin/libmdshim.so: $(wildcard shim/*.c shim/*.h)
 	@mkdir -p bin
-	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
+	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
 
 generate: deps
 	$(GO) generate ./...

@@ -29,7 +29,7 @@ fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 build() {
 	"$@" >"$T/build.log" 2>&1 || { cat "$T/build.log"; echo "build failed: $*"; exit 1; }
 }
-build $CC -shared -fPIC -Wl,-z,now -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o "$T/libmdshim.so" "$SHIM"/*.c
+build $CC -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o "$T/libmdshim.so" "$SHIM"/*.c
 build $CC -O2 -g -Wall -Wextra -Werror -o "$T/config_test" "$HERE/config_test.c" "$SHIM/config.c" \
 	"$SHIM/format.c"
 build $CC -O2 -g -Wall -Wextra -Werror -o "$T/format_test" "$HERE/format_test.c" "$SHIM/format.c"
@@ -429,6 +429,20 @@ EOF
 
 run cxx "guard fill free_track" 0 "$T/cxx_test" <<EOF
 cxx done
+EOF
+run cxx_fail "guard fill" 0 "$T/cxx_test" fail <<EOF
+new(huge): bad_alloc
+new[](huge, 64): new_handler called 2 times, then bad_alloc
+nothrow: null null
+new(0): two blocks
+new(100, 4096): aligned
+EOF
+run "cxx_fail [no options]" "" 0 "$T/cxx_test" fail <<EOF
+new(huge): bad_alloc
+new[](huge, 64): new_handler called 2 times, then bad_alloc
+nothrow: null null
+new(0): two blocks
+new(100, 4096): aligned
 EOF
 run cxx_corrupt "guard" 0 "$T/cxx_test" corrupt <<EOF
 $DIV
