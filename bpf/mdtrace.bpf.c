@@ -46,6 +46,7 @@ enum call {
 	CALL_USABLE_SIZE, /* malloc_usable_size: entry only */
 	CALL_NEW_ALIGNED, /* C++'s operator new(size, align_val_t) */
 	CALL_DELETE,	  /* C++'s operator delete: entry and return */
+	CALL_RUNTIME_NEW, /* a C++ runtime's operator new on another malloc: entry only */
 };
 
 /* Indexes into the counters map. */
@@ -329,6 +330,14 @@ struct thread_state {
 	u64 start_ns;	     /* time of the entry, for record_allocs */
 	u64 entry_sp;	     /* stack pointer at the entry: tells nested calls and the outer return apart */
 	struct alloc_info old; /* realloc: the old block's entry, restored if the realloc fails */
+	/*
+	 * The outermost C++ runtime operator new the thread is in, if any:
+	 * its stack pointer at the entry (0: none), the return address there
+	 * and the frame pointer. The next allocation call takes them: with
+	 * from_new, it is inside that new.
+	 */
+	u64 new_sp, new_ret, new_fp;
+	u32 from_new;
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
 	u32 old_valid;
 };
@@ -432,6 +441,14 @@ enum stack_at {
 	 * frame is skipped.
 	 */
 	AT_SITE,
+	/*
+	 * An allocation inside a C++ runtime's operator new (libstdc++'s
+	 * calls malloc and keeps no frame pointer): the first frame is the
+	 * return address new's entry found at *sp, the function that called
+	 * new, and the chain goes on from the frame pointer new was called
+	 * with (see struct thread_state).
+	 */
+	AT_NEW,
 };
 
 /*
@@ -474,7 +491,8 @@ struct {
  * its records would be whatever that data points to (a heap block, a
  * string), not frames. Returns the number of frames, 0 if there is none.
  */
-static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at)
+static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
+				       const struct thread_state *ts)
 {
 	u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), base = 0, len = 0, next, ret, off;
 	u32 zero = 0, i, nr = 0;
@@ -490,6 +508,13 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 	case AT_ENTRY:
 		if (bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0)
 			return 0;
+		nr = 1;
+		break;
+	case AT_NEW:
+		if (!ts)
+			return 0;
+		st->ips[0] = ts->new_ret;
+		fp = ts->new_fp;
 		nr = 1;
 		break;
 	}
@@ -524,7 +549,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
  * allocator's caller as the first frame, through the CPU's scratch space.
  * Returns the stack id, or 0 when no backtrace was stored (counted).
  */
-static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at)
+static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
 {
 	u32 zero = 0;
 	struct stack *st, *old;
@@ -534,7 +559,7 @@ static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at)
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	nr = walk_frames(ctx, st, at);
+	nr = walk_frames(ctx, st, at, ts);
 	if (nr == 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
@@ -596,7 +621,7 @@ extern void bpf_preempt_enable(void) __ksym __weak;
  * Takes the current user backtrace, with the allocator's caller as the first
  * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
  */
-static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
+static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
 {
 	bool guard = preemptible && bpf_ksym_exists(bpf_preempt_disable) && bpf_ksym_exists(bpf_preempt_enable);
 	u64 id;
@@ -605,7 +630,7 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at)
 		return 0;
 	if (guard)
 		bpf_preempt_disable();
-	id = store_stack(ctx, at);
+	id = store_stack(ctx, at, ts);
 	if (guard)
 		bpf_preempt_enable();
 	return id;
@@ -652,7 +677,8 @@ static __always_inline struct thread_state *thread_state(void)
  * Adds a live allocation made by the current thread, with its backtrace
  * taken as at says.
  */
-static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at)
+static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
+				      const struct thread_state *ts)
 {
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct alloc_key key = block_key(ptr);
@@ -664,7 +690,7 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u3
 	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
 		info.flags |= ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
-		info.stack_id = alloc_backtraces ? take_stack(ctx, at) : 0;
+		info.stack_id = alloc_backtraces ? take_stack(ctx, at, ts) : 0;
 	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
 		count(COUNTER_TABLE_FULL);
 		table_full = 1;
@@ -714,7 +740,7 @@ static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key 
 		e->freed = freed_block;
 		e->ptr = key->ptr;
 		e->free_stack = free_stack ? *free_stack : 0;
-		e->fail_stack = take_stack(ctx, AT_ENTRY);
+		e->fail_stack = take_stack(ctx, AT_ENTRY, 0);
 		bpf_ringbuf_submit(e, abort_on_error ? BPF_RB_FORCE_WAKEUP : 0);
 	}
 	/* An unknown pointer after the table overflowed may be a missed block: not an error. */
@@ -746,7 +772,7 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 	if (bpf_map_delete_elem(&allocs, &key) == 0) {
 		count(COUNTER_FREES);
 		if (verify && check) {
-			u64 id = take_stack(ctx, AT_ENTRY);
+			u64 id = take_stack(ctx, AT_ENTRY, 0);
 
 			bpf_map_update_elem(&freed, &key, &id, BPF_ANY);
 		}
@@ -771,6 +797,33 @@ static __always_inline bool nested(struct pt_regs *ctx)
 	return true;
 }
 
+/* How far below a C++ runtime's operator new its allocation call may be. */
+#define NEW_FRAME_MAX 256
+
+/*
+ * The entry of a C++ runtime's operator new, probed for backtraces only:
+ * the allocation call it makes (malloc, aligned_alloc) takes its caller
+ * and frame pointer from here (AT_NEW). A new inside another (nothrow new
+ * calling new, new[] jumping to new) keeps the outer one's.
+ */
+static __always_inline int runtime_new(struct pt_regs *ctx)
+{
+	struct thread_state *ts = thread_state();
+	u64 sp = PT_REGS_SP(ctx);
+
+	if (!ts)
+		return 0;
+	if (ts->new_sp && sp <= ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX)
+		return 0;
+	if (bpf_probe_read_user(&ts->new_ret, sizeof(ts->new_ret), (void *)sp) != 0) {
+		ts->new_sp = 0;
+		return 0;
+	}
+	ts->new_sp = sp;
+	ts->new_fp = PT_REGS_FP(ctx);
+	return 0;
+}
+
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
 {
 	struct thread_state *ts = thread_state();
@@ -792,6 +845,9 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 		/* The call in flight returned without its return probe. */
 		count(COUNTER_MISSED_RETURN);
 	}
+	/* A call inside a runtime's operator new takes new's first frame. */
+	ts->from_new = ts->new_sp && sp < ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX;
+	ts->new_sp = 0;
 	ts->call = call;
 	ts->args[0] = a0;
 	ts->args[1] = a1;
@@ -848,6 +904,8 @@ int alloc_entry(struct pt_regs *ctx)
 		if (!a0)
 			return 0;
 		break;
+	case CALL_RUNTIME_NEW:
+		return runtime_new(ctx);
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
@@ -949,7 +1007,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		return 0;
 	}
 	if (ptr)
-		add_alloc(ctx, ptr, size, AT_RETURN);
+		add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts);
 	return 0;
 }
 
@@ -1023,7 +1081,7 @@ int alloc_site(struct pt_regs *ctx)
 		return 0;
 	}
 	if (ptr)
-		add_alloc(ctx, ptr, size, AT_SITE);
+		add_alloc(ctx, ptr, size, AT_SITE, 0);
 	return 0;
 }
 

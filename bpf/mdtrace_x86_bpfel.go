@@ -78,8 +78,13 @@ type MdtraceThreadState struct {
 	StartNs  uint64
 	EntrySp  uint64
 	Old      MdtraceAllocInfo
+	NewSp    uint64
+	NewRet   uint64
+	NewFp    uint64
+	FromNew  uint32
 	Call     uint32
 	OldValid uint32
+	_        [4]byte
 }
 
 type MdtraceWalkBuf struct {

@@ -1,7 +1,14 @@
 // cppleak leaks through C++: malloc inside a template member function of a
 // namespace, and operator new. Before that it calls every form of operator
 // new and delete 100 times each, and frees all it gets: 800 blocks.
+//
+//   cppleak [hold]
+//
+// With "hold" it writes "ready" and waits for a line on standard input
+// before it starts, so that mdtrace can attach to it.
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <unistd.h>
 
@@ -33,8 +40,14 @@ __attribute__((noinline)) static void churn()
 	}
 }
 
-int main()
+int main(int argc, char **argv)
 {
+	if (argc > 1 && std::strcmp(argv[1], "hold") == 0) {
+		char line[16];
+		write(1, "ready\n", 6);
+		if (read(0, line, sizeof(line)) < 0)
+			return 1;
+	}
 	churn();
 	geo::Arena<char> arena;
 	kept[0] = arena.raw(777);

@@ -199,39 +199,49 @@ func sortPreloadedFirst(libs []string, pre map[string]bool) {
 // files, unchanged), the same loader variables in the environment and the
 // same loader cache, while none of the files the loader listed has changed.
 func AllocatorOfExec(pid int) (string, error) {
+	lib, _, err := AllocatorAndRuntimeOfExec(pid)
+	return lib, err
+}
+
+// AllocatorAndRuntimeOfExec is AllocatorOfExec, and also returns the C++
+// runtime library the program will load ("" if none): see IsCxxRuntime.
+func AllocatorAndRuntimeOfExec(pid int) (lib, runtime string, err error) {
 	exe, err := procExe(pid)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	key, keyed := execKey(pid, exe, env)
 	if keyed {
-		if lib, ok := execCache.get(key); ok {
-			return lib, nil
+		if lib, runtime, ok := execCache.get(key); ok {
+			return lib, runtime, nil
 		}
 	}
 	if err := CheckExecutable(exe); err != nil {
-		return "", err
+		return "", "", err
 	}
 	interp, err := LoaderOf(pid)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var libs []string
 	if interp != "" {
 		if libs, err = loaderList(interp, exe, env, procCwd(pid)); err != nil {
-			return "", err
+			return "", "", err
 		}
 	}
 	// A static program (no loader) carries its own allocator.
-	lib, err := pickAllocator(exe, libs)
+	lib, err = pickAllocator(exe, libs)
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	if i := slices.IndexFunc(libs, IsCxxRuntime); i >= 0 {
+		runtime = canonical(libs[i])
 	}
 	if keyed {
-		execCache.put(key, interp, libs, lib)
+		execCache.put(key, interp, libs, lib, runtime)
 	}
-	return lib, nil
+	return lib, runtime, nil
 }
 
 // AllocatorOfFile finds the file that would provide malloc to the program

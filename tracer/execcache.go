@@ -83,9 +83,9 @@ func procCwd(pid int) string {
 
 // execEntry is a remembered answer, with the files it was drawn from.
 type execEntry struct {
-	lib   string
-	files []string
-	ids   []fileID
+	lib, runtime string
+	files        []string
+	ids          []fileID
 }
 
 // maxExecCache bounds the answers remembered.
@@ -98,26 +98,26 @@ type execMemo struct {
 	m *memo[execKeyT, execEntry]
 }
 
-// get returns the remembered allocator for k, if none of the files it was
-// found from has changed since.
-func (c *execMemo) get(k execKeyT) (string, bool) {
+// get returns the remembered allocator and C++ runtime for k, if none of
+// the files they were found from has changed since.
+func (c *execMemo) get(k execKeyT) (lib, runtime string, ok bool) {
 	e, ok := c.m.get(k)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	for i, f := range e.files {
 		if id, ok := statID(f); !ok || id != e.ids[i] {
 			c.m.drop(k)
-			return "", false
+			return "", "", false
 		}
 	}
-	return e.lib, true
+	return e.lib, e.runtime, true
 }
 
 // put remembers that k's program, with loader interp and libraries libs,
-// gets malloc from lib.
-func (c *execMemo) put(k execKeyT, interp string, libs []string, lib string) {
-	e := execEntry{lib: lib}
+// gets malloc from lib and C++'s runtime from runtime.
+func (c *execMemo) put(k execKeyT, interp string, libs []string, lib, runtime string) {
+	e := execEntry{lib: lib, runtime: runtime}
 	for _, f := range append([]string{interp}, libs...) {
 		if f == "" {
 			continue

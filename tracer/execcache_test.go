@@ -18,7 +18,7 @@ import (
 func TestExecCache(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{}
-	for _, name := range []string{"ld.so", "libfirst.so", "libmalloc.so"} {
+	for _, name := range []string{"ld.so", "libfirst.so", "libmalloc.so", "libstdc++.so.6"} {
 		files[name] = filepath.Join(dir, name)
 		if err := os.WriteFile(files[name], []byte(name), 0o644); err != nil {
 			t.Fatal(err)
@@ -26,20 +26,21 @@ func TestExecCache(t *testing.T) {
 	}
 	c := &execMemo{m: newMemo[execKeyT, execEntry](maxExecCache)}
 	k := execKeyT{exePath: "/bin/prog", env: "LD_PRELOAD=x"}
-	c.put(k, files["ld.so"], []string{files["libfirst.so"], files["libmalloc.so"]}, files["libmalloc.so"])
-	if lib, ok := c.get(k); !ok || lib != files["libmalloc.so"] {
-		t.Fatalf("get = %q, %v; want %q", lib, ok, files["libmalloc.so"])
+	c.put(k, files["ld.so"], []string{files["libfirst.so"], files["libmalloc.so"], files["libstdc++.so.6"]},
+		files["libmalloc.so"], files["libstdc++.so.6"])
+	if lib, runtime, ok := c.get(k); !ok || lib != files["libmalloc.so"] || runtime != files["libstdc++.so.6"] {
+		t.Fatalf("get = %q, %q, %v; want %q, %q", lib, runtime, ok, files["libmalloc.so"], files["libstdc++.so.6"])
 	}
 	other := k
 	other.env = ""
-	if _, ok := c.get(other); ok {
+	if _, _, ok := c.get(other); ok {
 		t.Error("another environment got the remembered answer")
 	}
 	// A library rebuilt (here one byte longer) may define malloc now.
 	if err := os.WriteFile(files["libfirst.so"], []byte("libfirst.so+"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if lib, ok := c.get(k); ok {
+	if lib, _, ok := c.get(k); ok {
 		t.Errorf("get after a listed library changed = %q, want nothing", lib)
 	}
 	if c.m.len() != 0 {

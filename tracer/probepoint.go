@@ -323,3 +323,19 @@ func entryProbe(path string, fs funcSym, use entryUse) uint64 {
 	}
 	return off
 }
+
+// isThunk reports whether the function fs of the file at path only jumps
+// to another (endbr64, then a jump): what it jumps to returns to its caller.
+func isThunk(path string, fs funcSym) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	code := make([]byte, min(fs.size, 16))
+	if _, err := f.ReadAt(code, int64(fs.off)); err != nil {
+		return false
+	}
+	inst, err := decode(bytes.TrimPrefix(code, endbr64))
+	return err == nil && inst.Op == x86asm.JMP
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -499,5 +500,31 @@ func TestOtherAllocators(t *testing.T) {
 			}
 			t.Logf("cppleak: calls inside others: %d", c.Nested)
 		})
+	}
+}
+
+// TestIsThunk: a function that is endbr64 and a jump only jumps to another.
+func TestIsThunk(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		code []byte
+		want bool
+	}{
+		{"endbr64 and jump", code(endbr64, jmp32(-0x1000), nop), true},
+		{"jump", code(jmp(-0x10), nop), true},
+		{"push first", code(endbr64, pushRBP, jmp(0), ret), false},
+		{"je", code(je(1), ret, ret), false},
+	} {
+		path := filepath.Join(dir, "lib.so")
+		if err := os.WriteFile(path, append(make([]byte, 0x40), tc.code...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := isThunk(path, funcSym{off: 0x40, size: uint64(len(tc.code))}); got != tc.want {
+			t.Errorf("%s: isThunk = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if isThunk(filepath.Join(dir, "missing"), funcSym{off: 0, size: 16}) {
+		t.Error("a missing file has a thunk")
 	}
 }

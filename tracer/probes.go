@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -395,6 +396,7 @@ const (
 	callUsableSize
 	callNewAligned // operator new(size_t, align_val_t)
 	callDelete     // operator delete, with a return probe
+	callRuntimeNew // a C++ runtime's operator new on another file's malloc: entry only
 )
 
 // entryPoint is one allocator function and how it is traced.
@@ -468,6 +470,36 @@ var entryPoints = []entryPoint{
 	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", callDelete, true, false, 3},
 }
 
+// runtimeNews are the forms of operator new probed in a C++ runtime that
+// gets its memory from another file's malloc (glibc's libstdc++), for
+// backtraces only: its operator new keeps no frame pointer, so the
+// backtrace taken where malloc returns into it misses the function that
+// called new. An entry probe notes new's return address and frame pointer,
+// and the allocation call inside new starts its backtrace from them. Its
+// deletes only call free.
+var runtimeNews = func() []entryPoint {
+	var out []entryPoint
+	for _, ep := range entryPoints {
+		if strings.HasPrefix(ep.symbol, "_Zn") {
+			out = append(out, entryPoint{ep.symbol, callRuntimeNew, false, false, ep.args})
+		}
+	}
+	return out
+}()
+
+// IsCxxRuntime reports whether the file at path is a C++ runtime library,
+// whose operator new Attach probes for backtraces (see runtimeNews).
+func IsCxxRuntime(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so")
+}
+
+// IsShim reports whether the ELF file at path has the shim's probe sites.
+func IsShim(path string) bool {
+	offsets, err := funcOffsets(path)
+	return err == nil && hasShimSites(offsets)
+}
+
 // Cookies of the shim's probe sites; they mirror enum site in
 // bpf/mdtrace.bpf.c.
 const (
@@ -539,8 +571,18 @@ func (p *Probes) Attach(pid int, lib string) error {
 		eps   = entryPoints
 		prog  = p.objs.AllocEntry
 	)
-	if hasShimSites(offsets) {
+	_, hasMalloc := offsets["malloc"]
+	_, hasNew := offsets["_Znwm"]
+	switch {
+	case hasShimSites(offsets):
 		eps, prog = shimSites, p.objs.AllocSite
+	case !hasMalloc && hasNew:
+		// A C++ runtime on another allocator: its operator new, for
+		// backtraces only.
+		if p.stackDepth == 0 {
+			return nil
+		}
+		eps = runtimeNews
 	}
 	for _, ep := range eps {
 		// malloc_usable_size changes nothing; only verify_pointers
@@ -564,6 +606,11 @@ func (p *Probes) Attach(pid int, lib string) error {
 			continue
 		}
 		done[fs.off] = true
+		// A runtime's new that only jumps to another new (new[] to
+		// new) adds nothing: the other's probe sees the same caller.
+		if ep.call == callRuntimeNew && isThunk(lib, fs) {
+			continue
+		}
 		off := fs.off
 		if prog == p.objs.AllocEntry {
 			off = entryProbe(lib, fs, ep.use())
@@ -602,7 +649,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 	}
 	p.mu.Lock()
 	p.links[pid] = append(p.links[pid], links...)
-	p.attached[pid] = names
+	if hasMalloc {
+		p.attached[pid] = names
+	}
 	p.mu.Unlock()
 	if len(failed) > 0 {
 		return &AttachError{Failed: failed}

@@ -794,7 +794,64 @@ func TestCPlusPlusNames(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 	}
-	msgs := logMessages(t, readFile(t, logPath), "")
+	// The shim's operator new[] calls its malloc: the block's first frame
+	// is new[], and the next the function that called it.
+	want := []string{
+		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
+		"libmdshim.so operator new[](unsigned long)", "cppleak geo::Arena<char>::fresh(unsigned long)",
+	}
+	if got := leakFrames(t, readFile(t, logPath), ""); !slices.Equal(got, want) {
+		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCPlusPlusNamesProbed: without the shim, libstdc++'s operator new is
+// probed too, when the program starts (--no-preload) or already runs (-p):
+// the backtrace of a block from new is taken where new returns, and starts
+// with the function that called it.
+func TestCPlusPlusNamesProbed(t *testing.T) {
+	needRoot(t)
+	want := []string{
+		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
+		"cppleak geo::Arena<char>::fresh(unsigned long)", "cppleak main",
+	}
+	t.Run("launched", func(t *testing.T) {
+		logPath := filepath.Join(t.TempDir(), "log")
+		r := runMdtrace(t, "--no-preload", "-o", "backtrace leak_track", "--log", logPath, "--", prog("cppleak"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		if got := leakFrames(t, readFile(t, logPath), ""); !slices.Equal(got, want) {
+			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+	t.Run("attached", func(t *testing.T) {
+		dir := t.TempDir()
+		target := start(t, prog("cppleak"), "hold")
+		target.expectLine(t, "ready")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+		waitFile(t, dir+"/ready")
+		io.WriteString(target.stdin, "go\n")
+		target.expectLine(t, "cppleak: done")
+		target.stdin.Close()
+		if code := target.wait(t); code != 0 {
+			t.Errorf("cppleak exit status %d", code)
+		}
+		if code := m.wait(t); code != 0 {
+			t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+		}
+		if got := leakFrames(t, readFile(t, dir+"/log"), pid); !slices.Equal(got, want) {
+			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// leakFrames returns the first two frames of cppleak's leaks of 777 and 555
+// bytes in a log, each as "FILE FUNCTION".
+func leakFrames(t *testing.T, log, pid string) []string {
+	t.Helper()
+	msgs := logMessages(t, log, pid)
 	var got []string
 	for i, m := range msgs {
 		if strings.Contains(m, "leaked block of size 777 ") || strings.Contains(m, "leaked block of size 555 ") {
@@ -807,15 +864,7 @@ func TestCPlusPlusNames(t *testing.T) {
 			}
 		}
 	}
-	// The shim's operator new[] calls its malloc: the block's first frame
-	// is new[], and the next the function that called it.
-	want := []string{
-		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
-		"libmdshim.so operator new[](unsigned long)", "cppleak geo::Arena<char>::fresh(unsigned long)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	return got
 }
 
 func TestStrippedWithDebugDir(t *testing.T) {

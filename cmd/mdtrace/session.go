@@ -376,13 +376,14 @@ func preloadable(command string) (ok bool, note string) {
 // launched command runs its first instruction.
 func (s *session) ready(pid int) error {
 	var (
-		lib string
-		err error
+		lib, runtime string
+		err          error
 	)
 	if s.flags.PID != 0 {
+		// The runtime, if mapped, is found with the maps (watchImage).
 		lib, err = tracer.AllocatorOfRunning(pid)
 	} else {
-		lib, err = tracer.AllocatorOfExec(pid)
+		lib, runtime, err = tracer.AllocatorAndRuntimeOfExec(pid)
 	}
 	if err != nil {
 		return err
@@ -396,6 +397,7 @@ func (s *session) ready(pid int) error {
 	if err := s.attach(p, lib); err != nil {
 		return err
 	}
+	s.probeRuntime(p, runtime)
 	s.watchImage(p)
 	if s.flags.ReadyFile != "" {
 		if err := writeReadyFile(s.flags.ReadyFile, pid); err != nil {
@@ -444,7 +446,7 @@ func (s *session) execed(pid int) {
 	s.pmu.Lock()
 	p.prog = prog
 	s.pmu.Unlock()
-	lib, err := tracer.AllocatorOfExec(pid)
+	lib, runtime, err := tracer.AllocatorAndRuntimeOfExec(pid)
 	if err != nil {
 		s.notice("process %d executed a program mdtrace cannot trace: %v", pid, err)
 		return
@@ -454,6 +456,7 @@ func (s *session) execed(pid int) {
 			s.notice("%v", err)
 		}
 	}
+	s.probeRuntime(p, runtime)
 	s.watchImage(p)
 }
 
@@ -730,6 +733,26 @@ func (s *session) rememberLibrary(lib tracer.Library) {
 	}
 	if p := s.traced(lib.PID); p != nil {
 		p.hist.AddLibrary(path, lib.Base)
+		s.probeRuntime(p, path)
+	}
+}
+
+// probeRuntime probes the operator new of a C++ runtime library the process
+// has loaded, once, so that a block from new has new's caller in its
+// backtrace (see tracer.Attach). Not where the shim is the allocator: its
+// own operator new takes the runtime's place.
+func (s *session) probeRuntime(p *proc, path string) {
+	if !tracer.IsCxxRuntime(path) {
+		return
+	}
+	s.pmu.Lock()
+	libs := slices.Clone(p.libs)
+	s.pmu.Unlock()
+	if len(libs) == 0 || slices.Contains(libs, path) || tracer.IsShim(libs[0]) {
+		return
+	}
+	if err := s.attach(p, path); err != nil {
+		s.notice("process %d: %v; blocks from new keep the runtime's frame instead of new's caller", p.pid, err)
 	}
 }
 
@@ -742,6 +765,7 @@ func (s *session) rememberMaps(p *proc) {
 	}
 	for _, m := range p.hist.Add(maps) {
 		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
+		s.probeRuntime(p, m.Path)
 	}
 }
 
