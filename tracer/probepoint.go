@@ -327,15 +327,33 @@ func entryProbe(path string, fs funcSym, use entryUse) uint64 {
 // isThunk reports whether the function fs of the file at path only jumps
 // to another (endbr64, then a jump): what it jumps to returns to its caller.
 func isThunk(path string, fs funcSym) bool {
+	inst, err := fileInst(path, fs.off, true)
+	return err == nil && inst.Op == x86asm.JMP
+}
+
+// stepped reports whether a probe at offset off of the file at path is
+// single-stepped: the kernel does not emulate the instruction there.
+func stepped(path string, off uint64) bool {
+	inst, err := fileInst(path, off, false)
+	return err != nil || !emulated(inst)
+}
+
+// fileInst decodes the instruction at offset off of the file at path, or,
+// with pastEndbr, the one after an endbr64 there.
+func fileInst(path string, off uint64, pastEndbr bool) (x86asm.Inst, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return x86asm.Inst{}, err
 	}
 	defer f.Close()
-	code := make([]byte, min(fs.size, 16))
-	if _, err := f.ReadAt(code, int64(fs.off)); err != nil {
-		return false
+	code := make([]byte, 20)
+	n, err := f.ReadAt(code, int64(off))
+	if n == 0 {
+		return x86asm.Inst{}, err
 	}
-	inst, err := decode(bytes.TrimPrefix(code, endbr64))
-	return err == nil && inst.Op == x86asm.JMP
+	code = code[:n]
+	if pastEndbr {
+		code = bytes.TrimPrefix(code, endbr64)
+	}
+	return decode(code)
 }

@@ -528,3 +528,17 @@ func TestIsThunk(t *testing.T) {
 		t.Error("a missing file has a thunk")
 	}
 }
+
+// TestStepped: a probe is single-stepped but on a push, a jump or a jcc.
+func TestStepped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lib.so")
+	c := code(endbr64, subRSP, pushRBP, je(0), jmp(0), cmpbRIP)
+	if err := os.WriteFile(path, c, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for off, want := range map[uint64]bool{0: true, 4: true, 8: false, 9: false, 11: false, 13: true, 100: true} {
+		if got := stepped(path, off); got != want {
+			t.Errorf("stepped at %d = %v, want %v", off, got, want)
+		}
+	}
+}

@@ -615,6 +615,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 		if prog == p.objs.AllocEntry {
 			off = entryProbe(lib, fs, ep.use())
 		}
+		// Nor one whose probe would be single-stepped (libstdc++'s
+		// nothrow forms: endbr64, then sub $8,%rsp): its block keeps
+		// the runtime's frame rather than cost every call 9 us.
+		if ep.call == callRuntimeNew && stepped(lib, off) {
+			continue
+		}
 		// With record_allocs (its end time) and verify_pointers (its
 		// place in nested calls), free gets a return probe.
 		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
