@@ -54,8 +54,12 @@ static __attribute__((noinline, cold)) void new_failed(void)
 	abort();
 }
 
-/* operator new(size_t): never null; zero bytes is one, as in libstdc++. */
-void *_Znwm(size_t size)
+/*
+ * new_block and new_aligned are the throwing forms: never null, zero bytes
+ * is one, as in libstdc++. Inlined, so that each operator new calls malloc
+ * or memalign from its own frame.
+ */
+static inline __attribute__((always_inline)) void *new_block(size_t size)
 {
 	void *p;
 
@@ -66,34 +70,7 @@ void *_Znwm(size_t size)
 	return p;
 }
 
-/* operator new[](size_t) */
-void *_Znam(size_t size)
-{
-	void *p;
-
-	if (size == 0)
-		size = 1;
-	while ((p = malloc(size)) == NULL)
-		new_failed();
-	return p;
-}
-
-/* operator new(size_t, const std::nothrow_t &) */
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow)
-{
-	(void)nothrow;
-	return malloc(size ? size : 1);
-}
-
-/* operator new[](size_t, const std::nothrow_t &) */
-void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow)
-{
-	(void)nothrow;
-	return malloc(size ? size : 1);
-}
-
-/* operator new(size_t, std::align_val_t) */
-void *_ZnwmSt11align_val_t(size_t size, size_t align)
+static inline __attribute__((always_inline)) void *new_aligned(size_t size, size_t align)
 {
 	void *p;
 
@@ -104,30 +81,26 @@ void *_ZnwmSt11align_val_t(size_t size, size_t align)
 	return p;
 }
 
-/* operator new[](size_t, std::align_val_t) */
-void *_ZnamSt11align_val_t(size_t size, size_t align)
-{
-	void *p;
+/* operator new(size_t) and new[](size_t) */
+void *_Znwm(size_t size) { return new_block(size); }
+void *_Znam(size_t size) { return new_block(size); }
 
-	if (size == 0)
-		size = 1;
-	while ((p = memalign(align, size)) == NULL)
-		new_failed();
-	return p;
-}
+/* operator new(size_t, const std::nothrow_t &) and new[] */
+void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow) { return (void)nothrow, malloc(size ? size : 1); }
+void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow) { return (void)nothrow, malloc(size ? size : 1); }
 
-/* operator new(size_t, std::align_val_t, const std::nothrow_t &) */
+/* operator new(size_t, std::align_val_t) and new[] */
+void *_ZnwmSt11align_val_t(size_t size, size_t align) { return new_aligned(size, align); }
+void *_ZnamSt11align_val_t(size_t size, size_t align) { return new_aligned(size, align); }
+
+/* operator new(size_t, std::align_val_t, const std::nothrow_t &) and new[] */
 void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
 {
-	(void)nothrow;
-	return memalign(align, size ? size : 1);
+	return (void)nothrow, memalign(align, size ? size : 1);
 }
-
-/* operator new[](size_t, std::align_val_t, const std::nothrow_t &) */
 void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
 {
-	(void)nothrow;
-	return memalign(align, size ? size : 1);
+	return (void)nothrow, memalign(align, size ? size : 1);
 }
 
 /*

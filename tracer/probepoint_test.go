@@ -390,20 +390,27 @@ func TestAlignedAllocFirst(t *testing.T) {
 	if !st.Known || st.Code != 0 {
 		t.Errorf("exit status = %+v, want code 0", st)
 	}
-	var got []string
-	for _, a := range snap.Allocs {
-		fn := ""
-		if n := names[a.StackID]; len(n) > 0 {
-			fn = n[0]
-		}
-		got = append(got, fmt.Sprintf("%d %s", a.Size, fn))
-	}
-	if want := []string{"1234 first_aligned_alloc"}; !slices.Equal(got, want) {
+	if got, want := liveSites(snap, names), []string{"1234 first_aligned_alloc"}; !slices.Equal(got, want) {
 		t.Errorf("live at exit: %q, want %q", got, want)
 	}
 	if c.UnknownFrees != 0 {
 		t.Errorf("unknown frees: %d", c.UnknownFrees)
 	}
+}
+
+// liveSites returns the live blocks of a snapshot as "SIZE FUNCTION", the
+// function of their first frame, sorted.
+func liveSites(snap *leak.Snapshot, names map[uint64][]string) []string {
+	var live []string
+	for _, a := range snap.Allocs {
+		fn := ""
+		if n := names[a.StackID]; len(n) > 0 {
+			fn = n[0]
+		}
+		live = append(live, fmt.Sprintf("%d %s", a.Size, fn))
+	}
+	slices.Sort(live)
+	return live
 }
 
 // TestOtherAllocators traces malloc/free pairs and C++'s operators with
@@ -443,19 +450,6 @@ func TestOtherAllocators(t *testing.T) {
 				}
 				env = append(env, "LD_PRELOAD="+path)
 			}
-			live := func(snap *leak.Snapshot, names map[uint64][]string) []string {
-				var live []string
-				for _, a := range snap.Allocs {
-					fn := ""
-					if n := names[a.StackID]; len(n) > 0 {
-						fn = n[0]
-					}
-					live = append(live, fmt.Sprintf("%d %s", a.Size, fn))
-				}
-				slices.Sort(live)
-				return live
-			}
-
 			snap, names, c, st := exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, testProg(t, "pairs"), "5000")
 			if !st.Known || st.Code != 0 {
 				t.Errorf("pairs: exit status = %+v, want code 0", st)
@@ -468,7 +462,7 @@ func TestOtherAllocators(t *testing.T) {
 			}
 			want = append(want, tc.own...)
 			slices.Sort(want)
-			if got := live(snap, names); !slices.Equal(got, want) {
+			if got := liveSites(snap, names); !slices.Equal(got, want) {
 				t.Errorf("pairs: live at exit: %q, want %q", got, want)
 			}
 			// 65 warm-up pairs and 5000 timed ones.
@@ -489,7 +483,7 @@ func TestOtherAllocators(t *testing.T) {
 			}
 			want = append([]string{"72704 ", "777 _ZN3geo5ArenaIcE3rawEm", fresh}, tc.own...)
 			slices.Sort(want)
-			if got := live(snap, names); !slices.Equal(got, want) {
+			if got := liveSites(snap, names); !slices.Equal(got, want) {
 				t.Errorf("cppleak: live at exit:\n got %q\nwant %q", got, want)
 			}
 			// 800 blocks from new, freed with delete, each counted once

@@ -457,23 +457,33 @@ func TestSignal47WritesHeapDump(t *testing.T) {
 // and returns its pid, mdtrace's standard error and its leak report.
 func attachToAttachee(t *testing.T, env []string) (pid, stderr, report string) {
 	t.Helper()
+	pid, stderr, log := attachAndRun(t, env, "done", prog("attachee"))
+	msgs := logMessages(t, log, pid)
+	return pid, stderr, normalizeLeakReport(t, msgs, prog("attachee"))
+}
+
+// attachAndRun starts argv with env added, waits for its "ready" line,
+// attaches "mdtrace -p PID -o 'backtrace leak_track'", then lets it go
+// (a line on its standard input) until it writes done and exits. It
+// returns its pid, mdtrace's standard error and log.
+func attachAndRun(t *testing.T, env []string, done string, argv ...string) (pid, stderr, log string) {
+	t.Helper()
 	dir := t.TempDir()
-	target := startEnv(t, env, prog("attachee"))
+	target := startEnv(t, env, argv[0], argv[1:]...)
 	target.expectLine(t, "ready")
 	pid = fmt.Sprint(target.cmd.Process.Pid)
 	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	io.WriteString(target.stdin, "go\n")
-	target.expectLine(t, "done")
+	target.expectLine(t, done)
 	target.stdin.Close()
 	if code := target.wait(t); code != 0 {
-		t.Errorf("attachee exit status %d", code)
+		t.Errorf("%s exit status %d", argv[0], code)
 	}
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
-	return pid, m.stderr.String(), normalizeLeakReport(t, msgs, prog("attachee"))
+	return pid, m.stderr.String(), readFile(t, dir+"/log")
 }
 
 func TestAttach(t *testing.T) {
@@ -826,22 +836,8 @@ func TestCPlusPlusNamesProbed(t *testing.T) {
 		}
 	})
 	t.Run("attached", func(t *testing.T) {
-		dir := t.TempDir()
-		target := start(t, prog("cppleak"), "hold")
-		target.expectLine(t, "ready")
-		pid := fmt.Sprint(target.cmd.Process.Pid)
-		m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
-		waitFile(t, dir+"/ready")
-		io.WriteString(target.stdin, "go\n")
-		target.expectLine(t, "cppleak: done")
-		target.stdin.Close()
-		if code := target.wait(t); code != 0 {
-			t.Errorf("cppleak exit status %d", code)
-		}
-		if code := m.wait(t); code != 0 {
-			t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-		}
-		if got := leakFrames(t, readFile(t, dir+"/log"), pid); !slices.Equal(got, want) {
+		pid, _, log := attachAndRun(t, nil, "cppleak: done", prog("cppleak"), "hold")
+		if got := leakFrames(t, log, pid); !slices.Equal(got, want) {
 			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})

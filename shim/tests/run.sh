@@ -430,20 +430,15 @@ EOF
 run cxx "guard fill free_track" 0 "$T/cxx_test" <<EOF
 cxx done
 EOF
-run cxx_fail "guard fill" 0 "$T/cxx_test" fail <<EOF
+for opts in "guard fill" ""; do
+	run "cxx_fail [$opts]" "$opts" 0 "$T/cxx_test" fail <<EOF
 new(huge): bad_alloc
 new[](huge, 64): new_handler called 2 times, then bad_alloc
 nothrow: null null
 new(0): two blocks
 new(100, 4096): aligned
 EOF
-run "cxx_fail [no options]" "" 0 "$T/cxx_test" fail <<EOF
-new(huge): bad_alloc
-new[](huge, 64): new_handler called 2 times, then bad_alloc
-nothrow: null null
-new(0): two blocks
-new(100, 4096): aligned
-EOF
+done
 run cxx_corrupt "guard" 0 "$T/cxx_test" corrupt <<EOF
 $DIV
 E +++ ALLOCATION P SIZE 100 HAS A CORRUPTED FRONT GUARD
