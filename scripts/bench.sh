@@ -63,7 +63,7 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mdtrace-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-order=(native floor pointfloor sitefloor attach sites sample4k sample64k shimsites shimsample record checks shim heaptrack memcheck massif)
+order=(native floor pointfloor sitefloor attach sites sample4k sample64k shimsites shimsample record checks shim jenative jeattach heaptrack memcheck massif)
 declare -A label=(
 	[native]="native"
 	[floor]="floor: empty probes on malloc, free"
@@ -78,12 +78,17 @@ declare -A label=(
 	[record]="launch, sites: record_allocs"
 	[checks]="launch: bt=16 guard fill free_track"
 	[shim]="shim alone: guard fill"
+	[jenative]="jemalloc preloaded: native"
+	[jeattach]="  the same, attach style bt=16"
 	[heaptrack]="heaptrack"
 	[memcheck]="valgrind memcheck"
 	[massif]="valgrind massif"
 )
 # The rows that need a tool that may be missing.
 declare -A tool=([heaptrack]=heaptrack [memcheck]=valgrind [massif]=valgrind)
+# The rows that need a library that may be missing.
+jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+declare -A library=([jenative]=$jemalloc [jeattach]=$jemalloc)
 # The rows that trace the first process only: the empty probes, heaptrack
 # (its preload library leaves the children alone) and valgrind as run here
 # (with --trace-children=yes it takes 280 ms a child on these machines).
@@ -112,6 +117,10 @@ run_config() {
 		;;
 	checks) bin/mdtrace -o "backtrace=16 guard fill free_track" --log /dev/null -- "$@" ;;
 	shim) LD_PRELOAD=$shim LIBC_DEBUG_MALLOC_OPTIONS="guard fill" "$@" ;;
+	# Another allocator: jemalloc's malloc and free start with a compare
+	# and register moves, and mdtrace probes their first branches.
+	jenative) LD_PRELOAD=$jemalloc "$@" ;;
+	jeattach) LD_PRELOAD=$jemalloc bin/mdtrace --no-preload -o backtrace=16 --log /dev/null -- "$@" ;;
 	# The sampler's own cost, its decision and its set of sampled blocks:
 	# the shim's hooks calling unprobed sites, without and with sampling.
 	shimsites) LD_PRELOAD=$shim "$@" ;;
@@ -191,7 +200,7 @@ ratio() {
 }
 
 # The configurations without probes, timed over FAST_N pairs.
-declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1)
+declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1 [jenative]=1)
 declare -A med  # WORKLOAD/CONFIG: median
 declare -A runs # WORKLOAD/CONFIG: the measurements, in round order
 declare -A why # WORKLOAD/CONFIG: why there is none
@@ -210,6 +219,9 @@ bench() {
 	for cfg in "${order[@]}"; do
 		if [[ -n ${tool[$cfg]:-} ]] && ! command -v "${tool[$cfg]}" >/dev/null 2>&1; then
 			why[$wl/$cfg]="${tool[$cfg]} not installed"
+		fi
+		if [[ -n ${library[$cfg]:-} && ! -e ${library[$cfg]} ]]; then
+			why[$wl/$cfg]="${library[$cfg]##*/} not installed"
 		fi
 		if [[ $wl == procs && -n ${nochildren[$cfg]:-} ]]; then
 			why[$wl/$cfg]="does not follow children"
@@ -348,6 +360,10 @@ for wl in "${workloads[@]}"; do
 	# cost nothing: the probes' own costs.
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  bound: floor at probe points / site floor" \
 		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/sitefloor]:-}")x"
+done
+for wl in "${workloads[@]}"; do
+	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
+		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
 done
 for wl in "${workloads[@]}"; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "shim sampling 4096 / shim sites, no probes" \
