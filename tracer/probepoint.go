@@ -79,10 +79,14 @@ var errUnknownInst = errors.New("unknown instruction")
 
 // entryUse is what an entry probe reads of a call: the first args argument
 // registers and the stack and frame pointers, and, with nullSkipped,
-// nothing of a call whose first argument is null.
+// nothing of a call whose first argument is null. With noDeref the
+// instructions skipped may not read memory at an address computed from the
+// arguments: verify_pointers must see a bad pointer before the allocator
+// reads through it and faults.
 type entryUse struct {
 	args        int
 	nullSkipped bool
+	noDeref     bool
 }
 
 // probePoint returns where in the function at fs to put its entry probe:
@@ -120,6 +124,11 @@ func probePoint(r io.ReaderAt, fs funcSym, use entryUse) uint64 {
 // when there is none within maxSkipped instructions.
 func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 	nullTested := false
+	// The registers whose value derives from the arguments.
+	var tainted uint32
+	for _, r := range argRegs[:min(use.args, len(argRegs))] {
+		tainted |= 1 << r
+	}
 	for i := 0; i <= maxSkipped && at < len(code); i++ {
 		if bytes.HasPrefix(code[at:], endbr64) {
 			at += len(endbr64)
@@ -145,9 +154,10 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 			return at, true
 		case inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI:
 			nullTested = use.nullSkipped
-		case !harmless(inst, use.args):
+		case !harmless(inst, use.args), use.noDeref && derefs(inst, tainted):
 			return at, false
 		}
+		tainted = taint(inst, tainted)
 		at += inst.Len
 	}
 	return at, false
@@ -231,6 +241,62 @@ func harmless(inst x86asm.Inst, args int) bool {
 	return true
 }
 
+// isTainted reports whether an instruction argument reads a register of
+// tainted: a register, or a memory operand's base or index.
+func isTainted(a x86asm.Arg, tainted uint32) bool {
+	switch a := a.(type) {
+	case x86asm.Reg:
+		n := regNum(a)
+		return n >= 0 && tainted&(1<<n) != 0
+	case x86asm.Mem:
+		return isTainted(a.Base, tainted) || isTainted(a.Index, tainted)
+	}
+	return false
+}
+
+// derefs reports whether inst reads memory at an address computed from a
+// register of tainted (lea computes an address without reading it).
+func derefs(inst x86asm.Inst, tainted uint32) bool {
+	if inst.Op == x86asm.LEA || inst.Op == x86asm.NOP {
+		return false
+	}
+	for _, a := range inst.Args {
+		if m, ok := a.(x86asm.Mem); ok && isTainted(m, tainted) {
+			return true
+		}
+	}
+	return false
+}
+
+// taint returns the registers deriving from the arguments after inst, one
+// that harmless allows: its destination derives from them if a source does
+// or, when the instruction also reads it or writes only its low 8 or 16
+// bits, if it did.
+func taint(inst x86asm.Inst, tainted uint32) uint32 {
+	dst, ok := inst.Args[0].(x86asm.Reg)
+	n := regNum(dst)
+	if !ok || n < 0 {
+		return tainted
+	}
+	keeps := dst < x86asm.EAX // a partial write keeps the upper bits
+	from := false
+	switch inst.Op {
+	case x86asm.TEST, x86asm.CMP, x86asm.NOP:
+		return tainted
+	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA:
+	default:
+		// Read-modify-write: add, and, shr, neg, ...
+		keeps = true
+	}
+	for _, a := range inst.Args[1:] {
+		from = from || isTainted(a, tainted)
+	}
+	if from || keeps && tainted&(1<<n) != 0 {
+		return tainted | 1<<n
+	}
+	return tainted &^ (1 << n)
+}
+
 // isConditionalJump reports whether op is a jcc.
 func isConditionalJump(op x86asm.Op) bool {
 	switch op {
@@ -289,7 +355,7 @@ func ProbeOffset(path, symbol string) (uint64, error) {
 	use := entryUse{args: 1}
 	for _, ep := range entryPoints {
 		if ep.symbol == symbol {
-			use = ep.use()
+			use = ep.use(false)
 		}
 	}
 	return entryProbe(path, fs, use), nil

@@ -34,7 +34,7 @@ var (
 	shrRAX    = []byte{0x48, 0xc1, 0xe8, 0x1a}                   // shr $0x1a,%rax
 	andEAX    = []byte{0x25, 0xf0, 0x00, 0x00, 0x00}             // and $0xf0,%eax
 	addFSRAX  = []byte{0x64, 0x48, 0x03, 0x04, 0x25, 0, 0, 0, 0} // add %fs:0x0,%rax
-	cmpRCXRAX = []byte{0x48, 0x39, 0xc8}                         // cmp %rcx,%rax
+	cmpRAXRCX = []byte{0x48, 0x3b, 0x88, 0xb0, 0x01, 0x00, 0x00} // cmp 0x1b0(%rax),%rcx
 	movRSIRDI = []byte{0x48, 0x89, 0xf7}                         // mov %rsi,%rdi
 	movzblESI = []byte{0x0f, 0xb6, 0x34, 0x02}                   // movzbl (%rdx,%rax,1),%esi
 	movbDIL   = []byte{0x40, 0xb7, 0x00}                         // mov $0x0,%dil
@@ -44,11 +44,16 @@ var (
 	cmpRDI    = []byte{0x48, 0x81, 0xff, 0x00, 0x10, 0x00, 0x00} // cmp $0x1000,%rdi
 	leaRAX    = []byte{0x48, 0x8d, 0x47, 0x07}                   // lea 0x7(%rdi),%rax
 	je16      = []byte{0x66, 0x74, 0x02}                         // data16 je .+5
+	movHeader = []byte{0x48, 0x8b, 0x47, 0xf8}                   // mov -0x8(%rdi),%rax
+	movRAXRCX = []byte{0x48, 0x8b, 0x08}                         // mov (%rax),%rcx
+	movEAX0   = []byte{0xb8, 0x00, 0x00, 0x00, 0x00}             // mov $0x0,%eax
+	movAL0    = []byte{0xb0, 0x00}                               // mov $0x0,%al
 )
 
 // jemallocFree is how jemalloc 5.3's free starts: register moves, loads and
-// arithmetic, then its first branch, at offset 34.
-var jemallocFree = code(movRDIRAX, movRIPRDX, movRDIRCX, shrRAX, andEAX, addFSRAX, cmpRCXRAX, jne(1), ret, ret)
+// arithmetic (the last load at an address computed from the pointer), then
+// its first branch, at offset 38.
+var jemallocFree = code(movRDIRAX, movRIPRDX, movRDIRCX, shrRAX, andEAX, addFSRAX, cmpRAXRCX, jne(1), ret, ret)
 
 func je(rel int8) []byte { return []byte{0x74, byte(rel)} }
 
@@ -70,6 +75,8 @@ func code(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 func TestProbePoint(t *testing.T) {
 	free := entryUse{args: 1, nullSkipped: true}
 	one, two, three := entryUse{args: 1}, entryUse{args: 2}, entryUse{args: 3}
+	// verify_pointers: nothing skipped reads through the pointer.
+	strict, strictFree := entryUse{args: 1, noDeref: true}, entryUse{args: 1, nullSkipped: true, noDeref: true}
 	many := slices.Repeat([][]byte{cmpbRIP}, maxSkipped)
 	for _, tc := range []struct {
 		name string
@@ -95,8 +102,18 @@ func TestProbePoint(t *testing.T) {
 		{"compare, mov, push", code(cmpbRIP, movRDIRBX, pushRBP, ret), one, 10},
 		// jemalloc 5.3's malloc: the probe goes on its first branch.
 		{"jemalloc malloc", code(cmpRDI, ja(4), leaRAX, ret, ret), one, 7},
-		{"jemalloc free", jemallocFree, free, 34},
+		{"jemalloc free", jemallocFree, free, 38},
 		{"jemalloc free, rdx an argument", jemallocFree, three, 0},
+		{"jemalloc free, verify_pointers", jemallocFree, strictFree, 0},
+		{"header read", code(movHeader, pushRBP, ret), one, 4},
+		{"header read, verify_pointers", code(movHeader, pushRBP, ret), strict, 0},
+		{"global read, verify_pointers", code(movRIPRDX, pushRBP, ret), strict, 7},
+		{"lea of the pointer, verify_pointers", code(leaRAX, pushRBP, ret), strict, 4},
+		{"read through a lea of it", code(leaRAX, movRAXRCX, pushRBP, ret), strict, 0},
+		{"read through a copy", code(movRDIRAX, movzblESI, pushRBP, ret), strict, 0},
+		{"read through other registers", code(movRIPRDX, movzblESI, pushRBP, ret), strict, 11},
+		{"copy overwritten", code(movRDIRAX, movEAX0, movRAXRCX, pushRBP, ret), strict, 11},
+		{"copy's low byte overwritten", code(movRDIRAX, movAL0, movRAXRCX, pushRBP, ret), strict, 0},
 		{"second argument written", code(movzblESI, pushRBP, ret), one, 4},
 		{"second argument written, two arguments", code(movzblESI, pushRBP, ret), two, 0},
 		{"first argument written", code(cmpbRIP, movRSIRDI, pushRBP, ret), one, 0},
@@ -203,7 +220,7 @@ func checkPoints(t *testing.T, lib string) map[string]funcSym {
 		if !ok {
 			continue
 		}
-		pt := probePoint(f, fs, ep.use())
+		pt := probePoint(f, fs, ep.use(false))
 		inst := instAt(t, f, pt)
 		if pt != fs.off && !emulated(inst) {
 			t.Errorf("%s: %s's probe at entry+%d on %v", lib, ep.symbol, pt-fs.off, inst)
@@ -342,7 +359,7 @@ func FuzzProbePoint(f *testing.F) {
 	f.Add(jemallocFree, true, uint8(1))
 	f.Fuzz(func(t *testing.T, fn []byte, nullSkipped bool, args uint8) {
 		const off = 0x40
-		use := entryUse{args: int(args % 7), nullSkipped: nullSkipped}
+		use := entryUse{args: int(args % 7), nullSkipped: nullSkipped, noDeref: args&0x80 != 0}
 		file := append(make([]byte, off), fn...)
 		fs := funcSym{off: off, size: uint64(len(fn))}
 		pt := probePoint(bytes.NewReader(file), fs, use)
@@ -356,7 +373,12 @@ func FuzzProbePoint(f *testing.F) {
 		if inst, err := decode(fn[at:]); err != nil || !emulated(inst) {
 			t.Fatalf("probePoint = entry+%d, on %v (%v)", at, inst, err)
 		}
-		// What was skipped changes nothing the probe reads.
+		// What was skipped changes nothing the probe reads, nor, with
+		// noDeref, reads through it.
+		tainted := uint32(0)
+		for _, r := range argRegs[:min(use.args, len(argRegs))] {
+			tainted |= 1 << r
+		}
 		for pc, tested := 0, false; pc < at; {
 			inst, err := decode(fn[pc:])
 			if err != nil {
@@ -367,6 +389,10 @@ func FuzzProbePoint(f *testing.F) {
 			default:
 				t.Fatalf("probePoint = entry+%d past %v at %d", at, inst, pc)
 			}
+			if use.noDeref && derefs(inst, tainted) {
+				t.Fatalf("probePoint = entry+%d past %v at %d, which reads through an argument", at, inst, pc)
+			}
+			tainted = taint(inst, tainted)
 			tested = use.nullSkipped && inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI
 			pc += inst.Len
 		}
@@ -425,10 +451,14 @@ func TestOtherAllocators(t *testing.T) {
 		lib      string
 		ownFrees uint64   // blocks the allocator frees itself
 		own      []string // blocks the allocator leaves live itself (from new: unseen without its operators)
+		// Whether free's probe moves with verify_pointers: jemalloc's
+		// free reads its radix tree at an address from the pointer
+		// before it branches.
+		verifyMoves bool
 	}{
-		{"", 0, nil},
-		{"libjemalloc.so.2", 0, nil},
-		{"libtcmalloc_minimal.so.4", 2, []string{"16 _ZN13TCMallocGuardC1Ev", "8 _ZN15MallocExtension8RegisterEPS_"}},
+		{"", 0, nil, false},
+		{"libjemalloc.so.2", 0, nil, false},
+		{"libtcmalloc_minimal.so.4", 2, []string{"16 _ZN13TCMallocGuardC1Ev", "8 _ZN15MallocExtension8RegisterEPS_"}, true},
 	} {
 		name := tc.lib
 		if name == "" {
@@ -444,9 +474,13 @@ func TestOtherAllocators(t *testing.T) {
 				offs := checkPoints(t, canonical(path))
 				for _, sym := range []string{"malloc", "free"} {
 					ep := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == sym })]
-					if pt := entryProbe(canonical(path), offs[sym], ep.use()); pt == offs[sym].off {
+					if pt := entryProbe(canonical(path), offs[sym], ep.use(false)); pt == offs[sym].off {
 						t.Errorf("%s's probe stays on its entry", sym)
 					}
+				}
+				free := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == "free" })]
+				if pt := entryProbe(canonical(path), offs["free"], free.use(true)); (pt != offs["free"].off) != tc.verifyMoves {
+					t.Errorf("with verify_pointers, free's probe at entry+%d (moved: want %v)", pt-offs["free"].off, tc.verifyMoves)
 				}
 				env = append(env, "LD_PRELOAD="+path)
 			}

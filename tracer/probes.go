@@ -409,9 +409,10 @@ type entryPoint struct {
 }
 
 // use is what the entry probe of ep reads (see probePoint): free's and
-// operator delete's ignore a null pointer.
-func (ep entryPoint) use() entryUse {
-	return entryUse{args: ep.args, nullSkipped: ep.call == callFree || ep.call == callDelete}
+// operator delete's ignore a null pointer. With verify, the pointers it
+// checks must reach it before the function reads through them.
+func (ep entryPoint) use(verify bool) entryUse {
+	return entryUse{args: ep.args, nullSkipped: ep.call == callFree || ep.call == callDelete, noDeref: verify}
 }
 
 // name is how mdtrace names ep to the user: a C++ operator by its C++ name.
@@ -613,7 +614,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 		off := fs.off
 		if prog == p.objs.AllocEntry {
-			off = entryProbe(lib, fs, ep.use())
+			off = entryProbe(lib, fs, ep.use(p.verify))
 		}
 		// Nor one whose probe would be single-stepped (libstdc++'s
 		// nothrow forms: endbr64, then sub $8,%rsp): its block keeps

@@ -46,6 +46,9 @@ func checkAbortLog(t *testing.T, log, pid, progPath, want string) {
 	}
 }
 
+// jemalloc is Debian's libjemalloc2.
+const jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
 // glibcError is how glibc's free reports the pointers it catches itself
 // before it aborts; with abort_on_error the program dies before glibc
 // sees the pointer.
@@ -59,16 +62,27 @@ var glibcError = regexp.MustCompile(`free\(\): [a-z ]+`)
 func TestAbortOnError(t *testing.T) {
 	needRoot(t)
 	abort := 128 + int(syscall.SIGABRT)
-	for _, mode := range []struct{ name, flag, golden string }{
-		{"sites", "--shim=", "verify_pointers_shim.txt"},
-		{"no-preload", "--no-preload", "verify_pointers.txt"},
+	for _, mode := range []struct {
+		name, flag, golden string
+		env                []string
+	}{
+		{"sites", "--shim=", "verify_pointers_shim.txt", nil},
+		{"no-preload", "--no-preload", "verify_pointers.txt", nil},
+		// jemalloc's free reads through the pointer before its first
+		// branch: with verify_pointers its probe stays on the entry.
+		{"jemalloc", "--no-preload", "verify_pointers.txt", []string{"LD_PRELOAD=" + jemalloc}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
+			if mode.env != nil {
+				if _, err := os.Stat(jemalloc); err != nil {
+					t.Skipf("libjemalloc2 is not installed (make deps installs it): %v", err)
+				}
+			}
 			want := goldenSections(t, mode.golden)
 			for _, m := range []string{"usable", "double", "interior"} {
 				t.Run(m, func(t *testing.T) {
 					logPath := filepath.Join(t.TempDir(), "log")
-					r := runMdtrace(t, modeFlag(mode.flag), "-o", "verify_pointers abort_on_error", "--log", logPath, "--", prog("verify"), m)
+					r := runMdtraceEnv(t, mode.env, modeFlag(mode.flag), "-o", "verify_pointers abort_on_error", "--log", logPath, "--", prog("verify"), m)
 					if r.code != abort {
 						t.Errorf("exit status %d, want %d; stderr:\n%s", r.code, abort, r.stderr)
 					}

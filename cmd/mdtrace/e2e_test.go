@@ -97,7 +97,17 @@ type result struct {
 // runMdtrace runs mdtrace to completion with a timeout.
 func runMdtrace(t *testing.T, args ...string) result {
 	t.Helper()
+	return runMdtraceEnv(t, nil, args...)
+}
+
+// runMdtraceEnv is runMdtrace with env added to mdtrace's environment,
+// which a command it launches inherits.
+func runMdtraceEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(mdtraceBin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
