@@ -751,7 +751,8 @@ func (s *session) probeRuntime(p *proc, path string) {
 	if len(libs) == 0 || slices.Contains(libs, path) || tracer.IsShim(libs[0]) {
 		return
 	}
-	if err := s.attach(p, path); err != nil {
+	// A process that is gone has no more blocks to name.
+	if err := s.attach(p, path); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("process %d: %v; blocks from new keep the runtime's frame instead of new's caller", p.pid, err)
 	}
 }
