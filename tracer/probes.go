@@ -548,7 +548,10 @@ type probeSite struct {
 // pid only: other processes that map the same file pay nothing. It fails
 // when malloc, free, calloc or realloc cannot be probed; an *AttachError
 // lists optional functions that could not be. When lib is mdtrace's shim,
-// its two probe sites are probed instead of the allocator's functions.
+// its two probe sites are probed instead of the allocator's functions. When
+// lib is a C++ runtime that defines operator new but not malloc, only its
+// news are probed, for backtraces (see runtimeNews), and only when
+// backtraces are taken; the process's Attached list stays the allocator's.
 //
 // Where the kernel has uprobe_multi links (6.6), all entry probes form one
 // link and all return probes another, so that attaching and detaching
