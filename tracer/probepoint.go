@@ -40,7 +40,8 @@ import (
 //     With nullSkipped (a function whose probe ignores a null first
 //     argument: free), a "test %rdi,%rdi" may be followed by a je, and the
 //     probe goes on the fall-through path, the one a non-null pointer
-//     takes.
+//     takes; or, when that path reaches no instruction the kernel
+//     emulates, on the je itself.
 //   - It lands on an instruction the kernel emulates: a push of a register,
 //     a jump or a conditional jump. Every call passes it once, as it passes
 //     the entry. Otherwise nothing would be saved, and the entry is kept.
@@ -129,6 +130,17 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 	for _, r := range argRegs[:min(use.args, len(argRegs))] {
 		tainted |= 1 << r
 	}
+	// The null test's je, where the probe goes when the path past it
+	// reaches no instruction the kernel emulates: it sees null pointers
+	// too, which the probe ignores (jemalloc's sized delete: test, je,
+	// then sub $8,%rsp).
+	je := -1
+	fail := func() (int, bool) {
+		if je >= 0 {
+			return je, true
+		}
+		return at, false
+	}
 	for i := 0; i <= maxSkipped && at < len(code); i++ {
 		if bytes.HasPrefix(code[at:], endbr64) {
 			at += len(endbr64)
@@ -136,18 +148,19 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 		}
 		inst, err := decode(code[at:])
 		if err != nil {
-			return at, false
+			return fail()
 		}
 		tested := nullTested
 		nullTested = false
 		switch {
-		case inst.Op == x86asm.JE && tested:
+		case inst.Op == x86asm.JE && tested && emulated(inst):
 			// The null path leaves, unprobed: the probe ignores a
 			// null pointer.
 			rel, _ := inst.Args[0].(x86asm.Rel)
+			je = at
 			at += inst.Len
 			if target := at + int(rel); target <= at || target >= len(code) {
-				return at, false
+				return fail()
 			}
 			continue
 		case emulated(inst):
@@ -155,12 +168,12 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 		case inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI:
 			nullTested = use.nullSkipped
 		case !harmless(inst, use.args), use.noDeref && derefs(inst, tainted):
-			return at, false
+			return fail()
 		}
 		tainted = taint(inst, tainted)
 		at += inst.Len
 	}
-	return at, false
+	return fail()
 }
 
 // emulated reports whether the kernel emulates inst when it is probed,

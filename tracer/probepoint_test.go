@@ -133,9 +133,13 @@ func TestProbePoint(t *testing.T) {
 		{"jump to the je", code(cmpbRIP, je(2), jmp(-4), ret), one, 0},
 		// A jump back to the entry itself is a new call: the probe sees it.
 		{"jump to the entry", code(testRDI, je(4), pushRBP, jmp(-8), ret, ret), free, 5},
-		// The null path leaving the function: what it runs is not known.
-		{"je out of the function", code(testRDI, je(100), pushRBP, ret), free, 0},
-		{"je backwards", code(testRDI, je(-5), pushRBP, ret), free, 0},
+		// The null path leaving the function, or back to the entry: the
+		// probe goes on the je, where null pointers pass it too.
+		{"je out of the function", code(testRDI, je(100), pushRBP, ret), free, 3},
+		{"je to the entry", code(testRDI, je(-5), pushRBP, ret), free, 3},
+		// jemalloc's sized delete: past the null test, sub $8,%rsp.
+		{"no point past the null test", code(testRDI, je(14), subRSP, call(0), subRSP, ret, ret), free, 3},
+		{"prefixed null je", code(testRDI, je16, pushRBP, ret, ret), free, 0},
 		{"undecodable bytes", code(testRDI, je(2), pushRBP, ret, ret, []byte{0x06}), free, 0},
 		{"most instructions skipped", code(append(many, pushRBP, ret)...), one, 7 * maxSkipped},
 		{"too many instructions", code(append(many, cmpbRIP, pushRBP, ret)...), one, 0},
@@ -301,7 +305,7 @@ func TestFuncCaches(t *testing.T) {
 		t.Errorf("remembered: %#x, %v", got, ok)
 	}
 	// Replaced by a function the probe must stay on the entry of.
-	write(code(testRDI, je(2), movRSIRDI, ret, ret))
+	write(code(movRSIRDI, pushRBP, ret, ret))
 	if got := entryProbe(path, fs, use); got != off {
 		t.Errorf("after the file changed: entryProbe = %#x, want the entry", got)
 	}
@@ -568,5 +572,42 @@ func TestStepped(t *testing.T) {
 		if got := stepped(path, off); got != want {
 			t.Errorf("stepped at %d = %v, want %v", off, got, want)
 		}
+	}
+}
+
+// TestThunkTarget finds where the thunks among C++'s operators jump: to
+// another function of the file (jemalloc's new[] to its new) or through the
+// PLT (jemalloc's delete[] to free, libstdc++'s new[] to its new).
+func TestThunkTarget(t *testing.T) {
+	for _, tc := range []struct {
+		lib  string
+		want map[string]string
+	}{
+		{"libstdc++.so.6", map[string]string{"_Znam": "_Znwm", "_ZdlPv": "free", "_ZdaPvm": "_ZdaPv"}},
+		{"libjemalloc.so.2", map[string]string{"_Znam": "_Znwm", "_ZdaPv": "free", "_ZdlPvSt11align_val_t": "free"}},
+	} {
+		path := canonical("/usr/lib/x86_64-linux-gnu/" + tc.lib)
+		offs, err := funcOffsets(path)
+		if err != nil {
+			t.Logf("%s: %v (not installed)", tc.lib, err)
+			continue
+		}
+		for sym, want := range tc.want {
+			fs := offs[sym]
+			if !isThunk(path, fs) {
+				t.Errorf("%s: %s is not a thunk", tc.lib, sym)
+				continue
+			}
+			if got, ok := thunkTarget(path, fs, offs); !ok || got != want {
+				t.Errorf("%s: %s jumps to %q (%v), want %q", tc.lib, sym, got, ok, want)
+			}
+		}
+		// A function that is no thunk has no target.
+		if got, ok := thunkTarget(path, offs["_Znwm"], offs); ok {
+			t.Errorf("%s: operator new jumps to %q", tc.lib, got)
+		}
+	}
+	if _, ok := stubTarget("/nonexistent", 0x1000); ok {
+		t.Error("a stub in a missing file")
 	}
 }

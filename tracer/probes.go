@@ -488,6 +488,13 @@ var runtimeNews = func() []entryPoint {
 	return out
 }()
 
+// probedHere reports whether Attach probes the function name of a file
+// with the functions offsets as an allocator.
+func probedHere(name string, offsets map[string]funcSym) bool {
+	_, defined := offsets[name]
+	return defined && slices.ContainsFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == name })
+}
+
 // IsCxxRuntime reports whether the file at path is a C++ runtime library,
 // whose operator new Attach probes for backtraces (see runtimeNews).
 func IsCxxRuntime(path string) bool {
@@ -614,6 +621,14 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// new) adds nothing: the other's probe sees the same caller.
 		if ep.call == callRuntimeNew && isThunk(lib, fs) {
 			continue
+		}
+		// Nor does an allocator's operator that only jumps to another
+		// function probed here (jemalloc's delete[] to free): the
+		// call is counted there, once.
+		if strings.HasPrefix(ep.symbol, "_Z") && prog == p.objs.AllocEntry && isThunk(lib, fs) {
+			if to, ok := thunkTarget(lib, fs, offsets); ok && probedHere(to, offsets) {
+				continue
+			}
 		}
 		off := fs.off
 		if prog == p.objs.AllocEntry {

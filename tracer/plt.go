@@ -1,0 +1,157 @@
+package tracer
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Where a thunk goes. jemalloc's operator delete[] is "jmp free@plt", its
+// new[] a jump to its own new, libstdc++'s new[] "jmp operator new@plt":
+// a probe on the thunk adds nothing where the function it jumps to is
+// probed too (and for a delete, a return probe and a nested free).
+
+// thunkTarget returns the name of the function a thunk of the file at path
+// (see isThunk) jumps to: one of offsets, the file's own functions, or the
+// function a PLT stub is bound to by its relocation. ok is false when it is
+// not known.
+func thunkTarget(path string, fs funcSym, offsets map[string]funcSym) (name string, ok bool) {
+	at := fs.off
+	inst, err := fileInst(path, at, false)
+	if err == nil && inst.Op == x86asm.NOP { // endbr64
+		at += uint64(inst.Len)
+		inst, err = fileInst(path, at, false)
+	}
+	if err != nil || inst.Op != x86asm.JMP {
+		return "", false
+	}
+	rel, isRel := inst.Args[0].(x86asm.Rel)
+	if !isRel {
+		return "", false
+	}
+	target := uint64(int64(at) + int64(inst.Len) + int64(rel))
+	for name, f := range offsets {
+		if f.off == target {
+			return name, true
+		}
+	}
+	return stubTarget(path, target)
+}
+
+// stubTarget returns the function the PLT stub at file offset off of the
+// file at path is bound to: the symbol of the relocation of the GOT slot
+// its "jmp *slot(%rip)" reads.
+func stubTarget(path string, off uint64) (string, bool) {
+	g, _, err := fromFile(gotCache, path, byID, func() (gotSlots, error) { return readGOT(path) })
+	if err != nil {
+		return "", false
+	}
+	vaddr, ok := g.vaddr(off)
+	if !ok {
+		return "", false
+	}
+	inst, err := fileInst(path, off, true)
+	if err != nil || inst.Op != x86asm.JMP {
+		return "", false
+	}
+	m, isMem := inst.Args[0].(x86asm.Mem)
+	if !isMem || m.Base != x86asm.RIP || m.Index != 0 {
+		return "", false
+	}
+	// The jump's address is relative to its end, past any endbr64.
+	skipped := uint64(0)
+	if head, err := readAt(path, off, len(endbr64)); err == nil && bytes.Equal(head, endbr64) {
+		skipped = uint64(len(endbr64))
+	}
+	name, ok := g.slots[uint64(int64(vaddr+skipped)+int64(inst.Len)+m.Disp)]
+	return name, ok
+}
+
+// gotSlots are the GOT slots of an ELF file with the functions their
+// relocations bind them to, and its executable segments, to turn file
+// offsets into addresses.
+type gotSlots struct {
+	slots map[uint64]string
+	text  []elf.ProgHeader
+}
+
+// vaddr returns the address of file offset off in an executable segment.
+func (g gotSlots) vaddr(off uint64) (uint64, bool) {
+	for _, p := range g.text {
+		if p.Off <= off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr, true
+		}
+	}
+	return 0, false
+}
+
+// gotCache remembers readGOT's answers: 64 files.
+var gotCache = newMemo[fileID, gotSlots](64)
+
+// x86-64 relocation types of GOT slots bound to a symbol.
+const (
+	rX86_64GlobDat  = 6
+	rX86_64JumpSlot = 7
+)
+
+// readGOT reads the JUMP_SLOT and GLOB_DAT relocations of the ELF file at
+// path. A malformed file is an error: debug/elf's panics are recovered.
+func readGOT(path string) (_ gotSlots, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("reading %s: malformed ELF file: %v", path, p)
+		}
+	}()
+	f, err := elf.Open(path)
+	if err != nil {
+		return gotSlots{}, err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return gotSlots{}, err
+	}
+	g := gotSlots{slots: map[uint64]string{}}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			g.text = append(g.text, p.ProgHeader)
+		}
+	}
+	for _, sec := range f.Sections {
+		if sec.Type != elf.SHT_RELA {
+			continue
+		}
+		data, err := sec.Data()
+		if err != nil {
+			return gotSlots{}, err
+		}
+		for ; len(data) >= 24; data = data[24:] {
+			off := binary.LittleEndian.Uint64(data)
+			info := binary.LittleEndian.Uint64(data[8:])
+			sym, typ := info>>32, info&0xffffffff
+			if (typ == rX86_64JumpSlot || typ == rX86_64GlobDat) && sym > 0 && int(sym) <= len(syms) {
+				name, _, _ := bytes.Cut([]byte(syms[sym-1].Name), []byte("@"))
+				g.slots[off] = string(name)
+			}
+		}
+	}
+	return g, nil
+}
+
+// readAt reads n bytes at offset off of the file at path.
+func readAt(path string, off uint64, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, int64(off)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
