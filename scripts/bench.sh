@@ -51,7 +51,7 @@ if ((SLOW_ROUNDS > ROUNDS)); then
 fi
 shim=$PWD/bin/libmdshim.so
 sql=scripts/bench_sqlite.sql
-for f in bin/mdtrace bin/mdbench "$shim" testdata/pairs testdata/pairs_mt; do
+for f in bin/mdtrace bin/mdbench "$shim" testdata/pairs testdata/pairs_mt testdata/newpairs; do
 	[[ -e $f ]] || { echo "bench.sh: no $f: run make bench" >&2; exit 1; }
 done
 # The shim alone must really run: a shim LD_PRELOAD cannot load would
@@ -145,16 +145,16 @@ sample() {
 	local wl=$1 cfg=$2 out t0 t1
 	sleep "$SETTLE"
 	case $wl in
-	pairs | pairs_mt)
+	pairs | pairs_mt | newpairs)
 		# The rows without probes take a few milliseconds at N pairs:
 		# they make FAST_N, for a run long enough to time.
 		local n=$N
 		if [[ -n ${fast[$cfg]:-} ]]; then
 			n=$FAST_N
 		fi
-		local args=(testdata/pairs "$n")
+		local args=(testdata/"$wl" "$n")
 		if [[ $wl == pairs_mt ]]; then
-			args=(testdata/pairs_mt "$n" "$THREADS")
+			args+=("$THREADS")
 		fi
 		if out=$(run_config "$cfg" "${args[@]}" </dev/null 2>"$tmp/err.$cfg"); then
 			out=$(awk '/^pairs / {print $3; exit}' <<<"$out")
@@ -204,17 +204,27 @@ declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1 [jenative]=1)
 declare -A med  # WORKLOAD/CONFIG: median
 declare -A runs # WORKLOAD/CONFIG: the measurements, in round order
 declare -A why # WORKLOAD/CONFIG: why there is none
-declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
+declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [newpairs]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
 declare -A title=(
 	[pairs]="testdata/pairs $N: malloc/free pairs (rows without probes: $FAST_N)"
 	[pairs_mt]="testdata/pairs_mt $N $THREADS: pairs in $THREADS threads, wall clock (rows without probes: $FAST_N)"
 	[sqlite3]="sqlite3 < $sql: whole run (wall clock)"
 	[procs]="sh running /bin/true $PROCS times: wall clock per child, mdtrace's start and exit included"
+	[newpairs]="testdata/newpairs $N: C++ new/delete and new[]/delete[] pairs (rows without probes: $FAST_N)"
 )
+# The configurations a workload runs, where not all of them: C++'s new and
+# delete under glibc's libstdc++ (new calls malloc; without the shim its
+# operator new has a probe of its own for backtraces) and under jemalloc
+# (its own operators, probed as allocation functions).
+declare -A only=([newpairs]="native attach sites jenative jeattach")
 
 # bench WORKLOAD: measures every configuration and prints the table.
 bench() {
 	local wl=$1 r cfg s
+	local -a order=("${order[@]}")
+	if [[ -n ${only[$wl]:-} ]]; then
+		read -r -a order <<<"${only[$wl]}"
+	fi
 	declare -A samples=()
 	for cfg in "${order[@]}"; do
 		if [[ -n ${tool[$cfg]:-} ]] && ! command -v "${tool[$cfg]}" >/dev/null 2>&1; then
@@ -338,7 +348,7 @@ if command -v sqlite3 >/dev/null 2>&1; then
 else
 	echo "sqlite3 not installed: its workload is skipped"
 fi
-for wl in "${workloads[@]}" procs; do
+for wl in "${workloads[@]}" newpairs procs; do
 	bench "$wl"
 done
 echo
@@ -361,10 +371,14 @@ for wl in "${workloads[@]}"; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  bound: floor at probe points / site floor" \
 		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/sitefloor]:-}")x"
 done
-for wl in "${workloads[@]}"; do
+for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
 		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
 done
+printf '  %-9s %-44s %8s  (for information)\n' newpairs "attach style: new/delete / malloc/free pairs" \
+	"$(ratio "${med[newpairs/attach]:-}" "${med[pairs/attach]:-}")x"
+printf '  %-9s %-44s %8s  (for information)\n' newpairs "with sites: new/delete / malloc/free pairs" \
+	"$(ratio "${med[newpairs/sites]:-}" "${med[pairs/sites]:-}")x"
 for wl in "${workloads[@]}"; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "shim sampling 4096 / shim sites, no probes" \
 		"$(ratio "${med[$wl/shimsample]:-}" "${med[$wl/shimsites]:-}")x"
