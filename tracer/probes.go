@@ -502,10 +502,12 @@ func IsCxxRuntime(path string) bool {
 	return strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so")
 }
 
-// IsShim reports whether the ELF file at path has the shim's probe sites.
-func IsShim(path string) bool {
+// DefinesNew reports whether the ELF file at path defines C++'s operator
+// new, as the shim, jemalloc and tcmalloc do.
+func DefinesNew(path string) bool {
 	offsets, err := funcOffsets(path)
-	return err == nil && hasShimSites(offsets)
+	_, ok := offsets["_Znwm"]
+	return err == nil && ok
 }
 
 // Cookies of the shim's probe sites; they mirror enum site in

@@ -845,6 +845,21 @@ func TestCPlusPlusNamesProbed(t *testing.T) {
 			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
+	// jemalloc's own operator new is probed as an allocation function:
+	// the backtrace is taken where it returns.
+	t.Run("jemalloc", func(t *testing.T) {
+		if _, err := os.Stat(jemalloc); err != nil {
+			t.Skipf("libjemalloc2 is not installed (make deps installs it): %v", err)
+		}
+		logPath := filepath.Join(t.TempDir(), "log")
+		r := runMdtraceEnv(t, []string{"LD_PRELOAD=" + jemalloc}, "-o", "backtrace leak_track", "--log", logPath, "--", prog("cppleak"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		if got := leakFrames(t, readFile(t, logPath), ""); !slices.Equal(got, want) {
+			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
 	t.Run("attached", func(t *testing.T) {
 		pid, _, log := attachAndRun(t, nil, "cppleak: done", prog("cppleak"), "hold")
 		if got := leakFrames(t, log, pid); !slices.Equal(got, want) {

@@ -739,8 +739,9 @@ func (s *session) rememberLibrary(lib tracer.Library) {
 
 // probeRuntime probes the operator new of a C++ runtime library the process
 // has loaded, once, so that a block from new has new's caller in its
-// backtrace (see tracer.Attach). Not where the shim is the allocator: its
-// own operator new takes the runtime's place.
+// backtrace (see tracer.Attach). Not where the allocator has an operator
+// new of its own, which takes the runtime's place: the shim's, jemalloc's,
+// tcmalloc's (preloaded, or linked before the runtime as usual).
 func (s *session) probeRuntime(p *proc, path string) {
 	if !tracer.IsCxxRuntime(path) {
 		return
@@ -748,7 +749,7 @@ func (s *session) probeRuntime(p *proc, path string) {
 	s.pmu.Lock()
 	libs := slices.Clone(p.libs)
 	s.pmu.Unlock()
-	if len(libs) == 0 || slices.Contains(libs, path) || tracer.IsShim(libs[0]) {
+	if len(libs) == 0 || slices.Contains(libs, path) || tracer.DefinesNew(libs[0]) {
 		return
 	}
 	// A process that is gone has no more blocks to name.
