@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -157,8 +158,10 @@ type Probes struct {
 	retireEvery time.Duration
 	// closing counts the links being closed in the background.
 	closing sync.WaitGroup
-	// Attached lists, for each attached process, the entry points probed.
+	// Attached lists, for each attached process, the entry points probed,
+	// and points where in them.
 	attached map[int][]string
+	points   map[int][]ProbePoint
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
 	// count sizes snapshots before the walk; lastLen is the size of each
@@ -246,7 +249,8 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
-		links: map[int][]link.Link{}, attached: map[int][]string{}, watched: map[int]map[string]bool{},
+		links: map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
+		watched:     map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
@@ -578,11 +582,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 		return fmt.Errorf("opening %s: %w", lib, err)
 	}
 	var (
-		sites []probeSite
-		names []string
-		done  = map[uint64]bool{}
-		eps   = entryPoints
-		prog  = p.objs.AllocEntry
+		sites  []probeSite
+		points []ProbePoint
+		names  []string
+		done   = map[uint64]bool{}
+		eps    = entryPoints
+		prog   = p.objs.AllocEntry
 	)
 	_, hasMalloc := offsets["malloc"]
 	_, hasNew := offsets["_Znwm"]
@@ -648,6 +653,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 			ep.ret = true
 		}
 		sites = append(sites, probeSite{ep, off})
+		if prog == p.objs.AllocEntry {
+			points = append(points, pointOf(lib, ep.symbol, fs, off))
+		}
 	}
 	// Before a delete can be hit, free must know to look for one in flight.
 	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == callDelete }) {
@@ -678,6 +686,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 	p.links[pid] = append(p.links[pid], links...)
 	if hasMalloc {
 		p.attached[pid] = names
+		p.points[pid] = points
 	}
 	p.mu.Unlock()
 	if len(failed) > 0 {
@@ -847,6 +856,44 @@ func definedFunc(s elf.Symbol) (name string, ok bool) {
 	}
 	name, _, _ = strings.Cut(s.Name, "@")
 	return name, true
+}
+
+// ProbePoint is where the entry probe of an allocator function went: its
+// offset from the function's entry, the instruction there, and whether the
+// kernel single-steps it (a second trap each call).
+type ProbePoint struct {
+	Symbol  string
+	Offset  uint64
+	Inst    string
+	Stepped bool
+}
+
+func (pt ProbePoint) String() string {
+	s := fmt.Sprintf("%s+%d (%s)", pt.Symbol, pt.Offset, pt.Inst)
+	if pt.Stepped {
+		s += " single-stepped"
+	}
+	return s
+}
+
+// pointOf describes the probe at file offset off in the function fs.
+func pointOf(lib, symbol string, fs funcSym, off uint64) ProbePoint {
+	pt := ProbePoint{Symbol: symbol, Offset: off - fs.off, Inst: "?", Stepped: true}
+	if inst, err := fileInst(lib, off, false); err == nil {
+		pt.Inst, pt.Stepped = strings.ToLower(inst.Op.String()), !emulated(inst)
+		if head, err := readAt(lib, off, len(endbr64)); err == nil && bytes.Equal(head, endbr64) {
+			pt.Inst = "endbr64"
+		}
+	}
+	return pt
+}
+
+// ProbePoints returns where the allocator functions of pid are probed (not
+// the shim's sites, which the kernel calls into without a trap).
+func (p *Probes) ProbePoints(pid int) []ProbePoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.points[pid])
 }
 
 // Attached returns the allocator functions probed for pid.

@@ -49,6 +49,7 @@ func (p *Probes) Release(pid int) {
 	links := p.links[pid]
 	delete(p.links, pid)
 	delete(p.attached, pid)
+	delete(p.points, pid)
 	delete(p.watched, pid)
 	if p.retired.pids == nil {
 		p.retired.pids = map[int]bool{}

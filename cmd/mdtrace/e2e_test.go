@@ -21,6 +21,7 @@ import (
 
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -866,6 +867,51 @@ func TestCPlusPlusNamesProbed(t *testing.T) {
 			t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
+}
+
+// TestVerboseProbePoints: --verbose says where each allocator function's
+// probe went and which ones the kernel single-steps.
+func TestVerboseProbePoints(t *testing.T) {
+	needRoot(t)
+	r := runMdtrace(t, "--no-preload", "--verbose", "-o", "backtrace", "--log", filepath.Join(t.TempDir(), "log"), "--", prog("pairs"), "10")
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	lib, err := tracer.AllocatorOfFile(prog("pairs"), os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := tracer.FuncOffset(lib, "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	point, err := tracer.ProbeOffset(lib, "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := ""
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(l, "mdtrace: probe points: ") {
+			line = l
+		}
+	}
+	// glibc's free: past its null test, on a push.
+	if want := fmt.Sprintf(" free+%d (push),", point-entry); !strings.Contains(line, want) || !strings.HasPrefix(line, "mdtrace: probe points: malloc+") {
+		t.Errorf("stderr:\n%s\nwant a line of probe points with %q", r.stderr, want)
+	}
+	// Without --verbose, no such line.
+	r = runMdtrace(t, "--no-preload", "-o", "backtrace", "--log", filepath.Join(t.TempDir(), "log"), "--", prog("pairs"), "10")
+	if strings.Contains(r.stderr, "probe points") {
+		t.Errorf("without --verbose:\n%s", r.stderr)
+	}
+	// jemalloc's free with verify_pointers: on its first instruction.
+	if _, err := os.Stat(jemalloc); err != nil {
+		t.Skipf("libjemalloc2 is not installed (make deps installs it): %v", err)
+	}
+	r = runMdtraceEnv(t, []string{"LD_PRELOAD=" + jemalloc}, "--no-preload", "--verbose", "-o", "verify_pointers", "--log", filepath.Join(t.TempDir(), "log"), "--", prog("pairs"), "10")
+	if want := " free+0 (mov) single-stepped,"; !strings.Contains(r.stderr, want) {
+		t.Errorf("jemalloc, verify_pointers: stderr:\n%s\nwant %q", r.stderr, want)
+	}
 }
 
 // leakFrames returns the first two frames of cppleak's leaks of 777 and 555

@@ -405,6 +405,15 @@ func (s *session) ready(pid int) error {
 		}
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	if pts := s.probes.ProbePoints(pid); len(pts) > 0 && s.cfg.Has(tracer.Verbose) {
+		// Where each probe went, and which ones trap twice: what a
+		// traced call costs depends on it.
+		var list []string
+		for _, pt := range pts {
+			list = append(list, pt.String())
+		}
+		fmt.Fprintf(s.stderr, "mdtrace: probe points: %s\n", strings.Join(list, ", "))
+	}
 	s.start = time.Now()
 	s.logVerbose(p)
 	return nil
