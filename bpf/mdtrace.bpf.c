@@ -806,12 +806,16 @@ static __always_inline bool nested(struct pt_regs *ctx)
  * and frame pointer from here (AT_NEW). A new inside another (nothrow new
  * calling new, new[] jumping to new) keeps the outer one's.
  */
-static __always_inline int runtime_new(struct pt_regs *ctx)
+static __always_inline int runtime_new(struct pt_regs *ctx, u64 cookie)
 {
 	struct thread_state *ts = thread_state();
-	u64 sp = PT_REGS_SP(ctx);
+	/*
+	 * The probe may sit past a "sub $n,%rsp": the cookie's high half is
+	 * n, and the entry's stack pointer is n bytes up.
+	 */
+	u64 delta = cookie >> 32, sp = PT_REGS_SP(ctx) + delta;
 
-	if (!ts)
+	if (!ts || delta >= NEW_FRAME_MAX)
 		return 0;
 	if (ts->new_sp && sp <= ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX)
 		return 0;
@@ -871,7 +875,8 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 SEC("uprobe")
 int alloc_entry(struct pt_regs *ctx)
 {
-	u32 call = bpf_get_attach_cookie(ctx);
+	u64 cookie = bpf_get_attach_cookie(ctx);
+	u32 call = (u32)cookie;
 	u64 a0 = PT_REGS_PARM1(ctx);
 
 	if (ignored())
@@ -905,7 +910,7 @@ int alloc_entry(struct pt_regs *ctx)
 			return 0;
 		break;
 	case CALL_RUNTIME_NEW:
-		return runtime_new(ctx);
+		return runtime_new(ctx, cookie);
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {

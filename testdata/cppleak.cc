@@ -1,5 +1,5 @@
 // cppleak leaks through C++: malloc inside a template member function of a
-// namespace, and operator new. Before that it calls every form of operator
+// namespace, operator new[] and its nothrow form. Before that it calls every form of operator
 // new and delete 100 times each, and frees all it gets: 800 blocks.
 //
 //   cppleak [hold]
@@ -16,6 +16,7 @@ namespace geo {
 template <class T> struct Arena {
 	__attribute__((noinline)) T *raw(unsigned long n) { return static_cast<T *>(std::malloc(n * sizeof(T))); }
 	__attribute__((noinline)) T *fresh(unsigned long n) { return new T[n]; }
+	__attribute__((noinline)) T *spare(unsigned long n) { return new (std::nothrow) T[n]; }
 };
 } // namespace geo
 
@@ -23,7 +24,7 @@ struct alignas(64) Line {
 	char b[64];
 };
 
-static char *volatile kept[2];
+static char *volatile kept[3];
 
 // Each form of new, then the delete that goes with it.
 __attribute__((noinline)) static void churn()
@@ -52,6 +53,7 @@ int main(int argc, char **argv)
 	geo::Arena<char> arena;
 	kept[0] = arena.raw(777);
 	kept[1] = arena.fresh(555);
+	kept[2] = arena.spare(333);
 	write(1, "cppleak: done\n", 14);
 	return 0;
 }

@@ -88,6 +88,10 @@ type entryUse struct {
 	args        int
 	nullSkipped bool
 	noDeref     bool
+	// stackMoves: the probe has no return probe and reads the stack at
+	// the entry's stack pointer, wherever it is (a C++ runtime's new, see
+	// runtimeNews): "sub $n,%rsp" may be skipped (see stackDelta).
+	stackMoves bool
 }
 
 // probePoint returns where in the function at fs to put its entry probe:
@@ -167,6 +171,9 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 			return at, true
 		case inst.Op == x86asm.TEST && inst.Args[0] == x86asm.RDI && inst.Args[1] == x86asm.RDI:
 			nullTested = use.nullSkipped
+		case use.stackMoves && stackSub(inst) > 0:
+			at += inst.Len
+			continue
 		case !harmless(inst, use.args), use.noDeref && derefs(inst, tainted):
 			return fail()
 		}
@@ -178,17 +185,46 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 
 // emulated reports whether the kernel emulates inst when it is probed,
 // instead of single-stepping it: a push of a 64-bit register, a relative
-// jump, a conditional jump without prefixes.
+// jump or call, a conditional jump without prefixes.
 func emulated(inst x86asm.Inst) bool {
 	switch {
 	case inst.Op == x86asm.PUSH:
 		return isReg64(inst.Args[0])
-	case inst.Op == x86asm.JMP:
-		return isRel(inst.Args[0])
-	case isConditionalJump(inst.Op):
-		return isRel(inst.Args[0]) && inst.Prefix[0] == 0
+	case inst.Op == x86asm.JMP, inst.Op == x86asm.CALL, isConditionalJump(inst.Op):
+		// The kernel refuses a branch with an operand-size prefix.
+		return isRel(inst.Args[0]) && !slices.ContainsFunc(inst.Prefix[:], func(p x86asm.Prefix) bool {
+			return p&0xff == x86asm.PrefixDataSize
+		})
 	}
 	return false
+}
+
+// stackSub returns n for "sub $n,%rsp" with n > 0, else 0.
+func stackSub(inst x86asm.Inst) int {
+	if inst.Op != x86asm.SUB || inst.Args[0] != x86asm.RSP {
+		return 0
+	}
+	n, ok := inst.Args[1].(x86asm.Imm)
+	if !ok || n <= 0 || n >= 1<<16 {
+		return 0
+	}
+	return int(n)
+}
+
+// stackDelta returns how far below the entry's the stack pointer is at
+// offset at of code, past the prologue skipPrologue skipped: the sum of
+// its "sub $n,%rsp".
+func stackDelta(code []byte, at int) int {
+	delta := 0
+	for pc := 0; pc < at; {
+		inst, err := decode(code[pc:])
+		if err != nil {
+			return delta
+		}
+		delta += stackSub(inst)
+		pc += inst.Len
+	}
+	return delta
 }
 
 // The general registers by number, as regNum gives them.

@@ -77,6 +77,7 @@ func TestProbePoint(t *testing.T) {
 	one, two, three := entryUse{args: 1}, entryUse{args: 2}, entryUse{args: 3}
 	// verify_pointers: nothing skipped reads through the pointer.
 	strict, strictFree := entryUse{args: 1, noDeref: true}, entryUse{args: 1, nullSkipped: true, noDeref: true}
+	entryOnly := entryUse{args: 1, stackMoves: true}
 	many := slices.Repeat([][]byte{cmpbRIP}, maxSkipped)
 	for _, tc := range []struct {
 		name string
@@ -105,6 +106,13 @@ func TestProbePoint(t *testing.T) {
 		{"jemalloc free", jemallocFree, free, 38},
 		{"jemalloc free, rdx an argument", jemallocFree, three, 0},
 		{"jemalloc free, verify_pointers", jemallocFree, strictFree, 0},
+		// A call is emulated too.
+		{"compare then call", code(cmpbRIP, call(0), ret), one, 7},
+		// libstdc++'s nothrow new: endbr64, sub $8,%rsp, call new. Only
+		// an entry-only probe that knows how far the stack moved may
+		// skip the sub (see stackDelta).
+		{"stack moved", code(endbr64, subRSP, call(0), ret), one, 0},
+		{"stack moved, entry only", code(endbr64, subRSP, call(0), ret), entryOnly, 8},
 		{"header read", code(movHeader, pushRBP, ret), one, 4},
 		{"header read, verify_pointers", code(movHeader, pushRBP, ret), strict, 0},
 		{"global read, verify_pointers", code(movRIPRDX, pushRBP, ret), strict, 7},
@@ -363,7 +371,7 @@ func FuzzProbePoint(f *testing.F) {
 	f.Add(jemallocFree, true, uint8(1))
 	f.Fuzz(func(t *testing.T, fn []byte, nullSkipped bool, args uint8) {
 		const off = 0x40
-		use := entryUse{args: int(args % 7), nullSkipped: nullSkipped, noDeref: args&0x80 != 0}
+		use := entryUse{args: int(args % 7), nullSkipped: nullSkipped, noDeref: args&0x80 != 0, stackMoves: args&0x40 != 0}
 		file := append(make([]byte, off), fn...)
 		fs := funcSym{off: off, size: uint64(len(fn))}
 		pt := probePoint(bytes.NewReader(file), fs, use)
@@ -389,7 +397,8 @@ func FuzzProbePoint(f *testing.F) {
 				t.Fatalf("probePoint = entry+%d past undecodable bytes at %d", at, pc)
 			}
 			switch {
-			case tested && inst.Op == x86asm.JE, harmless(inst, use.args), bytes.HasPrefix(fn[pc:], endbr64):
+			case tested && inst.Op == x86asm.JE, harmless(inst, use.args), bytes.HasPrefix(fn[pc:], endbr64),
+				use.stackMoves && stackSub(inst) > 0:
 			default:
 				t.Fatalf("probePoint = entry+%d past %v at %d", at, inst, pc)
 			}
@@ -515,11 +524,11 @@ func TestOtherAllocators(t *testing.T) {
 			}
 			// glibc's libstdc++ calls malloc from operator new, which
 			// keeps no frame pointer: its caller is not in the stack.
-			fresh := "555 _ZN3geo5ArenaIcE5freshEm"
+			fresh, spare := "555 _ZN3geo5ArenaIcE5freshEm", "333 _ZN3geo5ArenaIcE5spareEm"
 			if tc.lib == "" {
-				fresh = "555 _Znwm"
+				fresh, spare = "555 _Znwm", "333 _Znwm"
 			}
-			want = append([]string{"72704 ", "777 _ZN3geo5ArenaIcE3rawEm", fresh}, tc.own...)
+			want = append([]string{"72704 ", "777 _ZN3geo5ArenaIcE3rawEm", fresh, spare}, tc.own...)
 			slices.Sort(want)
 			if got := liveSites(snap, names); !slices.Equal(got, want) {
 				t.Errorf("cppleak: live at exit:\n got %q\nwant %q", got, want)
@@ -609,5 +618,15 @@ func TestThunkTarget(t *testing.T) {
 	}
 	if _, ok := stubTarget("/nonexistent", 0x1000); ok {
 		t.Error("a stub in a missing file")
+	}
+}
+
+// TestStackDelta: how far the stack pointer moved before a probe point.
+func TestStackDelta(t *testing.T) {
+	c := code(endbr64, subRSP, testRDI, subRSP, pushRBP)
+	for at, want := range map[int]int{0: 0, 4: 0, 8: 0x18, 11: 0x18, 15: 0x30} {
+		if got := stackDelta(c, at); got != want {
+			t.Errorf("stackDelta at %d = %#x, want %#x", at, got, want)
+		}
 	}
 }

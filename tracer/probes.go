@@ -416,7 +416,12 @@ type entryPoint struct {
 // operator delete's ignore a null pointer. With verify, the pointers it
 // checks must reach it before the function reads through them.
 func (ep entryPoint) use(verify bool) entryUse {
-	return entryUse{args: ep.args, nullSkipped: ep.call == callFree || ep.call == callDelete, noDeref: verify}
+	return entryUse{
+		args:        ep.args,
+		nullSkipped: ep.call == callFree || ep.call == callDelete,
+		noDeref:     verify,
+		stackMoves:  ep.call == callRuntimeNew,
+	}
 }
 
 // name is how mdtrace names ep to the user: a C++ operator by its C++ name.
@@ -641,11 +646,18 @@ func (p *Probes) Attach(pid int, lib string) error {
 		if prog == p.objs.AllocEntry {
 			off = entryProbe(lib, fs, ep.use(p.verify))
 		}
-		// Nor one whose probe would be single-stepped (libstdc++'s
-		// nothrow forms: endbr64, then sub $8,%rsp): its block keeps
+		// Nor one whose probe would be single-stepped: its block keeps
 		// the runtime's frame rather than cost every call 9 us.
 		if ep.call == callRuntimeNew && stepped(lib, off) {
 			continue
+		}
+		// Past a "sub $n,%rsp" (libstdc++'s nothrow forms), the probe
+		// finds the entry's stack pointer n bytes up: n goes in the
+		// cookie's high half.
+		if ep.call == callRuntimeNew && off > fs.off {
+			if code, err := readAt(lib, fs.off, int(off-fs.off)); err == nil {
+				ep.call |= uint64(stackDelta(code, len(code))) << 32
+			}
 		}
 		// With record_allocs (its end time) and verify_pointers (its
 		// place in nested calls), free gets a return probe.

@@ -820,6 +820,7 @@ func TestCPlusPlusNames(t *testing.T) {
 	want := []string{
 		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
 		"libmdshim.so operator new[](unsigned long)", "cppleak geo::Arena<char>::fresh(unsigned long)",
+		"libmdshim.so operator new[](unsigned long, std::nothrow_t const&)", "cppleak geo::Arena<char>::spare(unsigned long)",
 	}
 	if got := leakFrames(t, readFile(t, logPath), ""); !slices.Equal(got, want) {
 		t.Errorf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -835,6 +836,7 @@ func TestCPlusPlusNamesProbed(t *testing.T) {
 	want := []string{
 		"cppleak geo::Arena<char>::raw(unsigned long)", "cppleak main",
 		"cppleak geo::Arena<char>::fresh(unsigned long)", "cppleak main",
+		"cppleak geo::Arena<char>::spare(unsigned long)", "cppleak main",
 	}
 	t.Run("launched", func(t *testing.T) {
 		logPath := filepath.Join(t.TempDir(), "log")
@@ -914,14 +916,15 @@ func TestVerboseProbePoints(t *testing.T) {
 	}
 }
 
-// leakFrames returns the first two frames of cppleak's leaks of 777 and 555
-// bytes in a log, each as "FILE FUNCTION".
+// leakFrames returns the first two frames of cppleak's leaks of 777, 555
+// and 333 bytes in a log, each as "FILE FUNCTION".
 func leakFrames(t *testing.T, log, pid string) []string {
 	t.Helper()
 	msgs := logMessages(t, log, pid)
 	var got []string
 	for i, m := range msgs {
-		if strings.Contains(m, "leaked block of size 777 ") || strings.Contains(m, "leaked block of size 555 ") {
+		if strings.Contains(m, "leaked block of size 777 ") || strings.Contains(m, "leaked block of size 555 ") ||
+			strings.Contains(m, "leaked block of size 333 ") {
 			for _, f := range msgs[i+2 : i+4] {
 				fm := frameRe.FindStringSubmatch(f)
 				if fm == nil {
