@@ -14,7 +14,8 @@ import (
 //
 // A uprobe costs what the kernel does with the instruction it replaces. It
 // emulates a push of a register (glibc's malloc starts with push %r12), a
-// jump, a conditional jump and the usual NOPs: one trap. Any other
+// relative jump or call, a conditional jump and the usual NOPs: one trap.
+// Any other
 // instruction is single-stepped out of line: a second trap, the debug
 // exception, which costs about 9 us on this project's VMs against under 1
 // us for the rest of the probe. glibc's free starts with
@@ -43,8 +44,12 @@ import (
 //     takes; or, when that path reaches no instruction the kernel
 //     emulates, on the je itself.
 //   - It lands on an instruction the kernel emulates: a push of a register,
-//     a jump or a conditional jump. Every call passes it once, as it passes
-//     the entry. Otherwise nothing would be saved, and the entry is kept.
+//     a jump or call, or a conditional jump. Every call passes it once, as
+//     it passes the entry. Otherwise nothing would be saved, and the entry
+//     is kept.
+//   - With verify_pointers (noDeref), nothing skipped reads memory through
+//     a register derived from the arguments. An entry-only probe that
+//     knows how far the stack moved (stackMoves) may skip "sub $n,%rsp".
 //   - The whole function decodes, and no jump or call in it goes to the
 //     instructions skipped or to the probe point (a probe reached twice
 //     would count a call twice).
