@@ -129,7 +129,7 @@ func probePoint(r io.ReaderAt, fs funcSym, use entryUse) uint64 {
 }
 
 // skipPrologue returns the offset in code of the first instruction the
-// kernel emulates (a push of a register, a jump, a conditional jump) past
+// kernel emulates (see emulated) past
 // instructions that change nothing use says the probe reads; ok is false
 // when there is none within maxSkipped instructions.
 func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
