@@ -129,9 +129,9 @@ func probePoint(r io.ReaderAt, fs funcSym, use entryUse) uint64 {
 }
 
 // skipPrologue returns the offset in code of the first instruction the
-// kernel emulates (see emulated) past
-// instructions that change nothing use says the probe reads; ok is false
-// when there is none within maxSkipped instructions.
+// kernel emulates (see emulated) past instructions that change nothing use
+// says the probe reads; ok is false when there is none within maxSkipped
+// instructions.
 func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 	nullTested := false
 	// The registers whose value derives from the arguments.
