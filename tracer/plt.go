@@ -5,7 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"os"
+	"io"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -16,15 +16,15 @@ import (
 // probed too (and for a delete, a return probe and a nested free).
 
 // thunkTarget returns the name of the function a thunk of the file at path
-// (see isThunk) jumps to: one of offsets, the file's own functions, or the
-// function a PLT stub is bound to by its relocation. ok is false when it is
-// not known.
-func thunkTarget(path string, fs funcSym, offsets map[string]funcSym) (name string, ok bool) {
+// (endbr64, then a jump), read through r, jumps to: one of offsets, the
+// file's own functions, or the function a PLT stub is bound to by its
+// relocation. ok is false when it is not known.
+func thunkTarget(r io.ReaderAt, path string, fs funcSym, offsets map[string]funcSym) (name string, ok bool) {
 	at := fs.off
-	inst, err := fileInst(path, at, false)
+	inst, err := readInst(r, at, false)
 	if err == nil && inst.Op == x86asm.NOP { // endbr64
 		at += uint64(inst.Len)
-		inst, err = fileInst(path, at, false)
+		inst, err = readInst(r, at, false)
 	}
 	if err != nil || inst.Op != x86asm.JMP {
 		return "", false
@@ -39,13 +39,13 @@ func thunkTarget(path string, fs funcSym, offsets map[string]funcSym) (name stri
 			return name, true
 		}
 	}
-	return stubTarget(path, target)
+	return stubTarget(r, path, target)
 }
 
 // stubTarget returns the function the PLT stub at file offset off of the
-// file at path is bound to: the symbol of the relocation of the GOT slot
-// its "jmp *slot(%rip)" reads.
-func stubTarget(path string, off uint64) (string, bool) {
+// file at path, read through r, is bound to: the symbol of the relocation
+// of the GOT slot its "jmp *slot(%rip)" reads.
+func stubTarget(r io.ReaderAt, path string, off uint64) (string, bool) {
 	g, _, err := fromFile(gotCache, path, byID, func() (gotSlots, error) { return readGOT(path) })
 	if err != nil {
 		return "", false
@@ -54,7 +54,7 @@ func stubTarget(path string, off uint64) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	inst, err := fileInst(path, off, true)
+	inst, err := readInst(r, off, true)
 	if err != nil || inst.Op != x86asm.JMP {
 		return "", false
 	}
@@ -64,7 +64,7 @@ func stubTarget(path string, off uint64) (string, bool) {
 	}
 	// The jump's address is relative to its end, past any endbr64.
 	skipped := uint64(0)
-	if head, err := readAt(path, off, len(endbr64)); err == nil && bytes.Equal(head, endbr64) {
+	if head := make([]byte, len(endbr64)); readFull(r, head, off) && bytes.Equal(head, endbr64) {
 		skipped = uint64(len(endbr64))
 	}
 	name, ok := g.slots[uint64(int64(vaddr+skipped)+int64(inst.Len)+m.Disp)]
@@ -140,18 +140,4 @@ func readGOT(path string) (_ gotSlots, err error) {
 		}
 	}
 	return g, nil
-}
-
-// readAt reads n bytes at offset off of the file at path.
-func readAt(path string, off uint64, n int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, int64(off)); err != nil {
-		return nil, err
-	}
-	return b, nil
 }

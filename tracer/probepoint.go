@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -412,7 +413,18 @@ func ProbeOffset(path, symbol string) (uint64, error) {
 			use = ep.use(false)
 		}
 	}
-	return entryProbe(path, fs, use), nil
+	return entryPlacement(path, fs, use).off, nil
+}
+
+// placement is where a function's entry probe goes (see probePoint), with
+// what Attach and --verbose need to know of it.
+type placement struct {
+	off     uint64 // the probe's file offset
+	inst    string // the instruction there, "?" if unknown
+	stepped bool   // the kernel single-steps it: a second trap each call
+	delta   uint64 // how far below the entry's the stack pointer is there
+	thunk   bool   // the function only jumps to another (endbr64, jmp)
+	target  string // the function a thunk jumps to, "" if unknown
 }
 
 // pointKey names a function of a file, as it is, and how it is probed.
@@ -422,53 +434,67 @@ type pointKey struct {
 	use  entryUse
 }
 
-// pointCache remembers entryProbe's answers: 4096 functions.
-var pointCache = newMemo[pointKey, uint64](4096)
+// pointCache remembers entryPlacement's answers: 4096 functions.
+var pointCache = newMemo[pointKey, placement](4096)
 
-// entryProbe is probePoint for the function fs of the file at path,
-// remembered for the file as it is: each process of a build probes the
-// same libc. A file that cannot be read keeps its entry.
-func entryProbe(path string, fs funcSym, use entryUse) uint64 {
+// entryPlacement is the placement of the entry probe of the function fs of
+// the file at path, remembered for the file as it is: each process of a
+// build probes the same libc. A file that cannot be read keeps its entry.
+func entryPlacement(path string, fs funcSym, use entryUse) placement {
 	key := func(id fileID) pointKey { return pointKey{id, fs.off, use} }
-	off, _, err := fromFile(pointCache, path, key, func() (uint64, error) {
+	pl, _, err := fromFile(pointCache, path, key, func() (placement, error) {
 		f, err := os.Open(path)
 		if err != nil {
-			return 0, err
+			return placement{}, err
 		}
 		defer f.Close()
-		return probePoint(f, fs, use), nil
+		return place(f, path, fs, use), nil
 	})
 	if err != nil {
-		return fs.off
+		return placement{off: fs.off, inst: "?", stepped: true}
 	}
-	return off
+	return pl
 }
 
-// isThunk reports whether the function fs of the file at path only jumps
-// to another (endbr64, then a jump): what it jumps to returns to its caller.
-func isThunk(path string, fs funcSym) bool {
-	inst, err := fileInst(path, fs.off, true)
-	return err == nil && inst.Op == x86asm.JMP
-}
-
-// stepped reports whether a probe at offset off of the file at path is
-// single-stepped: the kernel does not emulate the instruction there.
-func stepped(path string, off uint64) bool {
-	inst, err := fileInst(path, off, false)
-	return err != nil || !emulated(inst)
-}
-
-// fileInst decodes the instruction at offset off of the file at path, or,
-// with pastEndbr, the one after an endbr64 there.
-func fileInst(path string, off uint64, pastEndbr bool) (x86asm.Inst, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return x86asm.Inst{}, err
+// place finds the placement of the entry probe of the function fs of the
+// file at path, read through r.
+func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
+	pl := placement{off: probePoint(r, fs, use), inst: "?", stepped: true}
+	if inst, err := readInst(r, pl.off, false); err == nil {
+		pl.inst, pl.stepped = strings.ToLower(inst.Op.String()), !emulated(inst)
+		if head := make([]byte, len(endbr64)); readFull(r, head, pl.off) && bytes.Equal(head, endbr64) {
+			pl.inst = "endbr64"
+		}
 	}
-	defer f.Close()
+	if n := pl.off - fs.off; n > 0 {
+		if code := make([]byte, n); readFull(r, code, fs.off) {
+			pl.delta = uint64(stackDelta(code, len(code)))
+		}
+	}
+	if inst, err := readInst(r, fs.off, true); err == nil && inst.Op == x86asm.JMP {
+		pl.thunk = true
+		if offsets, err := funcOffsets(path); err == nil {
+			pl.target, _ = thunkTarget(r, path, fs, offsets)
+		}
+	}
+	return pl
+}
+
+// readFull reads len(b) bytes at offset off of r.
+func readFull(r io.ReaderAt, b []byte, off uint64) bool {
+	n, err := r.ReadAt(b, int64(off))
+	return n == len(b) && (err == nil || err == io.EOF)
+}
+
+// readInst decodes the instruction at offset off of r, or, with pastEndbr,
+// the one after an endbr64 there.
+func readInst(r io.ReaderAt, off uint64, pastEndbr bool) (x86asm.Inst, error) {
 	code := make([]byte, 20)
-	n, err := f.ReadAt(code, int64(off))
+	n, err := r.ReadAt(code, int64(off))
 	if n == 0 {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
 		return x86asm.Inst{}, err
 	}
 	code = code[:n]

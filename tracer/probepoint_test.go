@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mdtrace/mdtrace/leak"
@@ -303,22 +304,22 @@ func TestFuncCaches(t *testing.T) {
 	fs := funcSym{off: off, size: uint64(len(free))}
 	use := entryUse{args: 1, nullSkipped: true}
 	write(free)
-	if got := entryProbe(path, fs, use); got != off+5 {
-		t.Fatalf("entryProbe = %#x, want entry+5", got)
+	if got := entryPlacement(path, fs, use).off; got != off+5 {
+		t.Fatalf("entryPlacement = %#x, want entry+5", got)
 	}
 	// The answer is remembered for the file as it is.
 	id, _ := statID(path)
 	got, ok := pointCache.get(pointKey{id, off, use})
-	if !ok || got != off+5 {
-		t.Errorf("remembered: %#x, %v", got, ok)
+	if !ok || got.off != off+5 {
+		t.Errorf("remembered: %+v, %v", got, ok)
 	}
 	// Replaced by a function the probe must stay on the entry of.
 	write(code(movRSIRDI, pushRBP, ret, ret))
-	if got := entryProbe(path, fs, use); got != off {
-		t.Errorf("after the file changed: entryProbe = %#x, want the entry", got)
+	if got := entryPlacement(path, fs, use).off; got != off {
+		t.Errorf("after the file changed: entryPlacement = %#x, want the entry", got)
 	}
-	if got := entryProbe(dir+"/missing", fs, use); got != off {
-		t.Errorf("no file: entryProbe = %#x, want the entry", got)
+	if got := entryPlacement(dir+"/missing", fs, use).off; got != off {
+		t.Errorf("no file: entryPlacement = %#x, want the entry", got)
 	}
 
 	// funcOffsets: one read per file as it is.
@@ -487,12 +488,12 @@ func TestOtherAllocators(t *testing.T) {
 				offs := checkPoints(t, canonical(path))
 				for _, sym := range []string{"malloc", "free"} {
 					ep := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == sym })]
-					if pt := entryProbe(canonical(path), offs[sym], ep.use(false)); pt == offs[sym].off {
+					if pt := entryPlacement(canonical(path), offs[sym], ep.use(false)).off; pt == offs[sym].off {
 						t.Errorf("%s's probe stays on its entry", sym)
 					}
 				}
 				free := entryPoints[slices.IndexFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == "free" })]
-				if pt := entryProbe(canonical(path), offs["free"], free.use(true)); (pt != offs["free"].off) != tc.verifyMoves {
+				if pt := entryPlacement(canonical(path), offs["free"], free.use(true)).off; (pt != offs["free"].off) != tc.verifyMoves {
 					t.Errorf("with verify_pointers, free's probe at entry+%d (moved: want %v)", pt-offs["free"].off, tc.verifyMoves)
 				}
 				env = append(env, "LD_PRELOAD="+path)
@@ -544,43 +545,41 @@ func TestOtherAllocators(t *testing.T) {
 	}
 }
 
-// TestIsThunk: a function that is endbr64 and a jump only jumps to another.
-func TestIsThunk(t *testing.T) {
+// TestPlace: what Attach and --verbose learn of a probe point: the
+// instruction there, whether the kernel single-steps it, how far the stack
+// moved, whether the function only jumps to another.
+func TestPlace(t *testing.T) {
 	dir := t.TempDir()
+	one, entryOnly := entryUse{args: 1}, entryUse{args: 1, stackMoves: true}
 	for _, tc := range []struct {
 		name string
 		code []byte
-		want bool
+		use  entryUse
+		want placement // off from the entry
 	}{
-		{"endbr64 and jump", code(endbr64, jmp32(-0x1000), nop), true},
-		{"jump", code(jmp(-0x10), nop), true},
-		{"push first", code(endbr64, pushRBP, jmp(0), ret), false},
-		{"je", code(je(1), ret, ret), false},
+		{"push", code(cmpbRIP, pushRBP, ret), one, placement{off: 7, inst: "push"}},
+		{"endbr64 kept", code(endbr64, subRSP, ret), one, placement{off: 0, inst: "endbr64", stepped: true}},
+		{"mov kept", code(movRSIRDI, pushRBP, ret), one, placement{off: 0, inst: "mov", stepped: true}},
+		{"je", code(cmpbRIP, je(1), ret, ret), one, placement{off: 7, inst: "je"}},
+		{"past a sub", code(endbr64, subRSP, call(0), ret), entryOnly, placement{off: 8, inst: "call", delta: 0x18}},
+		{"thunk", code(endbr64, jmp32(-0x1000), nop), one, placement{off: 4, inst: "jmp", thunk: true}},
+		{"short thunk", code(jmp(-0x10), nop), one, placement{off: 0, inst: "jmp", thunk: true}},
+		{"no thunk", code(endbr64, pushRBP, jmp(0), ret), one, placement{off: 4, inst: "push"}},
 	} {
-		path := filepath.Join(dir, "lib.so")
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
 		if err := os.WriteFile(path, append(make([]byte, 0x40), tc.code...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := isThunk(path, funcSym{off: 0x40, size: uint64(len(tc.code))}); got != tc.want {
-			t.Errorf("%s: isThunk = %v, want %v", tc.name, got, tc.want)
+		fs := funcSym{off: 0x40, size: uint64(len(tc.code))}
+		got := entryPlacement(path, fs, tc.use)
+		got.off -= fs.off
+		if got != tc.want {
+			t.Errorf("%s: placement %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	if isThunk(filepath.Join(dir, "missing"), funcSym{off: 0, size: 16}) {
-		t.Error("a missing file has a thunk")
-	}
-}
-
-// TestStepped: a probe is single-stepped but on a push, a jump or a jcc.
-func TestStepped(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lib.so")
-	c := code(endbr64, subRSP, pushRBP, je(0), jmp(0), cmpbRIP)
-	if err := os.WriteFile(path, c, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for off, want := range map[uint64]bool{0: true, 4: true, 8: false, 9: false, 11: false, 13: true, 100: true} {
-		if got := stepped(path, off); got != want {
-			t.Errorf("stepped at %d = %v, want %v", off, got, want)
-		}
+	missing := entryPlacement(filepath.Join(dir, "missing"), funcSym{off: 0x40, size: 16}, one)
+	if want := (placement{off: 0x40, inst: "?", stepped: true}); missing != want {
+		t.Errorf("missing file: %+v, want %+v", missing, want)
 	}
 }
 
@@ -602,21 +601,17 @@ func TestThunkTarget(t *testing.T) {
 			continue
 		}
 		for sym, want := range tc.want {
-			fs := offs[sym]
-			if !isThunk(path, fs) {
-				t.Errorf("%s: %s is not a thunk", tc.lib, sym)
-				continue
-			}
-			if got, ok := thunkTarget(path, fs, offs); !ok || got != want {
-				t.Errorf("%s: %s jumps to %q (%v), want %q", tc.lib, sym, got, ok, want)
+			pl := entryPlacement(path, offs[sym], entryUse{args: 1})
+			if !pl.thunk || pl.target != want {
+				t.Errorf("%s: %s: thunk %v to %q, want a thunk to %q", tc.lib, sym, pl.thunk, pl.target, want)
 			}
 		}
 		// A function that is no thunk has no target.
-		if got, ok := thunkTarget(path, offs["_Znwm"], offs); ok {
-			t.Errorf("%s: operator new jumps to %q", tc.lib, got)
+		if pl := entryPlacement(path, offs["_Znwm"], entryUse{args: 1}); pl.thunk || pl.target != "" {
+			t.Errorf("%s: operator new: thunk %v to %q", tc.lib, pl.thunk, pl.target)
 		}
 	}
-	if _, ok := stubTarget("/nonexistent", 0x1000); ok {
+	if _, ok := stubTarget(bytes.NewReader(nil), "/nonexistent", 0x1000); ok {
 		t.Error("a stub in a missing file")
 	}
 }

@@ -3,7 +3,6 @@
 package tracer
 
 import (
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -629,35 +628,33 @@ func (p *Probes) Attach(pid int, lib string) error {
 			continue
 		}
 		done[fs.off] = true
+		off := fs.off
+		var pl placement
+		if prog == p.objs.AllocEntry {
+			pl = entryPlacement(lib, fs, ep.use(p.verify))
+			off = pl.off
+		}
+		switch {
 		// A runtime's new that only jumps to another new (new[] to
 		// new) adds nothing: the other's probe sees the same caller.
-		if ep.call == callRuntimeNew && isThunk(lib, fs) {
+		case ep.call == callRuntimeNew && pl.thunk:
 			continue
-		}
 		// Nor does an allocator's operator that only jumps to another
-		// function probed here (jemalloc's delete[] to free): the
-		// call is counted there, once.
-		if strings.HasPrefix(ep.symbol, "_Z") && prog == p.objs.AllocEntry && isThunk(lib, fs) {
-			if to, ok := thunkTarget(lib, fs, offsets); ok && probedHere(to, offsets) {
-				continue
-			}
-		}
-		off := fs.off
-		if prog == p.objs.AllocEntry {
-			off = entryProbe(lib, fs, ep.use(p.verify))
-		}
-		// Nor one whose probe would be single-stepped: its block keeps
-		// the runtime's frame rather than cost every call 9 us.
-		if ep.call == callRuntimeNew && stepped(lib, off) {
+		// function probed here (jemalloc's delete[] to free): the call
+		// is counted there, once.
+		case strings.HasPrefix(ep.symbol, "_Z") && pl.thunk && probedHere(pl.target, offsets):
+			continue
+		// Nor a runtime's new whose probe would be single-stepped: its
+		// block keeps the runtime's frame rather than cost every call
+		// 9 us.
+		case ep.call == callRuntimeNew && pl.stepped:
 			continue
 		}
-		// Past a "sub $n,%rsp" (libstdc++'s nothrow forms), the probe
-		// finds the entry's stack pointer n bytes up: n goes in the
+		// Past a "sub $n,%rsp" (libstdc++'s nothrow forms), a runtime's
+		// new finds the entry's stack pointer n bytes up: n goes in the
 		// cookie's high half.
-		if ep.call == callRuntimeNew && off > fs.off {
-			if code, err := readAt(lib, fs.off, int(off-fs.off)); err == nil {
-				ep.call |= uint64(stackDelta(code, len(code))) << 32
-			}
+		if ep.call == callRuntimeNew {
+			ep.call |= pl.delta << 32
 		}
 		// With record_allocs (its end time) and verify_pointers (its
 		// place in nested calls), free gets a return probe.
@@ -666,7 +663,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {
-			points = append(points, pointOf(lib, ep.symbol, fs, off))
+			points = append(points, ProbePoint{ep.symbol, off - fs.off, pl.inst, pl.stepped})
 		}
 	}
 	// Before a delete can be hit, free must know to look for one in flight.
@@ -886,18 +883,6 @@ func (pt ProbePoint) String() string {
 		s += " single-stepped"
 	}
 	return s
-}
-
-// pointOf describes the probe at file offset off in the function fs.
-func pointOf(lib, symbol string, fs funcSym, off uint64) ProbePoint {
-	pt := ProbePoint{Symbol: symbol, Offset: off - fs.off, Inst: "?", Stepped: true}
-	if inst, err := fileInst(lib, off, false); err == nil {
-		pt.Inst, pt.Stepped = strings.ToLower(inst.Op.String()), !emulated(inst)
-		if head, err := readAt(lib, off, len(endbr64)); err == nil && bytes.Equal(head, endbr64) {
-			pt.Inst = "endbr64"
-		}
-	}
-	return pt
 }
 
 // ProbePoints returns where the allocator functions of pid are probed (not
