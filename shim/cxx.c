@@ -25,6 +25,7 @@
 #include <malloc.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef void (*new_handler_fn)(void);
 
@@ -81,47 +82,243 @@ static inline __attribute__((always_inline)) void *new_aligned(size_t size, size
 	return p;
 }
 
+/* Every form, by its symbol. */
+enum op {
+	OP_NEW,
+	OP_NEW_ARRAY,
+	OP_NEW_NOTHROW,
+	OP_NEW_ARRAY_NOTHROW,
+	OP_NEW_ALIGNED,
+	OP_NEW_ARRAY_ALIGNED,
+	OP_NEW_ALIGNED_NOTHROW,
+	OP_NEW_ARRAY_ALIGNED_NOTHROW,
+	OP_DELETE,
+	OP_DELETE_ARRAY,
+	OP_DELETE_SIZED,
+	OP_DELETE_ARRAY_SIZED,
+	OP_DELETE_NOTHROW,
+	OP_DELETE_ARRAY_NOTHROW,
+	OP_DELETE_ALIGNED,
+	OP_DELETE_ARRAY_ALIGNED,
+	OP_DELETE_SIZED_ALIGNED,
+	OP_DELETE_ARRAY_SIZED_ALIGNED,
+	OP_DELETE_ALIGNED_NOTHROW,
+	OP_DELETE_ARRAY_ALIGNED_NOTHROW,
+	OP_COUNT,
+};
+
+static const char *const op_symbol[OP_COUNT] = {
+	"_Znwm",
+	"_Znam",
+	"_ZnwmRKSt9nothrow_t",
+	"_ZnamRKSt9nothrow_t",
+	"_ZnwmSt11align_val_t",
+	"_ZnamSt11align_val_t",
+	"_ZnwmSt11align_val_tRKSt9nothrow_t",
+	"_ZnamSt11align_val_tRKSt9nothrow_t",
+	"_ZdlPv",
+	"_ZdaPv",
+	"_ZdlPvm",
+	"_ZdaPvm",
+	"_ZdlPvRKSt9nothrow_t",
+	"_ZdaPvRKSt9nothrow_t",
+	"_ZdlPvSt11align_val_t",
+	"_ZdaPvSt11align_val_t",
+	"_ZdlPvmSt11align_val_t",
+	"_ZdaPvmSt11align_val_t",
+	"_ZdlPvSt11align_val_tRKSt9nothrow_t",
+	"_ZdaPvSt11align_val_tRKSt9nothrow_t",
+};
+
+/*
+ * A program may replace operator new and delete in a library of its own (a
+ * pool allocator), and the shim, preloaded, would come before it. Then the
+ * shim stands aside: every form goes to the definition that comes after the
+ * shim, as if the shim did not define them, so that the program allocates
+ * and frees where it meant to. The shim takes the C++ runtime's place only:
+ * libstdc++'s and libc++'s operators call malloc and free themselves.
+ * Decided once, at the first call: op_state is 0 until then, 1 where the
+ * shim's operators serve, 2 where they hand over (op_next).
+ */
+static void *op_next[OP_COUNT];
+static int op_state;
+
+/* runtime_file reports whether path is a C++ runtime library. */
+static int runtime_file(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return strncmp(base, "libstdc++.so", 12) == 0 || strncmp(base, "libc++.so", 9) == 0 ||
+	       strncmp(base, "libc++abi.so", 12) == 0;
+}
+
+static __attribute__((noinline, cold)) int decide(void)
+{
+	int hand_over = 0;
+
+	for (int i = 0; i < OP_COUNT; i++) {
+		Dl_info info;
+		void *next = dlsym(RTLD_NEXT, op_symbol[i]);
+
+		op_next[i] = next;
+		if (next && !(dladdr(next, &info) && info.dli_fname && runtime_file(info.dli_fname)))
+			hand_over = 1;
+	}
+	__atomic_store_n(&op_state, hand_over ? 2 : 1, __ATOMIC_RELEASE);
+	return hand_over;
+}
+
+/* next returns where operator op goes instead of the shim's, or NULL. */
+static inline __attribute__((always_inline)) void *next(enum op op)
+{
+	int st = __atomic_load_n(&op_state, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(st == 1, 1))
+		return NULL;
+	if (st == 0 && !decide())
+		return NULL;
+	return op_next[op];
+}
+
+/*
+ * NEXT returns what the definition operator op hands over to returns, if it
+ * does; NEXT_VOID calls it and returns, for a delete.
+ */
+#define NEXT(op, type, ...)                              \
+	do {                                             \
+		void *fn_ = next(op);                    \
+		if (fn_)                                 \
+			return ((type)fn_)(__VA_ARGS__); \
+	} while (0)
+#define NEXT_VOID(op, type, ...)                   \
+	do {                                       \
+		void *fn_ = next(op);              \
+		if (fn_) {                         \
+			((type)fn_)(__VA_ARGS__);  \
+			return;                    \
+		}                                  \
+	} while (0)
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new2_fn)(size_t, const void *);
+typedef void *(*new_aligned_fn)(size_t, size_t);
+typedef void *(*new3_fn)(size_t, size_t, const void *);
+typedef void (*delete_fn)(void *);
+typedef void (*delete2_fn)(void *, size_t);
+typedef void (*delete_nothrow_fn)(void *, const void *);
+typedef void (*delete3_fn)(void *, size_t, size_t);
+typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
+
 /* operator new(size_t) and new[](size_t) */
-void *_Znwm(size_t size) { return new_block(size); }
-void *_Znam(size_t size) { return new_block(size); }
+void *_Znwm(size_t size)
+{
+	NEXT(OP_NEW, new_fn, size);
+	return new_block(size);
+}
+void *_Znam(size_t size)
+{
+	NEXT(OP_NEW_ARRAY, new_fn, size);
+	return new_block(size);
+}
 
 /* operator new(size_t, const std::nothrow_t &) and new[] */
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow) { return (void)nothrow, malloc(size ? size : 1); }
-void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow) { return (void)nothrow, malloc(size ? size : 1); }
+void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow)
+{
+	NEXT(OP_NEW_NOTHROW, new2_fn, size, nothrow);
+	return malloc(size ? size : 1);
+}
+void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow)
+{
+	NEXT(OP_NEW_ARRAY_NOTHROW, new2_fn, size, nothrow);
+	return malloc(size ? size : 1);
+}
 
 /* operator new(size_t, std::align_val_t) and new[] */
-void *_ZnwmSt11align_val_t(size_t size, size_t align) { return new_aligned(size, align); }
-void *_ZnamSt11align_val_t(size_t size, size_t align) { return new_aligned(size, align); }
+void *_ZnwmSt11align_val_t(size_t size, size_t align)
+{
+	NEXT(OP_NEW_ALIGNED, new_aligned_fn, size, align);
+	return new_aligned(size, align);
+}
+void *_ZnamSt11align_val_t(size_t size, size_t align)
+{
+	NEXT(OP_NEW_ARRAY_ALIGNED, new_aligned_fn, size, align);
+	return new_aligned(size, align);
+}
 
 /* operator new(size_t, std::align_val_t, const std::nothrow_t &) and new[] */
 void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
 {
-	return (void)nothrow, memalign(align, size ? size : 1);
+	NEXT(OP_NEW_ALIGNED_NOTHROW, new3_fn, size, align, nothrow);
+	return memalign(align, size ? size : 1);
 }
 void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
 {
-	return (void)nothrow, memalign(align, size ? size : 1);
+	NEXT(OP_NEW_ARRAY_ALIGNED_NOTHROW, new3_fn, size, align, nothrow);
+	return memalign(align, size ? size : 1);
 }
 
 /*
  * Every operator delete frees: the size and alignment a sized or aligned
  * delete passes are the block's own.
  */
-void _ZdlPv(void *p) { free(p); }
-void _ZdaPv(void *p) { free(p); }
-void _ZdlPvm(void *p, size_t size) { (void)size, free(p); }
-void _ZdaPvm(void *p, size_t size) { (void)size, free(p); }
-void _ZdlPvRKSt9nothrow_t(void *p, const void *nothrow) { (void)nothrow, free(p); }
-void _ZdaPvRKSt9nothrow_t(void *p, const void *nothrow) { (void)nothrow, free(p); }
-void _ZdlPvSt11align_val_t(void *p, size_t align) { (void)align, free(p); }
-void _ZdaPvSt11align_val_t(void *p, size_t align) { (void)align, free(p); }
-void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align) { (void)size, (void)align, free(p); }
-void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align) { (void)size, (void)align, free(p); }
+void _ZdlPv(void *p)
+{
+	NEXT_VOID(OP_DELETE, delete_fn, p);
+	free(p);
+}
+void _ZdaPv(void *p)
+{
+	NEXT_VOID(OP_DELETE_ARRAY, delete_fn, p);
+	free(p);
+}
+void _ZdlPvm(void *p, size_t size)
+{
+	NEXT_VOID(OP_DELETE_SIZED, delete2_fn, p, size);
+	free(p);
+}
+void _ZdaPvm(void *p, size_t size)
+{
+	NEXT_VOID(OP_DELETE_ARRAY_SIZED, delete2_fn, p, size);
+	free(p);
+}
+void _ZdlPvRKSt9nothrow_t(void *p, const void *nothrow)
+{
+	NEXT_VOID(OP_DELETE_NOTHROW, delete_nothrow_fn, p, nothrow);
+	free(p);
+}
+void _ZdaPvRKSt9nothrow_t(void *p, const void *nothrow)
+{
+	NEXT_VOID(OP_DELETE_ARRAY_NOTHROW, delete_nothrow_fn, p, nothrow);
+	free(p);
+}
+void _ZdlPvSt11align_val_t(void *p, size_t align)
+{
+	NEXT_VOID(OP_DELETE_ALIGNED, delete2_fn, p, align);
+	free(p);
+}
+void _ZdaPvSt11align_val_t(void *p, size_t align)
+{
+	NEXT_VOID(OP_DELETE_ARRAY_ALIGNED, delete2_fn, p, align);
+	free(p);
+}
+void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+	NEXT_VOID(OP_DELETE_SIZED_ALIGNED, delete3_fn, p, size, align);
+	free(p);
+}
+void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align)
+{
+	NEXT_VOID(OP_DELETE_ARRAY_SIZED_ALIGNED, delete3_fn, p, size, align);
+	free(p);
+}
 void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nothrow)
 {
-	(void)align, (void)nothrow, free(p);
+	NEXT_VOID(OP_DELETE_ALIGNED_NOTHROW, delete_aligned_nothrow_fn, p, align, nothrow);
+	free(p);
 }
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nothrow)
 {
-	(void)align, (void)nothrow, free(p);
+	NEXT_VOID(OP_DELETE_ARRAY_ALIGNED_NOTHROW, delete_aligned_nothrow_fn, p, align, nothrow);
+	free(p);
 }

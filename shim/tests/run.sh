@@ -43,6 +43,9 @@ build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread -W
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
 	-o "$T/md_test" "$HERE/md_test.c"
 build $CXX -O1 -g -std=c++17 -Wall -Wextra -Werror -o "$T/cxx_test" "$HERE/cxx_test.cc"
+# A program whose own library replaces operator new and delete.
+build $CXX -O1 -g -shared -fPIC -Wall -Wextra -Werror -o "$T/libnewpool.so" "$HERE/newpool.cc"
+build $CXX -O1 -g -Wall -Wextra -Werror -o "$T/pool_test" "$HERE/pool_test.cc" -L"$T" -lnewpool -Wl,-rpath,"$T"
 
 # The C parser against the shared cases.
 if "$T/config_test" "$ROOT/testdata/options_cases.txt" >"$T/config.out" 2>&1; then
@@ -437,6 +440,13 @@ new[](huge, 64): new_handler called 2 times, then bad_alloc
 nothrow: null null
 new(0): two blocks
 new(100, 4096): aligned
+EOF
+done
+# The shim hands its operators over to the program's own.
+for opts in "guard fill" ""; do
+	run "replaced new [$opts]" "$opts" 0 "$T/pool_test" <<EOF
+new: pool, new[]: pool
+pool done
 EOF
 done
 run cxx_corrupt "guard" 0 "$T/cxx_test" corrupt <<EOF
