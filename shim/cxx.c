@@ -210,115 +210,57 @@ typedef void (*delete_nothrow_fn)(void *, const void *);
 typedef void (*delete3_fn)(void *, size_t, size_t);
 typedef void (*delete_aligned_nothrow_fn)(void *, size_t, const void *);
 
-/* operator new(size_t) and new[](size_t) */
-void *_Znwm(size_t size)
-{
-	NEXT(OP_NEW, new_fn, size);
-	return new_block(size);
-}
-void *_Znam(size_t size)
-{
-	NEXT(OP_NEW_ARRAY, new_fn, size);
-	return new_block(size);
-}
-
-/* operator new(size_t, const std::nothrow_t &) and new[] */
-void *_ZnwmRKSt9nothrow_t(size_t size, const void *nothrow)
-{
-	NEXT(OP_NEW_NOTHROW, new2_fn, size, nothrow);
-	return malloc(size ? size : 1);
-}
-void *_ZnamRKSt9nothrow_t(size_t size, const void *nothrow)
-{
-	NEXT(OP_NEW_ARRAY_NOTHROW, new2_fn, size, nothrow);
-	return malloc(size ? size : 1);
-}
-
-/* operator new(size_t, std::align_val_t) and new[] */
-void *_ZnwmSt11align_val_t(size_t size, size_t align)
-{
-	NEXT(OP_NEW_ALIGNED, new_aligned_fn, size, align);
-	return new_aligned(size, align);
-}
-void *_ZnamSt11align_val_t(size_t size, size_t align)
-{
-	NEXT(OP_NEW_ARRAY_ALIGNED, new_aligned_fn, size, align);
-	return new_aligned(size, align);
-}
-
-/* operator new(size_t, std::align_val_t, const std::nothrow_t &) and new[] */
-void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
-{
-	NEXT(OP_NEW_ALIGNED_NOTHROW, new3_fn, size, align, nothrow);
-	return memalign(align, size ? size : 1);
-}
-void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t size, size_t align, const void *nothrow)
-{
-	NEXT(OP_NEW_ARRAY_ALIGNED_NOTHROW, new3_fn, size, align, nothrow);
-	return memalign(align, size ? size : 1);
-}
-
 /*
- * Every operator delete frees: the size and alignment a sized or aligned
- * delete passes are the block's own.
+ * DEFINE_NEW defines an operator new that hands over (NEXT) or returns own;
+ * DEFINE_DELETE an operator delete that hands over or frees: the size and
+ * alignment a sized or aligned delete passes are the block's own.
  */
-void _ZdlPv(void *p)
-{
-	NEXT_VOID(OP_DELETE, delete_fn, p);
-	free(p);
-}
-void _ZdaPv(void *p)
-{
-	NEXT_VOID(OP_DELETE_ARRAY, delete_fn, p);
-	free(p);
-}
-void _ZdlPvm(void *p, size_t size)
-{
-	NEXT_VOID(OP_DELETE_SIZED, delete2_fn, p, size);
-	free(p);
-}
-void _ZdaPvm(void *p, size_t size)
-{
-	NEXT_VOID(OP_DELETE_ARRAY_SIZED, delete2_fn, p, size);
-	free(p);
-}
-void _ZdlPvRKSt9nothrow_t(void *p, const void *nothrow)
-{
-	NEXT_VOID(OP_DELETE_NOTHROW, delete_nothrow_fn, p, nothrow);
-	free(p);
-}
-void _ZdaPvRKSt9nothrow_t(void *p, const void *nothrow)
-{
-	NEXT_VOID(OP_DELETE_ARRAY_NOTHROW, delete_nothrow_fn, p, nothrow);
-	free(p);
-}
-void _ZdlPvSt11align_val_t(void *p, size_t align)
-{
-	NEXT_VOID(OP_DELETE_ALIGNED, delete2_fn, p, align);
-	free(p);
-}
-void _ZdaPvSt11align_val_t(void *p, size_t align)
-{
-	NEXT_VOID(OP_DELETE_ARRAY_ALIGNED, delete2_fn, p, align);
-	free(p);
-}
-void _ZdlPvmSt11align_val_t(void *p, size_t size, size_t align)
-{
-	NEXT_VOID(OP_DELETE_SIZED_ALIGNED, delete3_fn, p, size, align);
-	free(p);
-}
-void _ZdaPvmSt11align_val_t(void *p, size_t size, size_t align)
-{
-	NEXT_VOID(OP_DELETE_ARRAY_SIZED_ALIGNED, delete3_fn, p, size, align);
-	free(p);
-}
-void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nothrow)
-{
-	NEXT_VOID(OP_DELETE_ALIGNED_NOTHROW, delete_aligned_nothrow_fn, p, align, nothrow);
-	free(p);
-}
-void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t align, const void *nothrow)
-{
-	NEXT_VOID(OP_DELETE_ARRAY_ALIGNED_NOTHROW, delete_aligned_nothrow_fn, p, align, nothrow);
-	free(p);
-}
+#define DEFINE_NEW(name, op, type, params, own, ...) \
+	void *name params                            \
+	{                                            \
+		NEXT(op, type, __VA_ARGS__);         \
+		return own;                          \
+	}
+#define DEFINE_DELETE(name, op, type, params, ...) \
+	void name params                           \
+	{                                          \
+		NEXT_VOID(op, type, __VA_ARGS__);  \
+		free(p);                           \
+	}
+
+/* new(size_t), new[](size_t), and their nothrow forms */
+DEFINE_NEW(_Znwm, OP_NEW, new_fn, (size_t size), new_block(size), size)
+DEFINE_NEW(_Znam, OP_NEW_ARRAY, new_fn, (size_t size), new_block(size), size)
+DEFINE_NEW(_ZnwmRKSt9nothrow_t, OP_NEW_NOTHROW, new2_fn, (size_t size, const void *nothrow), malloc(size ? size : 1),
+	   size, nothrow)
+DEFINE_NEW(_ZnamRKSt9nothrow_t, OP_NEW_ARRAY_NOTHROW, new2_fn, (size_t size, const void *nothrow),
+	   malloc(size ? size : 1), size, nothrow)
+
+/* new(size_t, std::align_val_t), new[], and their nothrow forms */
+DEFINE_NEW(_ZnwmSt11align_val_t, OP_NEW_ALIGNED, new_aligned_fn, (size_t size, size_t align),
+	   new_aligned(size, align), size, align)
+DEFINE_NEW(_ZnamSt11align_val_t, OP_NEW_ARRAY_ALIGNED, new_aligned_fn, (size_t size, size_t align),
+	   new_aligned(size, align), size, align)
+DEFINE_NEW(_ZnwmSt11align_val_tRKSt9nothrow_t, OP_NEW_ALIGNED_NOTHROW, new3_fn,
+	   (size_t size, size_t align, const void *nothrow), memalign(align, size ? size : 1), size, align, nothrow)
+DEFINE_NEW(_ZnamSt11align_val_tRKSt9nothrow_t, OP_NEW_ARRAY_ALIGNED_NOTHROW, new3_fn,
+	   (size_t size, size_t align, const void *nothrow), memalign(align, size ? size : 1), size, align, nothrow)
+
+/* every delete */
+DEFINE_DELETE(_ZdlPv, OP_DELETE, delete_fn, (void *p), p)
+DEFINE_DELETE(_ZdaPv, OP_DELETE_ARRAY, delete_fn, (void *p), p)
+DEFINE_DELETE(_ZdlPvm, OP_DELETE_SIZED, delete2_fn, (void *p, size_t size), p, size)
+DEFINE_DELETE(_ZdaPvm, OP_DELETE_ARRAY_SIZED, delete2_fn, (void *p, size_t size), p, size)
+DEFINE_DELETE(_ZdlPvRKSt9nothrow_t, OP_DELETE_NOTHROW, delete_nothrow_fn, (void *p, const void *nothrow), p, nothrow)
+DEFINE_DELETE(_ZdaPvRKSt9nothrow_t, OP_DELETE_ARRAY_NOTHROW, delete_nothrow_fn, (void *p, const void *nothrow), p,
+	      nothrow)
+DEFINE_DELETE(_ZdlPvSt11align_val_t, OP_DELETE_ALIGNED, delete2_fn, (void *p, size_t align), p, align)
+DEFINE_DELETE(_ZdaPvSt11align_val_t, OP_DELETE_ARRAY_ALIGNED, delete2_fn, (void *p, size_t align), p, align)
+DEFINE_DELETE(_ZdlPvmSt11align_val_t, OP_DELETE_SIZED_ALIGNED, delete3_fn, (void *p, size_t size, size_t align), p,
+	      size, align)
+DEFINE_DELETE(_ZdaPvmSt11align_val_t, OP_DELETE_ARRAY_SIZED_ALIGNED, delete3_fn, (void *p, size_t size, size_t align),
+	      p, size, align)
+DEFINE_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, OP_DELETE_ALIGNED_NOTHROW, delete_aligned_nothrow_fn,
+	      (void *p, size_t align, const void *nothrow), p, align, nothrow)
+DEFINE_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, OP_DELETE_ARRAY_ALIGNED_NOTHROW, delete_aligned_nothrow_fn,
+	      (void *p, size_t align, const void *nothrow), p, align, nothrow)
