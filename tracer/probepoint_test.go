@@ -625,3 +625,51 @@ func TestStackDelta(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachOncePerFile: a file named again by another path (a symbolic
+// link, as the loader's /lib/... is to the maps' /usr/lib/...) is not
+// probed twice for a process, which would count every call twice.
+func TestAttachOncePerFile(t *testing.T) {
+	needProbes(t)
+	probes, err := LoadProbes(ProbeConfig{StackDepth: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probes.Close()
+	alias := filepath.Join(t.TempDir(), "libc-alias.so")
+	var links [2]int
+	var c Counters
+	proc, err := Launch([]string{testProg(t, "pairs"), "5000"}, nil, nil, Hooks{
+		Ready: func(pid int) error {
+			lib, err := AllocatorOfExec(pid)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(lib, alias); err != nil {
+				return err
+			}
+			for i, path := range []string{lib, alias} {
+				if err := probes.Attach(pid, path); err != nil {
+					return err
+				}
+				probes.mu.Lock()
+				links[i] = len(probes.links[pid])
+				probes.mu.Unlock()
+			}
+			return nil
+		},
+		Exit: func(pid int) { c, _ = probes.Counters() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := proc.Wait(); err != nil || !st.Known || st.Code != 0 {
+		t.Fatalf("exit status %+v, %v", st, err)
+	}
+	if links[0] == 0 || links[1] != links[0] {
+		t.Errorf("links after the first attach %d, after the second %d: want the same, not 0", links[0], links[1])
+	}
+	if c.Frees != 5065 || c.UnknownFrees != 0 {
+		t.Errorf("frees %d (want 5065), unknown frees %d (want 0)", c.Frees, c.UnknownFrees)
+	}
+}

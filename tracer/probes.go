@@ -161,6 +161,10 @@ type Probes struct {
 	// and points where in them.
 	attached map[int][]string
 	points   map[int][]ProbePoint
+	// probed holds, for each process, the files Attach has probed: a file
+	// named again by another path (the loader's /lib/..., the maps'
+	// /usr/lib/...) is not probed twice.
+	probed map[int]map[fileID]bool
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
 	// count sizes snapshots before the walk; lastLen is the size of each
@@ -249,7 +253,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
 		links: map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
-		watched:     map[int]map[string]bool{},
+		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
@@ -562,7 +566,8 @@ type probeSite struct {
 }
 
 // Attach puts the probes on the allocator in the ELF file lib for process
-// pid only: other processes that map the same file pay nothing. It fails
+// pid only: other processes that map the same file pay nothing. A file
+// already probed for pid, by whatever path, is left as it is. It fails
 // when malloc, free, calloc or realloc cannot be probed; an *AttachError
 // lists optional functions that could not be. When lib is mdtrace's shim,
 // its two probe sites are probed instead of the allocator's functions. When
@@ -577,6 +582,13 @@ type probeSite struct {
 // instruction instead of single-stepping it (probePoint).
 func (p *Probes) Attach(pid int, lib string) error {
 	p.reclaim(pid)
+	id, identified := statID(lib)
+	p.mu.Lock()
+	again := identified && p.probed[pid][id]
+	p.mu.Unlock()
+	if again {
+		return nil
+	}
 	offsets, err := funcOffsets(lib)
 	if err != nil {
 		return err
@@ -693,6 +705,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 	}
 	p.mu.Lock()
 	p.links[pid] = append(p.links[pid], links...)
+	if identified {
+		if p.probed[pid] == nil {
+			p.probed[pid] = map[fileID]bool{}
+		}
+		p.probed[pid][id] = true
+	}
 	if hasMalloc {
 		p.attached[pid] = names
 		p.points[pid] = points

@@ -50,6 +50,7 @@ func (p *Probes) Release(pid int) {
 	delete(p.links, pid)
 	delete(p.attached, pid)
 	delete(p.points, pid)
+	delete(p.probed, pid)
 	delete(p.watched, pid)
 	if p.retired.pids == nil {
 		p.retired.pids = map[int]bool{}
