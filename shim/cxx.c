@@ -143,7 +143,10 @@ static const char *const op_symbol[OP_COUNT] = {
 static void *op_next[OP_COUNT];
 static int op_state;
 
-/* runtime_file reports whether path is a C++ runtime library. */
+/*
+ * runtime_file reports whether path is a C++ runtime library (the names
+ * tracer.IsCxxRuntime knows).
+ */
 static int runtime_file(const char *path)
 {
 	const char *base = strrchr(path, '/');

@@ -673,3 +673,27 @@ func TestAttachOncePerFile(t *testing.T) {
 		t.Errorf("frees %d (want 5065), unknown frees %d (want 0)", c.Frees, c.UnknownFrees)
 	}
 }
+
+// TestIsCxxRuntime: a C++ runtime by its name, and only if it defines
+// operator new.
+func TestIsCxxRuntime(t *testing.T) {
+	dir := t.TempDir()
+	noNew := filepath.Join(dir, "libc++.so.1")
+	data, err := os.ReadFile(testProg(t, "pairs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(noNew, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if IsCxxRuntime(noNew) {
+		t.Errorf("%s, without operator new, is a runtime", noNew)
+	}
+	stdcxx := canonical("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+	if _, err := os.Stat(stdcxx); err == nil && !IsCxxRuntime(stdcxx) {
+		t.Errorf("%s is not a runtime", stdcxx)
+	}
+	if IsCxxRuntime(testLibc(t)) {
+		t.Error("libc is a runtime")
+	}
+}

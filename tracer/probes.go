@@ -507,11 +507,14 @@ func probedHere(name string, offsets map[string]funcSym) bool {
 	return defined && slices.ContainsFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == name })
 }
 
-// IsCxxRuntime reports whether the file at path is a C++ runtime library,
-// whose operator new Attach probes for backtraces (see runtimeNews).
+// IsCxxRuntime reports whether the file at path is a C++ runtime library
+// that defines operator new (libstdc++, libc++, or libc++abi where libc++
+// leaves new to it), whose news Attach probes for backtraces (see
+// runtimeNews). The shim's hand-over (shim/cxx.c) knows the same names.
 func IsCxxRuntime(path string) bool {
 	base := filepath.Base(path)
-	return strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so")
+	return (strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so") ||
+		strings.HasPrefix(base, "libc++abi.so")) && DefinesNew(path)
 }
 
 // DefinesNew reports whether the ELF file at path defines C++'s operator
