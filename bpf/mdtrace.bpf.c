@@ -784,6 +784,17 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 }
 
 /*
+ * Whether a call at stack pointer sp is inside the thread's call in flight:
+ * below it, or at the same stack pointer (a tail call). The allocator calls
+ * itself (realloc(NULL, n) calls malloc, an operator delete free): the
+ * outer call accounts for it.
+ */
+static __always_inline bool inside_call(const struct thread_state *ts, u64 sp)
+{
+	return ts->call != CALL_NONE && sp <= ts->entry_sp;
+}
+
+/*
  * Whether the current call is inside one in flight (an operator delete
  * calling free), without creating the thread's state: it is not counted.
  */
@@ -791,7 +802,7 @@ static __always_inline bool nested(struct pt_regs *ctx)
 {
 	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
 
-	if (!ts || ts->call == CALL_NONE || PT_REGS_SP(ctx) > ts->entry_sp)
+	if (!ts || !inside_call(ts, PT_REGS_SP(ctx)))
 		return false;
 	count(COUNTER_NESTED);
 	return true;
@@ -835,20 +846,13 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 
 	if (!ts)
 		return 0;
-	if (ts->call != CALL_NONE) {
-		/*
-		 * A call below the one in flight, or at the same stack
-		 * pointer (a tail call), is the allocator calling itself
-		 * (realloc(NULL, n) calls malloc): the outer call accounts
-		 * for it.
-		 */
-		if (sp <= ts->entry_sp) {
-			count(COUNTER_NESTED);
-			return 0;
-		}
-		/* The call in flight returned without its return probe. */
-		count(COUNTER_MISSED_RETURN);
+	if (inside_call(ts, sp)) {
+		count(COUNTER_NESTED);
+		return 0;
 	}
+	/* The call in flight returned without its return probe. */
+	if (ts->call != CALL_NONE)
+		count(COUNTER_MISSED_RETURN);
 	/* A call inside a runtime's operator new takes new's first frame. */
 	ts->from_new = ts->new_sp && sp < ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX;
 	ts->new_sp = 0;

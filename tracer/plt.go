@@ -15,31 +15,19 @@ import (
 // a probe on the thunk adds nothing where the function it jumps to is
 // probed too (and for a delete, a return probe and a nested free).
 
-// thunkTarget returns the name of the function a thunk of the file at path
-// (endbr64, then a jump), read through r, jumps to: one of offsets, the
-// file's own functions, or the function a PLT stub is bound to by its
-// relocation. ok is false when it is not known.
-func thunkTarget(r io.ReaderAt, path string, fs funcSym, offsets map[string]funcSym) (name string, ok bool) {
-	at := fs.off
-	inst, err := readInst(r, at, false)
-	if err == nil && inst.Op == x86asm.NOP { // endbr64
-		at += uint64(inst.Len)
-		inst, err = readInst(r, at, false)
-	}
-	if err != nil || inst.Op != x86asm.JMP {
-		return "", false
-	}
-	rel, isRel := inst.Args[0].(x86asm.Rel)
-	if !isRel {
-		return "", false
-	}
-	target := uint64(int64(at) + int64(inst.Len) + int64(rel))
-	for name, f := range offsets {
-		if f.off == target {
-			return name, true
+// functionAt returns the name of the function at file offset off of the
+// file at path, read through r: one of the file's own, or the function a
+// PLT stub there is bound to by its relocation; "" when it is not known.
+func functionAt(r io.ReaderAt, path string, off uint64) string {
+	if offsets, err := funcOffsets(path); err == nil {
+		for name, f := range offsets {
+			if f.off == off {
+				return name
+			}
 		}
 	}
-	return stubTarget(r, path, target)
+	name, _ := stubTarget(r, path, off)
+	return name
 }
 
 // stubTarget returns the function the PLT stub at file offset off of the

@@ -152,11 +152,7 @@ func skipPrologue(code []byte, use entryUse) (at int, ok bool) {
 		return at, false
 	}
 	for i := 0; i <= maxSkipped && at < len(code); i++ {
-		if bytes.HasPrefix(code[at:], endbr64) {
-			at += len(endbr64)
-			continue
-		}
-		inst, err := decode(code[at:])
+		inst, err := decode(code[at:]) // endbr64 is a NOP: harmless
 		if err != nil {
 			return fail()
 		}
@@ -471,10 +467,15 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 			pl.delta = uint64(stackDelta(code, len(code)))
 		}
 	}
-	if inst, err := readInst(r, fs.off, true); err == nil && inst.Op == x86asm.JMP {
+	// A thunk: endbr64, then a jump.
+	at := fs.off
+	if head := make([]byte, len(endbr64)); readFull(r, head, at) && bytes.Equal(head, endbr64) {
+		at += uint64(len(endbr64))
+	}
+	if inst, err := readInst(r, at, false); err == nil && inst.Op == x86asm.JMP {
 		pl.thunk = true
-		if offsets, err := funcOffsets(path); err == nil {
-			pl.target, _ = thunkTarget(r, path, fs, offsets)
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+			pl.target = functionAt(r, path, uint64(int64(at)+int64(inst.Len)+int64(rel)))
 		}
 	}
 	return pl
