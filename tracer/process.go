@@ -3,12 +3,15 @@
 package tracer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -262,6 +265,9 @@ func (p *Process) attach(pid int) error {
 	p.tracees[pid] = true
 	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
+			if kernelThread(pid) {
+				return fmt.Errorf("process %d is a kernel thread: it has no program or allocator to trace", pid)
+			}
 			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
 		}
 		exe, _ := procExe(pid)
@@ -498,4 +504,30 @@ func wait4(pid int, ws *unix.WaitStatus, opts int) (int, error) {
 		}
 		return wpid, err
 	}
+}
+
+// pfKthread is the kernel's PF_KTHREAD, a task flag (field 9 of
+// /proc/PID/stat).
+const pfKthread = 0x00200000
+
+// kernelThread reports whether pid is a kernel thread, which has no
+// /proc/PID/exe, as a process that has exited has none.
+func kernelThread(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The command name may hold spaces and parentheses: the fields
+	// start after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is the state (field 3); the flags are field 9.
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread != 0
 }

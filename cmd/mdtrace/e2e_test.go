@@ -666,12 +666,13 @@ func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	z := zombie(t)
 	prog32 := i386Program(t)
-	cases := []struct {
+	type badCase struct {
 		name   string
 		args   []string
 		code   int
 		stderr string // the whole of standard error
-	}{
+	}
+	cases := []badCase{
 		{"unknown pid", []string{"-p", "2147483000"}, 1, "mdtrace: no process with PID 2147483000\n"},
 		{"negative pid", []string{"-p", "-5"}, 2, "mdtrace: invalid PID -5\nRun 'mdtrace --help' for usage.\n"},
 		{"not a number", []string{"-p", "abc"}, 2, "mdtrace: invalid argument \"abc\" for \"-p, --pid\" flag: strconv.ParseInt: parsing \"abc\": invalid syntax\nRun 'mdtrace --help' for usage.\n"},
@@ -717,6 +718,10 @@ func TestBadInput(t *testing.T) {
 		{"sample-bytes with record_allocs", []string{"--sample-bytes", "4096", "-o", "record_allocs", "--", "true"}, 2, "mdtrace: option record_allocs needs every allocator call: it cannot be used with --sample-bytes\n"},
 		{"sample-bytes with verify_pointers", []string{"--sample-bytes", "4096", "-o", "backtrace verify_pointers", "--", "true"}, 2, "mdtrace: option verify_pointers needs every allocator call: it cannot be used with --sample-bytes\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
+	}
+	// kthreadd is PID 2 where mdtrace sees the host's PIDs.
+	if comm, _ := os.ReadFile("/proc/2/comm"); string(comm) == "kthreadd\n" {
+		cases = append(cases, badCase{"kernel thread", []string{"-p", "2"}, 1, "mdtrace: process 2 is a kernel thread: it has no program or allocator to trace\n"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
