@@ -150,14 +150,131 @@ struct alloc_info {
 	u32 flags;    /* ALLOC_ZYGOTE */
 };
 
-/* The live table. */
-struct {
+/*
+ * The live table, in tiers: hash maps that user space makes as the table
+ * fills. A hash map takes 16 bytes of buckets per entry of room as soon as
+ * it is made, 64 MiB and 40 ms for the default room of 4M blocks: the first
+ * tier holds 256K, and user space makes a larger one, ready for use, when
+ * the newest is a quarter full (tracer/tables.go). New blocks go into the
+ * newest tier, top_table, until it is full, then into the next; a block
+ * leaves the tier that holds it.
+ */
+#define TABLE_TIERS 4
+
+struct alloc_table {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, DEFAULT_MAX_ALLOCS);
 	__type(key, struct alloc_key);
 	__type(value, struct alloc_info);
-} allocs SEC(".maps");
+};
+
+/* The first tier, made with the other maps; user space puts it in tables. */
+struct alloc_table allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, TABLE_TIERS);
+	__type(key, u32);
+	__array(values, struct alloc_table);
+} tables SEC(".maps");
+
+/* The newest tier of the live table in use: the probes move it on. */
+volatile u64 top_table = 0;
+
+/* Tier t of the live table, or null. */
+static __always_inline void *table(u32 t)
+{
+	return bpf_map_lookup_elem(&tables, &t);
+}
+
+/*
+ * The entry of a live block and, in *tier, the tier that holds it; null if
+ * none does. The newest tier is looked at first.
+ */
+static __always_inline struct alloc_info *find_block(struct alloc_key *key, void **tier)
+{
+	u32 top = top_table, i;
+	struct alloc_info *info;
+	void *m;
+
+	for (i = 0; i < TABLE_TIERS; i++) {
+		if (i > top)
+			break;
+		m = table(top - i);
+		if (!m)
+			continue;
+		info = bpf_map_lookup_elem(m, key);
+		if (info) {
+			*tier = m;
+			return info;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Deletes a live block from the tier that holds it, after copying its entry
+ * to old if old is not null. Returns 0, or -1 when no tier holds it.
+ */
+static __always_inline int delete_block(struct alloc_key *key, struct alloc_info *old)
+{
+	struct alloc_info *info;
+	u32 top = top_table, i;
+	void *m;
+
+	if (old) {
+		info = find_block(key, &m);
+		if (!info)
+			return -1;
+		*old = *info;
+		return bpf_map_delete_elem(m, key) == 0 ? 0 : -1;
+	}
+	for (i = 0; i < TABLE_TIERS; i++) {
+		if (i > top)
+			break;
+		m = table(top - i);
+		if (m && bpf_map_delete_elem(m, key) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+#define E2BIG 7
+
+/*
+ * Puts a live block into the newest tier. An entry an older tier still
+ * holds for its address, whose free mdtrace missed, goes: the newest entry
+ * is the block, as when one table held them all. When the newest tier is
+ * full and user space has made the next one, that one becomes the newest.
+ * Returns the map update's result.
+ */
+static __always_inline long put_block(struct alloc_key *key, struct alloc_info *info, u64 flags)
+{
+	u32 top = top_table, i;
+	void *m, *next;
+	long err;
+
+	for (i = 0; i < TABLE_TIERS - 1; i++) {
+		if (i >= top)
+			break;
+		m = table(i);
+		if (m)
+			bpf_map_delete_elem(m, key);
+	}
+	m = table(top);
+	if (!m)
+		return -1;
+	err = bpf_map_update_elem(m, key, info, flags);
+	if (err != -E2BIG || top + 1 >= TABLE_TIERS)
+		return err;
+	next = table(top + 1);
+	if (!next)
+		return err;
+	/* Another CPU may have moved on already: top_table only grows. */
+	__sync_val_compare_and_swap(&top_table, top, top + 1);
+	return bpf_map_update_elem(next, key, info, flags);
+}
 
 /*
  * A backtrace: the return addresses, innermost first, ended by a zero when
@@ -691,7 +808,7 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u3
 		info.flags |= ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at, ts) : 0;
-	if (bpf_map_update_elem(&allocs, &key, &info, BPF_ANY) != 0) {
+	if (put_block(&key, &info, BPF_ANY) != 0) {
 		count(COUNTER_TABLE_FULL);
 		table_full = 1;
 		/*
@@ -759,17 +876,15 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 					 bool check)
 {
 	struct alloc_key key = block_key(ptr);
-	struct alloc_info *info;
+	bool gone;
 
 	if (ts) {
-		ts->old_valid = 0;
-		info = bpf_map_lookup_elem(&allocs, &key);
-		if (info) {
-			ts->old = *info;
-			ts->old_valid = 1;
-		}
+		gone = delete_block(&key, &ts->old) == 0;
+		ts->old_valid = gone;
+	} else {
+		gone = delete_block(&key, 0) == 0;
 	}
-	if (bpf_map_delete_elem(&allocs, &key) == 0) {
+	if (gone) {
 		count(COUNTER_FREES);
 		if (verify && check) {
 			u64 id = take_stack(ctx, AT_ENTRY, 0);
@@ -920,7 +1035,9 @@ int alloc_entry(struct pt_regs *ctx)
 		if (verify && a0) {
 			struct alloc_key key = block_key(a0);
 
-			if (!bpf_map_lookup_elem(&allocs, &key))
+			void *tier;
+
+			if (!find_block(&key, &tier))
 				pointer_error(ctx, &key, FN_USABLE_SIZE);
 		}
 		return 0;
@@ -1007,7 +1124,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 			if (size != 0 && ts->old_valid) {
 				struct alloc_key key = block_key(ts->args[0]);
 
-				bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
+				put_block(&key, &ts->old, BPF_NOEXIST);
 			}
 			return 0;
 		}
@@ -1082,7 +1199,7 @@ int alloc_site(struct pt_regs *ctx)
 		if (ptr == 0 && size != 0 && ts->old_valid) {
 			struct alloc_key key = block_key(a0);
 
-			bpf_map_update_elem(&allocs, &key, &ts->old, BPF_NOEXIST);
+			put_block(&key, &ts->old, BPF_NOEXIST);
 		}
 		ts->old_valid = 0;
 		break;

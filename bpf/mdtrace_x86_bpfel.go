@@ -109,6 +109,7 @@ const (
 	MdtraceMapSeenStacks         = "seen_stacks"
 	MdtraceMapStackScratch       = "stack_scratch"
 	MdtraceMapStacks             = "stacks"
+	MdtraceMapTables             = "tables"
 	MdtraceMapThreads            = "threads"
 	MdtraceMapTraced             = "traced"
 	MdtraceMapWalkScratch        = "walk_scratch"
@@ -138,6 +139,7 @@ const (
 	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
+	MdtraceVarTopTable           = "top_table"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
@@ -215,6 +217,7 @@ type MdtraceMapSpecs struct {
 	SeenStacks   *ebpf.MapSpec `ebpf:"seen_stacks"`
 	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
+	Tables       *ebpf.MapSpec `ebpf:"tables"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
@@ -242,6 +245,7 @@ type MdtraceVariableSpecs struct {
 	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
+	TopTable           *ebpf.VariableSpec `ebpf:"top_table"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
@@ -283,6 +287,7 @@ type MdtraceMaps struct {
 	SeenStacks   *ebpf.Map `ebpf:"seen_stacks"`
 	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks       *ebpf.Map `ebpf:"stacks"`
+	Tables       *ebpf.Map `ebpf:"tables"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
@@ -304,6 +309,7 @@ func (m *MdtraceMaps) Close() error {
 		m.SeenStacks,
 		m.StackScratch,
 		m.Stacks,
+		m.Tables,
 		m.Threads,
 		m.Traced,
 		m.WalkScratch,
@@ -332,6 +338,7 @@ type MdtraceVariables struct {
 	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
+	TopTable           *ebpf.Variable `ebpf:"top_table"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`

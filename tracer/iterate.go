@@ -15,19 +15,30 @@ import (
 // allocBatch is how many entries of the live table one system call reads.
 var allocBatch = 4096
 
-// eachAlloc calls fn with every entry of the live table. It reads the table
-// a batch at a time (BPF_MAP_LOOKUP_BATCH), one system call for allocBatch
+// eachAlloc calls fn with every entry of the live table, tier after tier.
+// fn must not keep its arguments.
+func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
+	for _, m := range p.tables.maps() {
+		if err := eachAllocIn(m, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachAllocIn calls fn with every entry of a tier of the live table. It
+// reads the tier a batch at a time (BPF_MAP_LOOKUP_BATCH), one system call for allocBatch
 // entries instead of two per entry for a walk key by key. While the probes
 // change the table, it sees each entry at most once: the kernel's cursor is
 // a hash bucket, where a walk key by key starts over from the first key
 // when the key it stands on is freed. fn must not keep its arguments.
-func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
+func eachAllocIn(m *ebpf.Map, fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
 	n := allocBatch
 	keys := make([]bpf.MdtraceAllocKey, n)
 	infos := make([]bpf.MdtraceAllocInfo, n)
 	var cursor ebpf.MapBatchCursor
 	for {
-		got, err := p.objs.Allocs.BatchLookup(&cursor, keys, infos, nil)
+		got, err := m.BatchLookup(&cursor, keys, infos, nil)
 		if errors.Is(err, unix.ENOSPC) {
 			// A hash bucket holds more entries than a batch: the
 			// cursor stays on it, read it with room for twice as many.

@@ -56,25 +56,25 @@ func TestLoadPrograms(t *testing.T) {
 // same allocations with and without it.
 func TestTableCount(t *testing.T) {
 	p := smallTable(t)
-	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 0 {
+	if n, ok := p.tables.estimate(); !ok || n != 0 {
 		t.Fatalf("empty table: estimate %d, %v; want 0, true", n, ok)
 	}
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 5000, stacks: 50, seed: 1})
 	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 700, stacks: 10, seed: 2})
-	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 5700 {
+	if n, ok := p.tables.estimate(); !ok || n != 5700 {
 		t.Errorf("5700 entries: estimate %d, %v", n, ok)
 	}
 	with, err := p.Snapshot(fakeTgid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calibrated := p.count
-	p.count = tableCount{}
+	calibrated := p.tables.counts[0]
+	p.tables.counts[0] = tableCount{}
 	without, err := p.Snapshot(fakeTgid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.count = calibrated
+	p.tables.counts[0] = calibrated
 	if len(with.Allocs) != 5000 || !slices.Equal(with.Allocs, without.Allocs) {
 		t.Errorf("snapshots differ: %d allocations with the count, %d without", len(with.Allocs), len(without.Allocs))
 	}
@@ -84,7 +84,7 @@ func TestTableCount(t *testing.T) {
 	if err := p.Forget(otherTgid); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := p.count.estimate(p.objs.Allocs); !ok || n != 5000 {
+	if n, ok := p.tables.estimate(); !ok || n != 5000 {
 		t.Errorf("after forgetting 700: estimate %d, %v; want 5000", n, ok)
 	}
 }

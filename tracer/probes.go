@@ -91,6 +91,9 @@ type ProbeConfig struct {
 	BacktraceOff bool
 	// MaxAllocs is the capacity of the live table; 0 means DefaultMaxAllocs.
 	MaxAllocs uint32
+	// FirstTable is the room of the live table's first tier (tables.go);
+	// 0 means 256K blocks. Tests make it small to see the table grow.
+	FirstTable uint32
 	// MaxStacks is the number of unique backtraces kept; 0 means DefaultMaxStacks.
 	MaxStacks uint32
 	// Record sends every allocator call to user space (record_allocs);
@@ -170,7 +173,7 @@ type Probes struct {
 	// count sizes snapshots before the walk; lastLen is the size of each
 	// process's last snapshot, a better guess where the table holds the
 	// blocks of many processes.
-	count   tableCount
+	tables  *liveTables
 	lastLen map[int]int
 }
 
@@ -241,7 +244,16 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if err := spec.Variables["record_wakeup_bytes"].Set(uint64(cfg.RecordBufferBytes / 4)); err != nil {
 		return nil, fmt.Errorf("setting record_wakeup_bytes: %w", err)
 	}
-	spec.Maps["allocs"].MaxEntries = cfg.MaxAllocs
+	first := cfg.FirstTable
+	if first == 0 {
+		first = firstTier
+	}
+	tiers := tierSizes(cfg.MaxAllocs, first)
+	spec.Maps["allocs"].MaxEntries = tiers[0]
+	tierSpec := spec.Maps["allocs"].Copy()
+	// The tables map's template of a tier is made and dropped at once:
+	// the room of a tier is not part of its type.
+	spec.Maps["tables"].InnerMap.MaxEntries = 1
 	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
 	// A stack is its frames, ended by a zero when there are fewer.
 	depth := cfg.StackDepth
@@ -270,7 +282,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
-	p.count.calibrate(p.objs.Allocs)
+	p.tables = newLiveTables(p.objs.Tables, p.objs.Allocs, tierSpec, p.objs.TopTable, tiers)
 	return p, nil
 }
 
@@ -328,8 +340,16 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) (err error) {
 	}
 	opts := ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
 	var progs [2]map[string]*ebpf.Program
-	var errs [2]error
+	var errs [3]error
 	var wg sync.WaitGroup
+	// An update of a map of maps waits for an RCU grace period, 10 to 20
+	// ms here: the first tier goes into the tables map while the verifier
+	// works.
+	wg.Go(func() {
+		if err := p.objs.Tables.Put(uint32(0), p.objs.Allocs); err != nil {
+			errs[2] = fmt.Errorf("putting the live table's first tier in place: %w", err)
+		}
+	})
 	for i, want := range []func(string) bool{
 		func(name string) bool { return slices.Contains(siteGroup, name) },
 		func(name string) bool {
@@ -963,6 +983,9 @@ func closeLinks(links []link.Link) {
 // Close detaches the probes and frees the programs and maps.
 func (p *Probes) Close() error {
 	p.Detach()
+	if p.tables != nil {
+		p.tables.close()
+	}
 	err := p.objs.Close()
 	if p.coll != nil {
 		p.coll.Close()
@@ -1015,17 +1038,19 @@ func (p *Probes) Forget(tgid int) error {
 // dropTables deletes the blocks drop picks, in one walk of the table, and
 // forgets the processes in tgids, which have no blocks left.
 func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]bool) error {
-	var keys []bpf.MdtraceAllocKey
-	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
-		if drop(key) {
-			keys = append(keys, *key)
+	for _, m := range p.tables.maps() {
+		var keys []bpf.MdtraceAllocKey
+		err := eachAllocIn(m, func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
+			if drop(key) {
+				keys = append(keys, *key)
+			}
+		})
+		if err != nil {
+			return err
 		}
-	})
-	if err != nil {
-		return err
-	}
-	if err := deleteKeys(p.objs.Allocs, keys); err != nil {
-		return err
+		if err := deleteKeys(m, keys); err != nil {
+			return err
+		}
 	}
 	p.mu.Lock()
 	for tgid := range tgids {
@@ -1109,7 +1134,7 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 		keys, infos = keys[:n], infos[:n]
 	}
 	if len(keys) > 0 {
-		if _, err := p.objs.Allocs.BatchUpdate(keys, infos, nil); err != nil {
+		if err := p.tables.putBatch(keys, infos); err != nil {
 			return fmt.Errorf("copying %d blocks of process %d to its child %d: %w", len(keys), parent, child, err)
 		}
 	}
@@ -1192,7 +1217,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 // of a million allocations about five times.
 func (p *Probes) readAllocs(tgid int, snap *leak.Snapshot) error {
 	mine := p.blocksOf(tgid)
-	if n, ok := p.count.estimate(p.objs.Allocs); ok {
+	if n, ok := p.tables.estimate(); ok {
 		p.mu.Lock()
 		if last, ok := p.lastLen[tgid]; ok {
 			n = min(n, 2*last+4096)

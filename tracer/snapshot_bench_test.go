@@ -78,7 +78,9 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	infos := make([]bpf.MdtraceAllocInfo, 0, chunk)
 	ptr := uint64(0x55d000000000) + uint64(f.tgid)<<20
 	flush := func() {
-		if _, err := p.objs.Allocs.BatchUpdate(keys, infos, nil); err != nil {
+		// As the watch of the live table would, between two chunks.
+		p.tables.grow()
+		if err := p.tables.putBatch(keys, infos); err != nil {
 			tb.Fatalf("filling the live table: %v", err)
 		}
 		keys, infos = keys[:0], infos[:0]

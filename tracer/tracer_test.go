@@ -62,6 +62,10 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 	return exitSnapshotEnv(t, cfg, nil, argv...)
 }
 
+// exitHook, when set, is called with the probes at the process's exit,
+// before exitSnapshot reads the live table.
+var exitHook func(*Probes)
+
 // exitSnapshotEnv is exitSnapshot with the environment env (nil: the
 // test's own).
 func exitSnapshotEnv(t *testing.T, cfg ProbeConfig, env []string, argv ...string) (*leak.Snapshot, map[uint64][]string, Counters, ExitStatus) {
@@ -85,6 +89,9 @@ func exitSnapshotEnv(t *testing.T, cfg ProbeConfig, env []string, argv ...string
 			return probes.Attach(pid, lib)
 		},
 		Exit: func(pid int) {
+			if exitHook != nil {
+				exitHook(probes)
+			}
 			s, err := probes.Snapshot(pid)
 			if err != nil {
 				t.Errorf("Snapshot: %v", err)

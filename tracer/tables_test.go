@@ -1,0 +1,91 @@
+//go:build linux
+
+package tracer
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestTierSizes(t *testing.T) {
+	const k = 1 << 10
+	cases := []struct {
+		total, first uint32
+		want         []uint32
+	}{
+		{4 << 20, 256 * k, []uint32{256 * k, 1024 * k, 2816 * k}},
+		{1 << 21, 256 * k, []uint32{256 * k, 1024 * k, 768 * k}},
+		{64 << 20, 256 * k, []uint32{256 * k, 1024 * k, 4096 * k, 60160 * k}},
+		{20000, 1024, []uint32{1024, 4096, 14880}},
+		{256 * k, 256 * k, []uint32{256 * k}},
+		{1000, 256 * k, []uint32{1000}},
+		{1000, 0, []uint32{1000}},
+		// The last tier is what is left, however small.
+		{256*k + 1, 256 * k, []uint32{256 * k, 1}},
+		// No tier is more than what is left: the next is all of it.
+		{3000, 1000, []uint32{1000, 2000}},
+		{^uint32(0), 1 << 30, []uint32{1 << 30, 1<<32 - 1 - 1<<30}},
+	}
+	for _, c := range cases {
+		got := tierSizes(c.total, c.first)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("tierSizes(%d, %d) = %v, want %v", c.total, c.first, got, c.want)
+		}
+		var sum uint64
+		for _, s := range got {
+			sum += uint64(s)
+		}
+		if sum != uint64(c.total) || len(got) > tableTiers {
+			t.Errorf("tierSizes(%d, %d) = %v: %d tiers adding up to %d", c.total, c.first, got, len(got), sum)
+		}
+	}
+}
+
+// TestLiveTableGrows: a process whose live blocks outgrow the first tier of
+// the live table, in steps the table's watch keeps up with, has every block
+// tracked: frees and reallocs find the blocks in the older tiers, and the
+// snapshot at exit holds exactly the blocks left, whichever tier they are in.
+func TestLiveTableGrows(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "grower")
+	// Tiers of 1024, 4096 and 14880 blocks; 5000 blocks at most live.
+	cfg := ProbeConfig{StackDepth: 16, MaxAllocs: 20000, FirstTable: 1024}
+	var (
+		tiers     int
+		now, most uint64
+		growErr   error
+	)
+	exitHook = func(p *Probes) {
+		tiers = len(p.tables.maps())
+		now, most, growErr = p.TableRoom()
+	}
+	defer func() { exitHook = nil }()
+	snap, names, c, st := exitSnapshot(t, cfg, prog, "5", "1000", "80")
+	if !st.Known || st.Code != 0 {
+		t.Fatalf("exit status %+v", st)
+	}
+	if tiers != 3 || now != 1024+4096+14880 || most != 20000 || growErr != nil {
+		t.Errorf("at exit: %d tiers, room for %d blocks of %d (%v); want 3 tiers, room for all 20000", tiers, now, most, growErr)
+	}
+	if c.TableFull != 0 || c.UnknownFrees != 0 {
+		t.Errorf("counters %+v: blocks lost or frees not found", c)
+	}
+	bySite := map[string]map[uint64]int{}
+	for _, a := range snap.Allocs {
+		fn := ""
+		if n := names[a.StackID]; len(n) > 0 {
+			fn = n[0]
+		}
+		if bySite[fn] == nil {
+			bySite[fn] = map[uint64]int{}
+		}
+		bySite[fn][a.Size]++
+	}
+	if bySite["grow_batch"][100] != 2250 || bySite["grow_realloc"][200] != 250 || len(bySite["grow_batch"]) != 1 || len(bySite["grow_realloc"]) != 1 {
+		t.Errorf("live blocks by function and size: %v; want 2250 of 100 from grow_batch, 250 of 200 from grow_realloc", bySite)
+	}
+	// Every block the program made went in, and out again but for those left.
+	if c.Allocs-c.Frees != uint64(len(snap.Allocs)) {
+		t.Errorf("%d allocations, %d frees, %d live", c.Allocs, c.Frees, len(snap.Allocs))
+	}
+}
