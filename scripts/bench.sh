@@ -492,6 +492,7 @@ goal "  peak RSS with bt_info lines" "$(metric BenchmarkHeapDump1M/full MB-peak-
 goal "  Probes.Snapshot alone (key by key: $(metric BenchmarkSnapshot1M/key-by-key s/snapshot) s)" "$(metric BenchmarkSnapshot1M/batch s/snapshot)" s "<" 2
 goal "kernel bytes per live allocation (memory cgroup growth)" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg)" B "<=" 100
 goal "  the kernel's own count (maps' memlock growth)" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock)" B "<=" 100
+echo "    all the maps take at 200K live allocations, live table tiers and fixed part: $(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-all-200k) B per allocation; before any: $(metric BenchmarkKernelBytesPerAlloc MB-fixed-memcg) MB"
 goal "record_allocs events/s: ring buffer decode + output line" "$(metric BenchmarkRecordStream/read+line events/s)" "ev/s" ">=" 2000000
 goal "  while tracing: ring buffer decode + recorder keeps it" "$live" "ev/s" ">=" 2000000
 goal "  at the end: sorted and written to the file" "$(awk -v w="$write" 'BEGIN {if (w > 0) print 1e9 / w}')" "ev/s" ">=" 2000000

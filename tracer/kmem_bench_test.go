@@ -118,18 +118,20 @@ func memlock(tb testing.TB, m *ebpf.Map) int64 {
 
 // BenchmarkKernelBytesPerAlloc measures the kernel memory the probes use
 // per tracked live allocation: it loads them as mdtrace does by default
-// (a live table of DefaultMaxAllocs, DefaultMaxStacks backtraces of 16
-// frames), puts 200,000 live allocations with 4,000 unique backtraces (one
-// per 50 allocations) in the maps, and divides the growth of the slab
-// caches, of the memory cgroup's kernel memory and of the maps' memlock by
-// the number of allocations. It also reports the memory the maps take
-// before any allocation (the hash buckets), and logs the slab caches that
-// grew and each map's memlock per entry.
+// (a live table of DefaultMaxAllocs in tiers, DefaultMaxStacks backtraces
+// of 16 frames) and puts live allocations in the maps with one unique
+// backtrace per 50 allocations. 50,000 allocations, which the first tier
+// of the live table holds without another, give the cost of an entry: the
+// growth of the slab caches, of the memory cgroup's kernel memory and of
+// the maps' memlock, divided by the number of allocations. 200,000 give the
+// whole cost, the tiers the table adds as it fills and what the maps take
+// before any allocation included. It logs the slab caches that grew and
+// each map's memlock per entry.
 func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 	needBPF(b)
 	const (
-		n = 200_000
-		m = n / 50
+		n     = 50_000
+		total = 200_000
 	)
 	for b.Loop() {
 		before := readKmem(b)
@@ -138,26 +140,34 @@ func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 			b.Fatal(err)
 		}
 		loaded := readKmem(b)
-		allocs0, stacks0 := memlock(b, p.objs.Allocs), memlock(b, p.objs.Stacks)
-		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: m, seed: 3})
+		allocs0, stacks0 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
+		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: n / 50, seed: 3})
 		filled := readKmem(b)
-		allocs1, stacks1 := memlock(b, p.objs.Allocs), memlock(b, p.objs.Stacks)
+		allocs1, stacks1 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
+		if tiers := len(p.tables.maps()); tiers != 1 {
+			b.Fatalf("%d allocations made %d tiers of the live table, want 1", n, tiers)
+		}
+		fillTable(b, p, tableFill{tgid: otherTgid, allocs: total - n, stacks: (total - n) / 50, seed: 4})
+		all := readKmem(b)
+		tiers := len(p.tables.maps())
 
 		per := func(d int64) float64 { return float64(d) / n }
 		b.ReportMetric(per(filled.slab-loaded.slab), "B/alloc-slab")
 		if filled.memcg >= 0 {
 			b.ReportMetric(per(filled.memcg-loaded.memcg), "B/alloc-memcg")
-			b.ReportMetric(per(filled.memcg-before.memcg), "B/alloc-memcg-with-fixed")
+			b.ReportMetric(float64(all.memcg-before.memcg)/total, "B/alloc-memcg-all-200k")
 			b.ReportMetric(float64(loaded.memcg-before.memcg)/1e6, "MB-fixed-memcg")
 		}
 		b.ReportMetric(per(allocs1-allocs0+stacks1-stacks0), "B/alloc-memlock")
 		b.ReportMetric(float64(allocs0+stacks0)/1e6, "MB-fixed-memlock")
 
 		b.Logf("kmem: memlock per entry: allocs %.1f B (%d entries), stacks %.1f B (%d entries); empty maps: allocs %.1f MB, stacks %.1f MB",
-			float64(allocs1-allocs0)/n, n, float64(stacks1-stacks0)/m, m, float64(allocs0)/1e6, float64(stacks0)/1e6)
+			float64(allocs1-allocs0)/n, n, float64(stacks1-stacks0)/(n/50), n/50, float64(allocs0)/1e6, float64(stacks0)/1e6)
 		b.Logf("kmem: loading: slab %+.1f MB, vmalloc %+.1f MB; filling: slab %+.1f MB, vmalloc %+.1f MB",
 			float64(loaded.slab-before.slab)/1e6, float64(loaded.vmalloc-before.vmalloc)/1e6,
 			float64(filled.slab-loaded.slab)/1e6, float64(filled.vmalloc-loaded.vmalloc)/1e6)
+		b.Logf("kmem: %d allocations: %d tiers of the live table, memory cgroup %+.1f MB since before loading",
+			total, tiers, float64(all.memcg-before.memcg)/1e6)
 		var maps []string
 		v := reflect.ValueOf(p.objs.MdtraceMaps)
 		for i := range v.NumField() {
@@ -182,4 +192,15 @@ func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 		}
 		p.Close()
 	}
+}
+
+// tablesMemlock returns the kernel's own account of the memory of every
+// tier of the live table.
+func tablesMemlock(tb testing.TB, p *Probes) int64 {
+	tb.Helper()
+	n, err := p.tables.memlock()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

@@ -842,6 +842,14 @@ func (s *session) reportLosses() {
 	for _, l := range lossLines(c, s.flags.MaxAllocs) {
 		s.notice("%s", l)
 	}
+	if c.TableFull > 0 {
+		// The table makes room as it fills: say why it had none.
+		if now, most, err := s.probes.TableRoom(); err != nil {
+			s.notice("the live table could not grow: %v", err)
+		} else if now < most {
+			s.notice("the live table had room for %d blocks of %d: allocations came faster than it grew", now, most)
+		}
+	}
 }
 
 // lossLines describes the non-zero loss counters.
