@@ -15,11 +15,16 @@ import (
 // allocBatch is how many entries of the live table one system call reads.
 var allocBatch = 4096
 
-// eachAlloc calls fn with every entry of the live table, tier after tier.
-// fn must not keep its arguments.
+// eachAlloc calls fn with every entry of the live table, the newest tier
+// first. A block goes into the newest tier, and an address freed and
+// allocated again during the walk goes from an older tier to the newest:
+// walked in this order, it is seen once or, like an entry of a single hash
+// map freed and added again in a bucket the walk has passed, not at all,
+// never twice. fn must not keep its arguments.
 func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
-	for _, m := range p.tables.maps() {
-		if err := eachAllocIn(m, fn); err != nil {
+	tiers := p.tables.maps()
+	for i := len(tiers) - 1; i >= 0; i-- {
+		if err := eachAllocIn(tiers[i], fn); err != nil {
 			return err
 		}
 	}
