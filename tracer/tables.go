@@ -130,7 +130,10 @@ func (t *liveTables) grow() bool {
 	spec.Name = fmt.Sprintf("allocs%d", n)
 	spec.MaxEntries = t.sizes[n]
 	m, err := ebpf.NewMap(spec)
+	var c tableCount
 	if err == nil {
+		// Measured before the probes can put blocks in it.
+		c.calibrate(m)
 		if err = t.outer.Put(uint32(n), m); err != nil {
 			m.Close()
 		}
@@ -142,8 +145,6 @@ func (t *liveTables) grow() bool {
 		return false
 	}
 	t.err = nil
-	var c tableCount
-	c.calibrate(m)
 	t.tiers = append(t.tiers, m)
 	t.counts = append(t.counts, c)
 	return n+1 == len(t.sizes)
