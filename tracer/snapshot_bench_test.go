@@ -117,15 +117,18 @@ func (p *Probes) snapshotByKey(tgid int) (*leak.Snapshot, error) {
 		key  bpf.MdtraceAllocKey
 		info bpf.MdtraceAllocInfo
 	)
-	it := p.objs.Allocs.Iterate()
-	for it.Next(&key, &info) {
-		if int(key.Tgid) != tgid {
-			continue
+	tiers := p.tables.maps()
+	for i := len(tiers) - 1; i >= 0; i-- {
+		it := tiers[i].Iterate()
+		for it.Next(&key, &info) {
+			if int(key.Tgid) != tgid {
+				continue
+			}
+			snap.Allocs = append(snap.Allocs, allocOf(&key, &info))
 		}
-		snap.Allocs = append(snap.Allocs, allocOf(&key, &info))
-	}
-	if err := it.Err(); err != nil {
-		return nil, err
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
 	}
 	for i := range snap.Allocs {
 		id := snap.Allocs[i].StackID
@@ -312,13 +315,18 @@ func BenchmarkSnapshot1M(b *testing.B) {
 			info bpf.MdtraceAllocInfo
 			n    int
 		)
-		it := p.objs.Allocs.Iterate()
-		for it.Next(&key, &info) {
-			if key.Tgid == fakeTgid {
-				n++
+		for _, m := range p.tables.maps() {
+			it := m.Iterate()
+			for it.Next(&key, &info) {
+				if key.Tgid == fakeTgid {
+					n++
+				}
+			}
+			if err := it.Err(); err != nil {
+				return n, err
 			}
 		}
-		return n, it.Err()
+		return n, nil
 	})
 }
 
