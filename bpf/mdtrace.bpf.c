@@ -179,7 +179,7 @@ struct {
 	__array(values, struct alloc_table);
 } tables SEC(".maps");
 
-/* The newest tier of the live table in use: the probes move it on. */
+/* The tier of the live table new blocks go into: the probes move it on. */
 volatile u64 top_table = 0;
 
 /* Tier t of the live table, or null. */
@@ -1034,7 +1034,6 @@ int alloc_entry(struct pt_regs *ctx)
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
 			struct alloc_key key = block_key(a0);
-
 			void *tier;
 
 			if (!find_block(&key, &tier))

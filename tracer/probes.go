@@ -170,9 +170,10 @@ type Probes struct {
 	probed map[int]map[fileID]bool
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
-	// count sizes snapshots before the walk; lastLen is the size of each
-	// process's last snapshot, a better guess where the table holds the
-	// blocks of many processes.
+	// tables is the live table's tiers, whose entry counts size snapshots
+	// before the walk; lastLen is the size of each process's last
+	// snapshot, a better guess where the table holds the blocks of many
+	// processes.
 	tables  *liveTables
 	lastLen map[int]int
 }
