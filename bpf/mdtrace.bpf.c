@@ -47,6 +47,7 @@ enum call {
 	CALL_NEW_ALIGNED, /* C++'s operator new(size, align_val_t) */
 	CALL_DELETE,	  /* C++'s operator delete: entry and return */
 	CALL_RUNTIME_NEW, /* a C++ runtime's operator new on another malloc: entry only */
+	CALL_THREAD_END,  /* glibc's __call_tls_dtors, where a thread's end begins: entry only */
 };
 
 /* Indexes into the counters map. */
@@ -457,6 +458,7 @@ struct thread_state {
 	u32 from_new;
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
 	u32 old_valid;
+	u32 ending;	     /* a thread other than the main one has begun to end */
 };
 
 struct {
@@ -866,6 +868,34 @@ static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key 
 }
 
 /*
+ * Whether a free the table cannot account for is glibc putting an ending
+ * thread's cache back into its arena: at a thread's end, after its
+ * thread_local destructors begin (__call_tls_dtors), glibc frees through
+ * free every block the thread's tcache holds, blocks the program freed
+ * before, and then the tcache itself, which no malloc call made. Those
+ * frees come from inside the allocator's own code; the program's, in the
+ * destructors that run then, do not, and are checked as any other. The
+ * entry probe's cookie holds, in pages, how far the executable segment
+ * holding free reaches below the probe (bits 32-47) and above it (48-63).
+ */
+static __always_inline bool thread_cache_free(struct pt_regs *ctx)
+{
+	u64 cookie = bpf_get_attach_cookie(ctx), ip = PT_REGS_IP(ctx), ret;
+	u64 below = ((cookie >> 32) & 0xffff) << 12, above = (cookie >> 48) << 12;
+	struct thread_state *ts;
+
+	if (!below && !above)
+		return false;
+	ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!ts || !ts->ending)
+		return false;
+	/* The entry probe is before anything moves the stack pointer. */
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) != 0)
+		return false;
+	return ret >= ip - below && ret < ip + above;
+}
+
+/*
  * Removes a block from the live table before the allocator can hand its
  * address to another thread. With ts, the entry is kept there so that a
  * failed realloc can put it back. With check, a pointer the table does not
@@ -893,6 +923,8 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 		}
 		return;
 	}
+	if (verify && check && fn == FN_FREE && thread_cache_free(ctx))
+		return;
 	count(COUNTER_UNKNOWN_FREES);
 	if (verify && check)
 		pointer_error(ctx, &key, fn);
@@ -1030,6 +1062,18 @@ int alloc_entry(struct pt_regs *ctx)
 		break;
 	case CALL_RUNTIME_NEW:
 		return runtime_new(ctx, cookie);
+	case CALL_THREAD_END: {
+		u64 id = bpf_get_current_pid_tgid();
+		struct thread_state *ts;
+
+		/* exit() calls it too, in the thread that calls exit. */
+		if ((u32)id == id >> 32)
+			return 0;
+		ts = thread_state();
+		if (ts)
+			ts->ending = 1;
+		return 0;
+	}
 	case CALL_USABLE_SIZE:
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {

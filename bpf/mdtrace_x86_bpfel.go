@@ -84,7 +84,7 @@ type MdtraceThreadState struct {
 	FromNew  uint32
 	Call     uint32
 	OldValid uint32
-	_        [4]byte
+	Ending   uint32
 }
 
 type MdtraceWalkBuf struct {

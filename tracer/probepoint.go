@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -421,6 +422,9 @@ type placement struct {
 	delta   uint64 // how far below the entry's the stack pointer is there
 	thunk   bool   // the function only jumps to another (endbr64, jmp)
 	target  string // the function a thunk jumps to, "" if unknown
+	// The file offsets of the executable segment holding the function,
+	// for free with verify (see callerPages); 0, 0 if not looked up.
+	segStart, segEnd uint64
 }
 
 // pointKey names a function of a file, as it is, and how it is probed.
@@ -467,6 +471,9 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 			pl.delta = uint64(stackDelta(code, len(code)))
 		}
 	}
+	if use.noDeref && use.nullSkipped {
+		pl.segStart, pl.segEnd = execSegment(r, fs.off)
+	}
 	// A thunk: endbr64, then a jump.
 	at := fs.off
 	if head := make([]byte, len(endbr64)); readFull(r, head, at) && bytes.Equal(head, endbr64) {
@@ -503,4 +510,38 @@ func readInst(r io.ReaderAt, off uint64, pastEndbr bool) (x86asm.Inst, error) {
 		code = bytes.TrimPrefix(code, endbr64)
 	}
 	return decode(code)
+}
+
+// execSegment returns the file offsets of the executable segment of the
+// ELF file read through r that holds offset off, or 0, 0.
+func execSegment(r io.ReaderAt, off uint64) (start, end uint64) {
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && off >= p.Off && off < p.Off+p.Filesz {
+			return p.Off, p.Off + p.Filesz
+		}
+	}
+	return 0, 0
+}
+
+// callerPages is what free's entry probe carries in its cookie's high half
+// with verify: how many pages the executable segment holding it reaches
+// below the probe (low 16 bits) and above it (high 16 bits), so that the
+// probe can tell a call of free from the allocator's own code (see
+// thread_cache_free in bpf/mdtrace.bpf.c). 0 if unknown or too far.
+func callerPages(pl placement) uint64 {
+	if pl.segEnd <= pl.segStart || pl.off < pl.segStart || pl.off >= pl.segEnd {
+		return 0
+	}
+	const page = 4096
+	below := (pl.off - pl.segStart + page - 1) / page
+	above := (pl.segEnd - pl.off + page - 1) / page
+	if below >= 1<<16 || above >= 1<<16 {
+		return 0
+	}
+	return below | above<<16
 }

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"bytes"
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -695,5 +696,56 @@ func TestIsCxxRuntime(t *testing.T) {
 	}
 	if IsCxxRuntime(testLibc(t)) {
 		t.Error("libc is a runtime")
+	}
+}
+
+// TestCallerPages: free's probe with verify carries the pages its
+// executable segment reaches below and above it, from the file's program
+// headers.
+func TestCallerPages(t *testing.T) {
+	cases := []struct {
+		pl   placement
+		want uint64
+	}{
+		{placement{off: 0x1000, segStart: 0x1000, segEnd: 0x3000}, 0 | 2<<16},
+		{placement{off: 0x1800, segStart: 0x1000, segEnd: 0x3000}, 1 | 2<<16},
+		{placement{off: 0x2fff, segStart: 0x1000, segEnd: 0x3000}, 2 | 1<<16},
+		{placement{off: 0x3000, segStart: 0x1000, segEnd: 0x3000}, 0},         // outside
+		{placement{off: 0x800, segStart: 0x1000, segEnd: 0x3000}, 0},          // outside
+		{placement{off: 0x1000}, 0},                                           // not looked up
+		{placement{off: 0x1000, segStart: 0x1000, segEnd: 0x1000 + 1<<28}, 0}, // too far
+	}
+	for _, c := range cases {
+		if got := callerPages(c.pl); got != c.want {
+			t.Errorf("callerPages(%+v) = %#x, want %#x", c.pl, got, c.want)
+		}
+	}
+	libc := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := elf.Open(libc)
+	if err != nil {
+		t.Skipf("no glibc to read: %v", err)
+	}
+	defer f.Close()
+	var text *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			text = p
+		}
+	}
+	fh, err := os.Open(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	free, err := FuncOffset(libc, "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, end := execSegment(fh, free)
+	if text == nil || start != text.Off || end != text.Off+text.Filesz {
+		t.Errorf("execSegment(libc, free) = %#x-%#x, want its text segment %+v", start, end, text)
+	}
+	if start, end := execSegment(fh, 0); start != 0 || end != 0 {
+		t.Errorf("execSegment(libc, 0) = %#x-%#x: offset 0 is not in the text", start, end)
 	}
 }

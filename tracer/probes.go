@@ -425,6 +425,7 @@ const (
 	callNewAligned // operator new(size_t, align_val_t)
 	callDelete     // operator delete, with a return probe
 	callRuntimeNew // a C++ runtime's operator new on another file's malloc: entry only
+	callThreadEnd  // glibc's __call_tls_dtors, where a thread's end begins: entry only
 )
 
 // entryPoint is one allocator function and how it is traced.
@@ -477,6 +478,9 @@ var entryPoints = []entryPoint{
 	{"valloc", callValloc, true, false, 1},
 	{"pvalloc", callPvalloc, true, false, 1},
 	{"malloc_usable_size", callUsableSize, false, false, 1},
+	// With verify, where a thread's end begins: glibc then frees its
+	// thread cache through free (see thread_cache_free in the BPF).
+	{"__call_tls_dtors", callThreadEnd, false, false, 0},
 	// C++'s operators, where the allocator defines its own (jemalloc,
 	// tcmalloc) and they need not call malloc or free. Blocks are
 	// counted once however they call each other or malloc and free: an
@@ -646,7 +650,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// malloc_usable_size changes nothing; only verify_pointers
 		// checks its pointer. Some programs call it for every block:
 		// without verify_pointers, it costs them no probe.
-		if ep.call == callUsableSize && !p.verify {
+		if (ep.call == callUsableSize || ep.call == callThreadEnd) && !p.verify {
 			continue
 		}
 		fs, ok := offsets[ep.symbol]
@@ -656,7 +660,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 			}
 			continue
 		}
-		if !slices.Contains(names, ep.name()) {
+		if !slices.Contains(names, ep.name()) && ep.call != callThreadEnd {
 			names = append(names, ep.name())
 		}
 		// Functions exported at one address are probed once.
@@ -696,6 +700,11 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// place in nested calls), free gets a return probe.
 		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
 			ep.ret = true
+		}
+		// With verify, free's probe knows the extent of its own code,
+		// to tell the allocator's calls of free from the program's.
+		if prog == p.objs.AllocEntry && ep.call == callFree && p.verify {
+			ep.call |= callerPages(pl) << 32
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -47,9 +48,16 @@ func TestTierSizes(t *testing.T) {
 // snapshot at exit holds exactly the blocks left, whichever tier they are in.
 func TestLiveTableGrows(t *testing.T) {
 	needProbes(t)
-	prog := testProg(t, "grower")
 	// Tiers of 1024, 4096 and 14880 blocks; 5000 blocks at most live.
+	t.Run("one thread", func(t *testing.T) { testLiveTableGrows(t, "5", "1000", "80", "1") })
+	// Four threads reach the end of a tier together: 6400 blocks at most.
+	t.Run("four threads", func(t *testing.T) { testLiveTableGrows(t, "8", "200", "80", "4") })
+}
+
+func testLiveTableGrows(t *testing.T, batches, per, ms, threads string) {
+	prog := testProg(t, "grower")
 	cfg := ProbeConfig{StackDepth: 16, MaxAllocs: 20000, FirstTable: 1024}
+	n := atoi(t, batches) * atoi(t, per) * atoi(t, threads)
 	var (
 		tiers     int
 		now, most uint64
@@ -60,14 +68,17 @@ func TestLiveTableGrows(t *testing.T) {
 		now, most, growErr = p.TableRoom()
 	}
 	defer func() { exitHook = nil }()
-	snap, names, c, st := exitSnapshot(t, cfg, prog, "5", "1000", "80")
+	snap, names, c, st := exitSnapshot(t, cfg, prog, batches, per, ms, threads)
 	if !st.Known || st.Code != 0 {
 		t.Fatalf("exit status %+v", st)
 	}
 	if tiers != 3 || now != 1024+4096+14880 || most != 20000 || growErr != nil {
 		t.Errorf("at exit: %d tiers, room for %d blocks of %d (%v); want 3 tiers, room for all 20000", tiers, now, most, growErr)
 	}
-	if c.TableFull != 0 || c.UnknownFrees != 0 {
+	// glibc frees blocks of its own at a thread's end that no malloc
+	// call made (a thread's tcache): unknown frees with one thread only
+	// are the table's.
+	if c.TableFull != 0 || (threads == "1" && c.UnknownFrees != 0) {
 		t.Errorf("counters %+v: blocks lost or frees not found", c)
 	}
 	bySite := map[string]map[uint64]int{}
@@ -81,11 +92,22 @@ func TestLiveTableGrows(t *testing.T) {
 		}
 		bySite[fn][a.Size]++
 	}
-	if bySite["grow_batch"][100] != 2250 || bySite["grow_realloc"][200] != 250 || len(bySite["grow_batch"]) != 1 || len(bySite["grow_realloc"]) != 1 {
-		t.Errorf("live blocks by function and size: %v; want 2250 of 100 from grow_batch, 250 of 200 from grow_realloc", bySite)
+	// Half are left, a tenth of those grown.
+	kept, grown := n/2, n/20
+	if bySite["grow_batch"][100] != kept-grown || bySite["grow_realloc"][200] != grown || len(bySite["grow_batch"]) != 1 || len(bySite["grow_realloc"]) != 1 {
+		t.Errorf("live blocks by function and size: %v; want %d of 100 from grow_batch, %d of 200 from grow_realloc", bySite, kept-grown, grown)
 	}
 	// Every block the program made went in, and out again but for those left.
 	if c.Allocs-c.Frees != uint64(len(snap.Allocs)) {
 		t.Errorf("%d allocations, %d frees, %d live", c.Allocs, c.Frees, len(snap.Allocs))
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -1121,6 +1121,46 @@ func TestVerifyPointers(t *testing.T) {
 	}
 }
 
+// TestVerifyPointersThreads: as a thread ends, glibc frees through free the
+// blocks its thread cache holds, which the program freed before, and the
+// cache itself, which no malloc call made. With probes on glibc those are
+// neither double frees nor unknown pointers: a correct program with
+// threads runs to its end under abort_on_error. A double free made by the
+// program as a thread ends, in a destructor of thread-specific data, is
+// still reported, from the destructor.
+func TestVerifyPointersThreads(t *testing.T) {
+	needRoot(t)
+	for _, flag := range []string{"--no-preload", "--shim="} {
+		logPath := filepath.Join(t.TempDir(), "log")
+		r := runMdtrace(t, modeFlag(flag), "-o", "verify_pointers abort_on_error", "--log", logPath, "--", prog("verify"), "threads")
+		if r.code != 0 {
+			t.Errorf("%s: exit status %d, want 0; stderr:\n%s", flag, r.code, r.stderr)
+		}
+		if log := readFile(t, logPath); log != "" {
+			t.Errorf("%s: errors for a correct program:\n%s", flag, log)
+		}
+	}
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "--no-preload", "-o", "verify_pointers", "--log", logPath, "--", prog("verify"), "thread-double")
+	if r.code != 128+int(syscall.SIGABRT) {
+		t.Errorf("thread-double: exit status %d, want glibc's abort", r.code)
+	}
+	got := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("verify"))
+	got = regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+`).ReplaceAllString(got, "ALLOCATION 0xPTR")
+	stars := strings.Repeat("*** ", 15) + "***\n"
+	want := stars +
+		"+++ ALLOCATION 0xPTR USED AFTER FREE (free)\n" +
+		"Backtrace of original free:\n" +
+		"          #00  pc PC  verify (thread_first_free+OFF)\n" +
+		"          #01  pc PC  verify (free_then_end+OFF)\n" +
+		"Backtrace at time of failure:\n" +
+		"          #00  pc PC  verify (destructor_free+OFF)\n" +
+		stars
+	if got != want {
+		t.Errorf("thread-double: log\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestVerifyPointersAttached(t *testing.T) {
 	needRoot(t)
 	// attachee frees five blocks from before the attach: unknown to the
