@@ -31,6 +31,10 @@ import (
 const (
 	// DefaultMaxAllocs is the default capacity of the live table (--max-allocs).
 	DefaultMaxAllocs = 4 << 20
+	// MaxMaxAllocs is the most --max-allocs may be: the kernel makes no
+	// BPF hash map with room for more (its buckets must fit 4 GiB), and
+	// the last tier of the live table could not be made.
+	MaxMaxAllocs = 1 << 27
 	// DefaultMaxStacks is the default number of unique backtraces kept.
 	DefaultMaxStacks = 1 << 18
 	// DefaultRecordBuffer is the size of the record_allocs ring buffer: at
@@ -185,6 +189,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	if cfg.MaxAllocs == 0 {
 		cfg.MaxAllocs = DefaultMaxAllocs
+	}
+	if cfg.MaxAllocs > MaxMaxAllocs {
+		return nil, fmt.Errorf("live table capacity %d over the most, %d", cfg.MaxAllocs, MaxMaxAllocs)
 	}
 	if cfg.MaxStacks == 0 {
 		cfg.MaxStacks = DefaultMaxStacks
