@@ -20,9 +20,12 @@ var allocBatch = 4096
 // allocated again during the walk goes from an older tier to the newest:
 // walked in this order, it is seen once or, like an entry of a single hash
 // map freed and added again in a bucket the walk has passed, not at all,
-// never twice. fn must not keep its arguments.
+// never twice. A tier the kernel counts empty is not read: a walk reads
+// every bucket, 0.6 ms for an empty tier of 1M blocks' room against 20 us
+// for the count, and the next tier, made ahead of need, is empty until the
+// probes move on to it. fn must not keep its arguments.
 func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
-	tiers := p.tables.maps()
+	tiers := p.tables.nonEmpty()
 	for i := len(tiers) - 1; i >= 0; i-- {
 		if err := eachAllocIn(tiers[i], fn); err != nil {
 			return err

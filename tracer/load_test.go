@@ -59,10 +59,17 @@ func TestTableCount(t *testing.T) {
 	if n, ok := p.tables.estimate(); !ok || n != 0 {
 		t.Fatalf("empty table: estimate %d, %v; want 0, true", n, ok)
 	}
+	// An empty tier is not walked.
+	if tiers := p.tables.nonEmpty(); len(tiers) != 0 {
+		t.Errorf("empty table: %d tiers to walk", len(tiers))
+	}
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 5000, stacks: 50, seed: 1})
 	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 700, stacks: 10, seed: 2})
 	if n, ok := p.tables.estimate(); !ok || n != 5700 {
 		t.Errorf("5700 entries: estimate %d, %v", n, ok)
+	}
+	if tiers := p.tables.nonEmpty(); len(tiers) != 1 {
+		t.Errorf("5700 entries: %d tiers to walk, want 1", len(tiers))
 	}
 	with, err := p.Snapshot(fakeTgid)
 	if err != nil {

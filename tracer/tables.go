@@ -157,6 +157,21 @@ func (t *liveTables) maps() []*ebpf.Map {
 	return append([]*ebpf.Map(nil), t.tiers...)
 }
 
+// nonEmpty returns the tiers made so far, oldest first, but for those the
+// kernel's count says are empty.
+func (t *liveTables) nonEmpty() []*ebpf.Map {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*ebpf.Map
+	for i, m := range t.tiers {
+		if n, ok := t.counts[i].estimate(m); ok && n == 0 {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // estimate returns the number of blocks in all tiers, or false.
 func (t *liveTables) estimate() (int, bool) {
 	t.mu.Lock()
