@@ -37,20 +37,22 @@ func LeakReportFull(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 
 func leakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, full bool) int {
 	list := snap.SortList()
+	b := l.Buffer()
+	defer b.Flush()
 	for i := range list {
 		a := &list[i]
-		l.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, a.Size, a.Ptr, i+1, len(list))
+		b.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, a.Size, a.Ptr, i+1, len(list))
 		pcs := snap.Backtrace(a)
 		if len(pcs) == 0 {
 			continue
 		}
-		l.Errorf(pid, tid, "Backtrace at time of allocation:")
+		b.Errorf(pid, tid, "Backtrace at time of allocation:")
 		if !full {
-			l.Errorf(pid, tid, "%s", BacktraceString(resolve(pcs, frames)))
+			b.Errorf(pid, tid, "%s", BacktraceString(resolve(pcs, frames)))
 			continue
 		}
 		for j, f := range resolve(pcs, frames) {
-			l.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
+			b.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
 		}
 	}
 	return len(list)

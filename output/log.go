@@ -63,9 +63,13 @@ func (l *Log) Infof(pid, tid int, format string, args ...any) {
 func (l *Log) log(prio byte, pid, tid int, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_, _ = l.w.Write(appendMessage(nil, l.clock(), prio, pid, tid, msg))
+}
 
-	header := appendHeader(nil, l.clock(), prio, pid, tid)
-	var buf []byte
+// appendMessage appends the log lines of a message stamped t.
+func appendMessage(buf []byte, t time.Time, prio byte, pid, tid int, msg string) []byte {
+	header := appendHeader(nil, t, prio, pid, tid)
+	n := len(buf)
 	for line := range strings.SplitSeq(msg, "\n") {
 		if line == "" {
 			continue
@@ -74,10 +78,51 @@ func (l *Log) log(prio byte, pid, tid int, msg string) {
 		buf = append(buf, line...)
 		buf = append(buf, '\n')
 	}
-	if buf == nil {
-		buf = append(header, '\n')
+	if len(buf) == n {
+		buf = append(append(buf, header...), '\n')
 	}
-	_, _ = l.w.Write(buf)
+	return buf
+}
+
+// logBufferSize is how much a LogBuffer gathers before it writes.
+const logBufferSize = 64 << 10
+
+// A LogBuffer gathers the messages of a long report, a leak report of
+// thousands of blocks, and hands them to the Log's writer 64 KiB at a time
+// instead of one Write call (one system call) per message: 30,000 leaks
+// had been 90,000 writes. Each Write holds whole messages, never
+// interleaved with another's; messages are stamped as they are added. A
+// LogBuffer is for one goroutine; Flush writes what it holds.
+type LogBuffer struct {
+	l   *Log
+	buf []byte
+}
+
+// Buffer returns a LogBuffer that writes to l.
+func (l *Log) Buffer() *LogBuffer {
+	return &LogBuffer{l: l}
+}
+
+// Errorf adds a message at error priority (E), as Log.Errorf logs it.
+func (b *LogBuffer) Errorf(pid, tid int, format string, args ...any) {
+	b.l.mu.Lock()
+	now := b.l.clock()
+	b.l.mu.Unlock()
+	b.buf = appendMessage(b.buf, now, 'E', pid, tid, fmt.Sprintf(format, args...))
+	if len(b.buf) >= logBufferSize {
+		b.Flush()
+	}
+}
+
+// Flush writes the messages gathered.
+func (b *LogBuffer) Flush() {
+	if len(b.buf) == 0 {
+		return
+	}
+	b.l.mu.Lock()
+	_, _ = b.l.w.Write(b.buf)
+	b.l.mu.Unlock()
+	b.buf = b.buf[:0]
 }
 
 // appendHeader appends "MM-DD HH:MM:SS.mmm  PID  TID P malloc_debug: ".

@@ -141,3 +141,53 @@ func TestLogConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// recordingWriter keeps what it is given and where each Write ended.
+type recordingWriter struct {
+	bytes.Buffer
+	ends []int
+}
+
+func (w *recordingWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	w.ends = append(w.ends, w.Len())
+	return n, err
+}
+
+// TestLogBuffer: a LogBuffer writes the same lines as the Log would, in one
+// write per 64 KiB, and a message is never split between two writes.
+func TestLogBuffer(t *testing.T) {
+	var direct, buffered recordingWriter
+	dl, bl := NewLog(&direct), NewLog(&buffered)
+	dl.SetClock(fixedClock)
+	bl.SetClock(fixedClock)
+	b := bl.Buffer()
+	const n = 5000
+	for i := range n {
+		msg := fmt.Sprintf("+++ leaked block %d\nBacktrace at time of allocation:\n          #00  pc %016x  /lib/x.so (f+%d)", i, i*16, i)
+		dl.Errorf(10, 11, "%s", msg)
+		b.Errorf(10, 11, "%s", msg)
+	}
+	if len(buffered.ends) == 0 {
+		t.Error("nothing written before the flush")
+	}
+	b.Flush()
+	b.Flush() // nothing more to write
+	if buffered.String() != direct.String() {
+		t.Fatal("the buffered log differs from the direct one")
+	}
+	if len(direct.ends) != n {
+		t.Errorf("direct: %d writes, want %d", len(direct.ends), n)
+	}
+	if most := buffered.Len()/logBufferSize + 1; len(buffered.ends) > most {
+		t.Errorf("buffered: %d writes for %d bytes, want at most %d", len(buffered.ends), buffered.Len(), most)
+	}
+	// Every write ends with a message's last line, its frame.
+	out := buffered.String()
+	for _, e := range buffered.ends {
+		start := strings.LastIndexByte(out[:e-1], '\n') + 1
+		if line := out[start:e]; !strings.Contains(line, "#00  pc ") {
+			t.Fatalf("a write ends inside a message, after %q", line)
+		}
+	}
+}
