@@ -155,10 +155,10 @@ struct alloc_info {
  * The live table, in tiers: hash maps that user space makes as the table
  * fills. A hash map takes 16 bytes of buckets per entry of room as soon as
  * it is made, 64 MiB and 40 ms for the default room of 4M blocks: the first
- * tier holds 256K, and user space makes a larger one, ready for use, when
- * the newest is a quarter full (tracer/tables.go). New blocks go into the
- * newest tier, top_table, until it is full, then into the next; a block
- * leaves the tier that holds it.
+ * tier holds 256K, and user space keeps the next, larger one made ahead of
+ * need (tracer/tables.go). New blocks go into the tier in use, top_table,
+ * until it is full, then into the next, and user space is told to make the
+ * one after; a block leaves the tier that holds it.
  */
 #define TABLE_TIERS 4
 
@@ -182,6 +182,15 @@ struct {
 
 /* The tier of the live table new blocks go into: the probes move it on. */
 volatile u64 top_table = 0;
+
+/*
+ * The tier numbers the probes moved on to, for user space to make the next
+ * tier ahead of need; three at most are ever sent.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} tier_moves SEC(".maps");
 
 /* Tier t of the live table, or null. */
 static __always_inline void *table(u32 t)
@@ -273,7 +282,14 @@ static __always_inline long put_block(struct alloc_key *key, struct alloc_info *
 	if (!next)
 		return err;
 	/* Another CPU may have moved on already: top_table only grows. */
-	__sync_val_compare_and_swap(&top_table, top, top + 1);
+	if (__sync_val_compare_and_swap(&top_table, top, top + 1) == top) {
+		u64 *e = bpf_ringbuf_reserve(&tier_moves, sizeof(*e), 0);
+
+		if (e) {
+			*e = top + 1;
+			bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+		}
+	}
 	return bpf_map_update_elem(next, key, info, flags);
 }
 

@@ -111,6 +111,7 @@ const (
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapTables             = "tables"
 	MdtraceMapThreads            = "threads"
+	MdtraceMapTierMoves          = "tier_moves"
 	MdtraceMapTraced             = "traced"
 	MdtraceMapWalkScratch        = "walk_scratch"
 	MdtraceMapZygotes            = "zygotes"
@@ -219,6 +220,7 @@ type MdtraceMapSpecs struct {
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Tables       *ebpf.MapSpec `ebpf:"tables"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	TierMoves    *ebpf.MapSpec `ebpf:"tier_moves"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
 	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
@@ -289,6 +291,7 @@ type MdtraceMaps struct {
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Tables       *ebpf.Map `ebpf:"tables"`
 	Threads      *ebpf.Map `ebpf:"threads"`
+	TierMoves    *ebpf.Map `ebpf:"tier_moves"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
 	Zygotes      *ebpf.Map `ebpf:"zygotes"`
@@ -311,6 +314,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Stacks,
 		m.Tables,
 		m.Threads,
+		m.TierMoves,
 		m.Traced,
 		m.WalkScratch,
 		m.Zygotes,

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -121,11 +122,11 @@ func memlock(tb testing.TB, m *ebpf.Map) int64 {
 // (a live table of DefaultMaxAllocs in tiers, DefaultMaxStacks backtraces
 // of 16 frames) and puts live allocations in the maps with one unique
 // backtrace per 50 allocations. 50,000 allocations, which the first tier
-// of the live table holds without another, give the cost of an entry: the
-// growth of the slab caches, of the memory cgroup's kernel memory and of
-// the maps' memlock, divided by the number of allocations. 200,000 give the
-// whole cost, the tiers the table adds as it fills and what the maps take
-// before any allocation included. It logs the slab caches that grew and
+// of the live table holds, give the cost of an entry: the growth of the
+// slab caches, of the memory cgroup's kernel memory and of the maps'
+// memlock, divided by the number of allocations. 200,000 give the whole
+// cost, with what the maps take before any allocation (the second tier of
+// the live table, made ahead of need, included). It logs the slab caches that grew and
 // each map's memlock per entry.
 func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 	needBPF(b)
@@ -139,13 +140,15 @@ func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// The second tier is made in the background, ahead of need.
+		waitTiers(b, p, 2)
 		loaded := readKmem(b)
 		allocs0, stacks0 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
 		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: n / 50, seed: 3})
 		filled := readKmem(b)
 		allocs1, stacks1 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
-		if tiers := len(p.tables.maps()); tiers != 1 {
-			b.Fatalf("%d allocations made %d tiers of the live table, want 1", n, tiers)
+		if tiers := len(p.tables.maps()); tiers != 2 || p.tables.tierInUse() != 0 {
+			b.Fatalf("%d allocations: %d tiers of the live table, want the first in use and the second made", n, tiers)
 		}
 		fillTable(b, p, tableFill{tgid: otherTgid, allocs: total - n, stacks: (total - n) / 50, seed: 4})
 		all := readKmem(b)
@@ -203,4 +206,16 @@ func tablesMemlock(tb testing.TB, p *Probes) int64 {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// waitTiers waits until the live table has n tiers made.
+func waitTiers(tb testing.TB, p *Probes, n int) {
+	tb.Helper()
+	for range 500 {
+		if len(p.tables.maps()) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Fatalf("the live table has %d tiers after 5 s, want %d", len(p.tables.maps()), n)
 }

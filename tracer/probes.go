@@ -290,7 +290,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
-	p.tables = newLiveTables(p.objs.Tables, p.objs.Allocs, tierSpec, p.objs.TopTable, tiers)
+	p.tables, err = newLiveTables(p.objs.Tables, p.objs.Allocs, p.objs.TierMoves, tierSpec, p.objs.TopTable, tiers)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -5,10 +5,12 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/bpf"
@@ -18,19 +20,22 @@ import (
 // map takes 16 bytes of buckets for each entry of room as soon as it is
 // made: one table of the default room of 4M blocks was 64 MiB of kernel
 // memory and 40 ms of mdtrace's start, even for a program that never holds
-// a thousand blocks. The first tier holds firstTier blocks. When the tier
-// in use is a quarter full, the next tier, four times larger (the last one
-// takes what is left of --max-allocs), is made and put in the tables map;
-// once the tier in use is full, the probes move on to it (top_table).
+// a thousand blocks. The first tier holds firstTier blocks. The next tier,
+// four times larger (the last one takes what is left of --max-allocs), is
+// made ahead of need and put in the tables map; once the tier in use is
+// full, the probes move on to it (top_table) and say so (tier_moves), and
+// the tier after it is made. No watch wakes mdtrace while the table fills
+// (a check every 20 ms had cost 1% of a CPU while the traced process did
+// nothing), and a burst of allocations has a whole tier of room while the
+// next is made.
 const (
 	// tableTiers is the most tiers: TABLE_TIERS in bpf/mdtrace.bpf.c.
 	tableTiers = 4
 	// firstTier is the room of the first tier, 4 MiB of buckets.
 	firstTier = 256 << 10
-	// growEvery is how often the fill of the tier in use is looked at.
-	// Three quarters of the first tier, 192K blocks, take the probes far
-	// longer to fill.
-	growEvery = 20 * time.Millisecond
+	// retryGrow is how long after a failure to make a tier it is tried
+	// again.
+	retryGrow = 100 * time.Millisecond
 )
 
 // tierSizes splits the room of the live table, total, into the rooms of its
@@ -57,47 +62,51 @@ func tierSizes(total, first uint32) []uint32 {
 // liveTables is the tiers of the live table made so far. The first is the
 // collection's allocs map; the others belong to liveTables.
 type liveTables struct {
-	outer *ebpf.Map      // the tables map: tier number -> map
-	spec  *ebpf.MapSpec  // a tier, without its room
-	top   *ebpf.Variable // top_table, the tier in use
-	sizes []uint32       // the room of every tier, made or not
+	outer *ebpf.Map       // the tables map: tier number -> map
+	spec  *ebpf.MapSpec   // a tier, without its room
+	top   *ebpf.Variable  // top_table, the tier in use
+	moves *ringbuf.Reader // tier_moves: the probes moved on to a tier
+	sizes []uint32        // the room of every tier, made or not
 
 	mu     sync.Mutex
 	tiers  []*ebpf.Map
 	counts []tableCount
 	err    error // the last failure to make a tier
 
-	stop chan struct{}
 	done chan struct{}
 }
 
-// newLiveTables takes the first tier, made with the collection, and starts
-// watching its fill when there is room for more tiers.
-func newLiveTables(outer, first *ebpf.Map, spec *ebpf.MapSpec, top *ebpf.Variable, sizes []uint32) *liveTables {
+// newLiveTables takes the first tier, made with the collection, and, when
+// there is room for more tiers, makes the next one in the background and
+// then the one after each time the probes move on.
+func newLiveTables(outer, first, moves *ebpf.Map, spec *ebpf.MapSpec, top *ebpf.Variable, sizes []uint32) (*liveTables, error) {
 	t := &liveTables{outer: outer, spec: spec, top: top, sizes: sizes, tiers: []*ebpf.Map{first}}
 	t.counts = make([]tableCount, 1, len(sizes))
 	t.counts[0].calibrate(first)
 	if len(sizes) > 1 {
-		t.stop, t.done = make(chan struct{}), make(chan struct{})
+		r, err := ringbuf.NewReader(moves)
+		if err != nil {
+			return nil, fmt.Errorf("reading the live table's tier moves: %w", err)
+		}
+		t.moves, t.done = r, make(chan struct{})
 		go t.watch()
 	}
-	return t
+	return t, nil
 }
 
-// watch makes the next tier whenever the tier in use is the newest and a
-// quarter full, until the last is made or close is called.
+// watch makes the tier after the one in use, now and whenever the probes
+// move on, until the last is made or close is called.
 func (t *liveTables) watch() {
 	defer close(t.done)
-	tick := time.NewTicker(growEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case <-tick.C:
-			if t.grow() {
-				return
-			}
+	for !t.grow() {
+		// After a failure, try again a little later.
+		if t.growErr() != nil {
+			t.moves.SetDeadline(time.Now().Add(retryGrow))
+		} else {
+			t.moves.SetDeadline(time.Time{})
+		}
+		if _, err := t.moves.Read(); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return // closed
 		}
 	}
 }
@@ -111,8 +120,8 @@ func (t *liveTables) inUse() int {
 	return int(top)
 }
 
-// grow makes the next tier when the tier in use is the newest and a
-// quarter full. It returns true once every tier is made.
+// grow makes the next tier when the tier in use is the newest. It returns
+// true once every tier is made.
 func (t *liveTables) grow() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -122,9 +131,6 @@ func (t *liveTables) grow() bool {
 	}
 	if t.inUse() < n-1 {
 		return false // the next tier is ready
-	}
-	if used, ok := t.counts[n-1].estimate(t.tiers[n-1]); !ok || used < int(t.sizes[n-1]/4) {
-		return false
 	}
 	spec := t.spec.Copy()
 	spec.Name = fmt.Sprintf("allocs%d", n)
@@ -148,6 +154,13 @@ func (t *liveTables) grow() bool {
 	t.tiers = append(t.tiers, m)
 	t.counts = append(t.counts, c)
 	return n+1 == len(t.sizes)
+}
+
+// tierInUse is inUse for callers that do not hold mu.
+func (t *liveTables) tierInUse() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inUse()
 }
 
 // maps returns the tiers made so far, oldest first.
@@ -211,10 +224,10 @@ func (t *liveTables) growErr() error {
 // close stops the watch and closes the tiers after the first, which the
 // collection closes.
 func (t *liveTables) close() {
-	if t.stop != nil {
-		close(t.stop)
+	if t.moves != nil {
+		t.moves.Close()
 		<-t.done
-		t.stop = nil
+		t.moves = nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
