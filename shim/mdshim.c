@@ -908,7 +908,14 @@ static void *realloc_block(void *ptr, size_t bytes)
 			errno = ENOMEM;
 			return NULL;
 		}
-		prev_size = h->usable_size;
+		/*
+		 * Android copies the old block's whole usable size, which with a
+		 * rear guard and expand_alloc is more than the new block holds
+		 * when a realloc shrinks a block by less than expand_alloc's
+		 * bytes: the copy ran into the new block's rear guard, reported
+		 * then as corrupted. Copied: what both blocks hold.
+		 */
+		prev_size = min_size(h->usable_size, internal_usable_size(new_ptr));
 		memcpy(new_ptr, ptr, prev_size);
 		internal_free(ptr);
 	} else {

@@ -160,6 +160,25 @@ int test_guard_realloc(void)
 	return 0;
 }
 
+/*
+ * A realloc that shrinks a block by fewer bytes than expand_alloc adds, with
+ * a rear guard, moves it: the contents come along, and the new block's rear
+ * guard stays whole (a copy of the old block's whole size ran into it).
+ */
+int test_guard_realloc_shrink(void)
+{
+	uint8_t *p = opaque(malloc(6514)), *q;
+
+	for (int i = 0; i < 6514; i++)
+		p[i] = (uint8_t)i;
+	q = opaque(realloc(p, 6510));
+	for (int i = 0; i < 6510; i++)
+		CHECK(q[i] == (uint8_t)i);
+	memset(q, 1, 6510);
+	free(q);
+	return 0;
+}
+
 /* Sizes beyond 0x7fffffff and overflowing requests fail with ENOMEM. */
 int test_huge(void)
 {
@@ -952,6 +971,7 @@ static const struct {
 	{ "both_guards_corrupted", test_both_guards_corrupted },
 	{ "tag_corrupted", test_tag_corrupted },
 	{ "guard_realloc", test_guard_realloc },
+	{ "guard_realloc_shrink", test_guard_realloc_shrink },
 	{ "huge", test_huge },
 	{ "fill_on_alloc", test_fill_on_alloc },
 	{ "fill_on_alloc_partial", test_fill_on_alloc_partial },

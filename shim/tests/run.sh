@@ -285,6 +285,9 @@ frame tag_corrupted "malloc_debug:           #00  pc [0-9a-f]{16}  .*/md_test \(
 for o in "guard" "front_guard=17 fill" "rear_guard=7 expand_alloc=5" "guard=64 fill free_track=3"; do
 	run "guard_realloc [$o]" "$o" 0 "$P" guard_realloc </dev/null
 done
+for o in "guard expand_alloc" "rear_guard=7 expand_alloc=5" "guard fill expand_alloc=16384"; do
+	run "guard_realloc_shrink [$o]" "$o" 0 "$P" guard_realloc_shrink </dev/null
+done
 
 # Guards of every length the checks treat apart (under 16 bytes, 16 to 128,
 # over 128): each byte corrupted alone is reported, and nothing else.
