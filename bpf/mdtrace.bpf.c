@@ -501,7 +501,32 @@ static __always_inline void count(u32 idx)
 		*v += 1;
 }
 
-/* Sends one record_allocs event. */
+/* The fields read from the kernel's structures, relocated by CO-RE. */
+struct task_struct___md {
+	int tgid;
+	u64 self_exec_id;
+	void *vfork_done;
+	struct task_struct___md *real_parent;
+} __attribute__((preserve_access_index));
+
+/*
+ * The process whose heap the current thread uses: its own, or, for a child
+ * of vfork (or posix_spawn) until it executes or exits (while the kernel
+ * keeps its vfork_done), its parent's. They share one address space, and
+ * the probes, which the kernel filters by address space, fire in both: a
+ * block the child allocates there is the parent's, which dash frees in the
+ * parent once the child has executed. Keyed by the child, such a block was
+ * an unknown pointer to the parent, an error with verify_pointers.
+ */
+static __always_inline u32 heap_tgid(void)
+{
+	struct task_struct___md *t = (void *)bpf_get_current_task_btf();
+
+	if (t->vfork_done)
+		return t->real_parent->tgid;
+	return bpf_get_current_pid_tgid() >> 32;
+}
+
 /* In program mode, whether the current process is one of the traced. */
 static __always_inline bool ignored(void)
 {
@@ -509,7 +534,7 @@ static __always_inline bool ignored(void)
 
 	if (!only_traced)
 		return false;
-	tgid = bpf_get_current_pid_tgid() >> 32;
+	tgid = heap_tgid();
 	return !bpf_map_lookup_elem(&traced, &tgid);
 }
 
@@ -771,12 +796,6 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at, const struct 
 	return id;
 }
 
-/* The fields read from the kernel's structures, relocated by CO-RE. */
-struct task_struct___md {
-	int tgid;
-	u64 self_exec_id;
-} __attribute__((preserve_access_index));
-
 /* The gen of the current process's program (see struct alloc_key). */
 static __always_inline u32 current_gen(void)
 {
@@ -789,7 +808,7 @@ static __always_inline u32 current_gen(void)
 static __always_inline struct alloc_key block_key(u64 ptr)
 {
 	struct alloc_key key = {
-		.tgid = bpf_get_current_pid_tgid() >> 32,
+		.tgid = heap_tgid(),
 		.gen = current_gen(),
 		.ptr = ptr,
 	};

@@ -1162,6 +1162,31 @@ func TestVerifyPointersThreads(t *testing.T) {
 	}
 }
 
+// TestVforkChildBlocks: a child of vfork allocates in its parent's memory
+// until it executes, and the probes, which the kernel filters by address
+// space, see it: its blocks are the parent's. The parent frees one after
+// the child has executed (no error, even with abort_on_error) and leaks the
+// other, reported as its own with the backtrace the child allocated it at.
+func TestVforkChildBlocks(t *testing.T) {
+	needRoot(t)
+	want := "+++ testdata/vforker leaked block of size 3333 at 0xPTR (leak 1 of 1)\n" +
+		"Backtrace at time of allocation:\n" +
+		"          #00  pc PC  vforker (in_vfork_child+OFF)\n" +
+		"          #01  pc PC  vforker (main+OFF)\n"
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track verify_pointers abort_on_error", "--log", logPath, "--", prog("vforker"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if got := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("vforker")); got != want {
+				t.Errorf("log:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
 func TestVerifyPointersAttached(t *testing.T) {
 	needRoot(t)
 	// attachee frees five blocks from before the attach: unknown to the
