@@ -64,6 +64,10 @@ static struct md_config g_cfg;
 static bool g_header;          /* a guard is on: allocations carry a header */
 static size_t g_pointer_offset; /* header start to user pointer */
 static size_t g_extra_bytes;    /* bytes added to every request */
+/*
+ * The malloc_usable_size of the allocator the shim gets its blocks from
+ * (see find_usable_size).
+ */
 static size_t (*real_usable_size)(void *);
 static bool g_site_times;        /* MDSHIM_RECORD: the probe sites get start times */
 
@@ -204,6 +208,31 @@ static INLINE void fill_bytes(void *dst, uint8_t v, size_t n)
 
 /* ---- initialization ---- */
 
+/*
+ * find_usable_size returns the malloc_usable_size of the library that
+ * defines the __libc_malloc the shim calls: glibc's, or a preloaded
+ * allocator's that defines __libc_malloc too (tcmalloc). Not simply the
+ * next malloc_usable_size: with jemalloc preloaded after the shim, that is
+ * jemalloc's, which knows nothing of the glibc blocks the shim hands out;
+ * calloc zeroed what it answered, and with guards its blocks went unchecked.
+ */
+static size_t (*find_usable_size(void))(void *)
+{
+	void *f = NULL, *h;
+	Dl_info info;
+
+	if (dladdr((void *)__libc_malloc, &info) != 0 && info.dli_fname != NULL) {
+		h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		if (h != NULL) {
+			f = dlsym(h, "malloc_usable_size");
+			dlclose(h);
+		}
+	}
+	if (f == NULL)
+		f = dlsym(RTLD_NEXT, "malloc_usable_size");
+	return (size_t(*)(void *))f;
+}
+
 static void md_init(void)
 {
 	int expected = ST_UNINIT;
@@ -220,7 +249,7 @@ static void md_init(void)
 	md_log_init();
 	g_site_times = getenv("MDSHIM_RECORD") != NULL;
 	md_sample_init();
-	real_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+	real_usable_size = find_usable_size();
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
 		t.in_shim = 0;

@@ -179,6 +179,39 @@ int test_guard_realloc_shrink(void)
 	return 0;
 }
 
+/*
+ * Blocks of many sizes: malloc_usable_size covers the request, calloc's
+ * blocks are zero, and writing a whole block disturbs nothing. Run with
+ * another allocator preloaded after the shim, whose malloc_usable_size
+ * knows nothing of the shim's blocks.
+ */
+int test_usable_calloc(void)
+{
+	for (size_t n = 1; n < 2000; n += 37) {
+		uint8_t *p = opaque(malloc(n)), *q = opaque(calloc(1, n));
+
+		CHECK(p != NULL && q != NULL && malloc_usable_size(p) >= n && malloc_usable_size(q) >= n);
+		for (size_t i = 0; i < n; i++)
+			CHECK(q[i] == 0);
+		memset(p, 0x5a, n);
+		memset(q, 0x77, n);
+		free(p);
+		free(q);
+	}
+	return 0;
+}
+
+/* A calloc'd block written one byte past its end. */
+int test_calloc_overrun(void)
+{
+	uint8_t *q = opaque(calloc(1, 10));
+
+	name_ptr("P", q);
+	q[10] = 0x5a;
+	free(q);
+	return 0;
+}
+
 /* Sizes beyond 0x7fffffff and overflowing requests fail with ENOMEM. */
 int test_huge(void)
 {
@@ -972,6 +1005,8 @@ static const struct {
 	{ "tag_corrupted", test_tag_corrupted },
 	{ "guard_realloc", test_guard_realloc },
 	{ "guard_realloc_shrink", test_guard_realloc_shrink },
+	{ "usable_calloc", test_usable_calloc },
+	{ "calloc_overrun", test_calloc_overrun },
 	{ "huge", test_huge },
 	{ "fill_on_alloc", test_fill_on_alloc },
 	{ "fill_on_alloc_partial", test_fill_on_alloc_partial },

@@ -122,7 +122,7 @@ run() {
 	name=$1 opts=$2 want_status=$3
 	shift 3
 	cat >"$T/$name.want"
-	timeout 120 env LIBC_DEBUG_MALLOC_OPTIONS="$opts" LD_PRELOAD="$T/libmdshim.so" "$@" \
+	timeout 120 env LIBC_DEBUG_MALLOC_OPTIONS="$opts" LD_PRELOAD="$T/libmdshim.so${AFTER_SHIM:+:$AFTER_SHIM}" "$@" \
 		>"$T/$name.out" 2>"$T/$name.err"
 	status=$?
 	normalize "$T/$name.err" "$T/$name.out" "$1" >"$T/$name.got"
@@ -287,6 +287,32 @@ for o in "guard" "front_guard=17 fill" "rear_guard=7 expand_alloc=5" "guard=64 f
 done
 for o in "guard expand_alloc" "rear_guard=7 expand_alloc=5" "guard fill expand_alloc=16384"; do
 	run "guard_realloc_shrink [$o]" "$o" 0 "$P" guard_realloc_shrink </dev/null
+done
+
+# Another allocator preloaded after the shim, as when mdtrace puts the shim
+# first for a memory option and the program preloads its own: the shim's
+# blocks stay glibc's (jemalloc) or that allocator's (tcmalloc, which also
+# defines __libc_malloc), and the shim asks that allocator their usable
+# size. Asking jemalloc about glibc's blocks crashed guard's calloc.
+for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
+	if [ ! -e "$lib" ]; then
+		echo "SKIP usable_calloc after $(basename "$lib"): not installed (make deps installs it as root)"
+		continue
+	fi
+	for o in "guard" "front_guard" "fill" "guard fill free_track=10"; do
+		AFTER_SHIM=$lib run "usable_calloc [$o] after $(basename "$lib")" "$o" 0 "$P" usable_calloc </dev/null
+	done
+	AFTER_SHIM=$lib run "calloc_overrun [rear_guard] after $(basename "$lib")" "rear_guard" 0 "$P" calloc_overrun <<EOF
+$DIV
+E +++ ALLOCATION P SIZE 10 HAS A CORRUPTED REAR GUARD
+E   allocation[10] = 0x5a (expected 0xbb)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+EOF
+done
+for o in "guard" "front_guard" "fill"; do
+	run "usable_calloc [$o]" "$o" 0 "$P" usable_calloc </dev/null
 done
 
 # Guards of every length the checks treat apart (under 16 bytes, 16 to 128,
