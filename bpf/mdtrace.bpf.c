@@ -198,11 +198,8 @@ static __always_inline void *table(u32 t)
 	return bpf_map_lookup_elem(&tables, &t);
 }
 
-/*
- * The entry of a live block and, in *tier, the tier that holds it; null if
- * none does. The newest tier is looked at first.
- */
-static __always_inline struct alloc_info *find_block(struct alloc_key *key, void **tier)
+/* The entry of a live block, or null. The newest tier is looked at first. */
+static __always_inline struct alloc_info *find_block(struct alloc_key *key)
 {
 	u32 top = top_table, i;
 	struct alloc_info *info;
@@ -215,17 +212,16 @@ static __always_inline struct alloc_info *find_block(struct alloc_key *key, void
 		if (!m)
 			continue;
 		info = bpf_map_lookup_elem(m, key);
-		if (info) {
-			*tier = m;
+		if (info)
 			return info;
-		}
 	}
 	return 0;
 }
 
 /*
- * Deletes a live block from the tier that holds it, after copying its entry
- * to old if old is not null. Returns 0, or -1 when no tier holds it.
+ * Deletes a live block from the tier that holds it, newest first, after
+ * copying its entry to old if old is not null. Returns 0, or -1 when no
+ * tier holds it.
  */
 static __always_inline int delete_block(struct alloc_key *key, struct alloc_info *old)
 {
@@ -233,18 +229,21 @@ static __always_inline int delete_block(struct alloc_key *key, struct alloc_info
 	u32 top = top_table, i;
 	void *m;
 
-	if (old) {
-		info = find_block(key, &m);
-		if (!info)
-			return -1;
-		*old = *info;
-		return bpf_map_delete_elem(m, key) == 0 ? 0 : -1;
-	}
 	for (i = 0; i < TABLE_TIERS; i++) {
 		if (i > top)
 			break;
 		m = table(top - i);
-		if (m && bpf_map_delete_elem(m, key) == 0)
+		if (!m)
+			continue;
+		if (old) {
+			info = bpf_map_lookup_elem(m, key);
+			if (!info)
+				continue;
+			*old = *info;
+			/* Found here: another CPU may delete it first. */
+			return bpf_map_delete_elem(m, key) == 0 ? 0 : -1;
+		}
+		if (bpf_map_delete_elem(m, key) == 0)
 			return 0;
 	}
 	return -1;
@@ -1113,9 +1112,8 @@ int alloc_entry(struct pt_regs *ctx)
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
 			struct alloc_key key = block_key(a0);
-			void *tier;
 
-			if (!find_block(&key, &tier))
+			if (!find_block(&key))
 				pointer_error(ctx, &key, FN_USABLE_SIZE);
 		}
 		return 0;
