@@ -707,15 +707,16 @@ func (p *Probes) Attach(pid int, lib string) error {
 		if ep.call == callRuntimeNew {
 			ep.call |= pl.delta << 32
 		}
-		// With record_allocs (its end time) and verify_pointers (its
-		// place in nested calls), free gets a return probe.
-		if prog == p.objs.AllocEntry && ep.call == callFree && (p.record || p.verify) {
-			ep.ret = true
-		}
-		// With verify, free's probe knows the extent of its own code,
-		// to tell the allocator's calls of free from the program's.
-		if prog == p.objs.AllocEntry && ep.call == callFree && p.verify {
-			ep.call |= callerPages(pl) << 32
+		if prog == p.objs.AllocEntry && ep.call == callFree {
+			// With record_allocs (its end time) and verify_pointers
+			// (its place in nested calls), free gets a return probe.
+			ep.ret = p.record || p.verify
+			// With verify, free's probe knows the extent of its own
+			// code, to tell the allocator's calls of free from the
+			// program's.
+			if p.verify {
+				ep.call |= callerPages(pl) << 32
+			}
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {
@@ -1059,7 +1060,9 @@ func (p *Probes) Forget(tgid int) error {
 // dropTables deletes the blocks drop picks, in one walk of the table, and
 // forgets the processes in tgids, which have no blocks left.
 func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]bool) error {
-	for _, m := range p.tables.maps() {
+	// A tier the kernel counts empty holds none of the blocks: the
+	// processes dropped make no new ones.
+	for _, m := range p.tables.nonEmpty() {
 		var keys []bpf.MdtraceAllocKey
 		err := eachAllocIn(m, func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
 			if drop(key) {
