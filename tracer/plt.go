@@ -52,7 +52,7 @@ func stubTarget(r io.ReaderAt, path string, off uint64) (string, bool) {
 	}
 	// The jump's address is relative to its end, past any endbr64.
 	skipped := uint64(0)
-	if head := make([]byte, len(endbr64)); readFull(r, head, off) && bytes.Equal(head, endbr64) {
+	if endbrAt(r, off) {
 		skipped = uint64(len(endbr64))
 	}
 	name, ok := g.slots[uint64(int64(vaddr+skipped)+int64(inst.Len)+m.Disp)]
@@ -69,12 +69,8 @@ type gotSlots struct {
 
 // vaddr returns the address of file offset off in an executable segment.
 func (g gotSlots) vaddr(off uint64) (uint64, bool) {
-	for _, p := range g.text {
-		if p.Off <= off && off < p.Off+p.Filesz {
-			return off - p.Off + p.Vaddr, true
-		}
-	}
-	return 0, false
+	p, ok := segmentAt(g.text, off)
+	return off - p.Off + p.Vaddr, ok
 }
 
 // gotCache remembers readGOT's answers: 64 files.
@@ -103,12 +99,7 @@ func readGOT(path string) (_ gotSlots, err error) {
 	if err != nil {
 		return gotSlots{}, err
 	}
-	g := gotSlots{slots: map[uint64]string{}}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			g.text = append(g.text, p.ProgHeader)
-		}
-	}
+	g := gotSlots{slots: map[uint64]string{}, text: textSegments(f)}
 	for _, sec := range f.Sections {
 		if sec.Type != elf.SHT_RELA {
 			continue

@@ -462,7 +462,7 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 	pl := placement{off: probePoint(r, fs, use), inst: "?", stepped: true}
 	if inst, err := readInst(r, pl.off, false); err == nil {
 		pl.inst, pl.stepped = strings.ToLower(inst.Op.String()), !emulated(inst)
-		if head := make([]byte, len(endbr64)); readFull(r, head, pl.off) && bytes.Equal(head, endbr64) {
+		if endbrAt(r, pl.off) {
 			pl.inst = "endbr64"
 		}
 	}
@@ -476,7 +476,7 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 	}
 	// A thunk: endbr64, then a jump.
 	at := fs.off
-	if head := make([]byte, len(endbr64)); readFull(r, head, at) && bytes.Equal(head, endbr64) {
+	if endbrAt(r, at) {
 		at += uint64(len(endbr64))
 	}
 	if inst, err := readInst(r, at, false); err == nil && inst.Op == x86asm.JMP {
@@ -486,6 +486,12 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 		}
 	}
 	return pl
+}
+
+// endbrAt reports whether an endbr64 is at offset off of r.
+func endbrAt(r io.ReaderAt, off uint64) bool {
+	head := make([]byte, len(endbr64))
+	return readFull(r, head, off) && bytes.Equal(head, endbr64)
 }
 
 // readFull reads len(b) bytes at offset off of r.
@@ -520,12 +526,31 @@ func execSegment(r io.ReaderAt, off uint64) (start, end uint64) {
 		return 0, 0
 	}
 	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && off >= p.Off && off < p.Off+p.Filesz {
-			return p.Off, p.Off + p.Filesz
-		}
+	if p, ok := segmentAt(textSegments(f), off); ok {
+		return p.Off, p.Off + p.Filesz
 	}
 	return 0, 0
+}
+
+// textSegments returns the executable PT_LOAD segments of f.
+func textSegments(f *elf.File) []elf.ProgHeader {
+	var text []elf.ProgHeader
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
+			text = append(text, p.ProgHeader)
+		}
+	}
+	return text
+}
+
+// segmentAt returns the segment of segs that holds file offset off.
+func segmentAt(segs []elf.ProgHeader, off uint64) (elf.ProgHeader, bool) {
+	for _, p := range segs {
+		if p.Off <= off && off < p.Off+p.Filesz {
+			return p, true
+		}
+	}
+	return elf.ProgHeader{}, false
 }
 
 // callerPages is what free's entry probe carries in its cookie's high half
