@@ -147,7 +147,7 @@ func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: n / 50, seed: 3})
 		filled := readKmem(b)
 		allocs1, stacks1 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
-		if tiers := len(p.tables.maps()); tiers != 2 || p.tables.tierInUse() != 0 {
+		if tiers := len(p.tables.maps()); tiers != 2 || tierInUse(p) != 0 {
 			b.Fatalf("%d allocations: %d tiers of the live table, want the first in use and the second made", n, tiers)
 		}
 		fillTable(b, p, tableFill{tgid: otherTgid, allocs: total - n, stacks: (total - n) / 50, seed: 4})
@@ -218,4 +218,11 @@ func waitTiers(tb testing.TB, p *Probes, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	tb.Fatalf("the live table has %d tiers after 5 s, want %d", len(p.tables.maps()), n)
+}
+
+// tierInUse returns the tier of the live table the probes put blocks into.
+func tierInUse(p *Probes) int {
+	p.tables.mu.Lock()
+	defer p.tables.mu.Unlock()
+	return p.tables.inUse()
 }

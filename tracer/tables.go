@@ -145,8 +145,8 @@ func (t *liveTables) grow() bool {
 		}
 	}
 	if err != nil {
-		// Tried again at the next tick; blocks the full tier cannot
-		// take are counted (TableFull).
+		// Tried again retryGrow later (watch); blocks the full tier
+		// cannot take are counted (TableFull).
 		t.err = fmt.Errorf("making tier %d of the live table (%d blocks): %w", n, t.sizes[n], err)
 		return false
 	}
@@ -154,13 +154,6 @@ func (t *liveTables) grow() bool {
 	t.tiers = append(t.tiers, m)
 	t.counts = append(t.counts, c)
 	return n+1 == len(t.sizes)
-}
-
-// tierInUse is inUse for callers that do not hold mu.
-func (t *liveTables) tierInUse() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.inUse()
 }
 
 // maps returns the tiers made so far, oldest first.

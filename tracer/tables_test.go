@@ -49,15 +49,15 @@ func TestTierSizes(t *testing.T) {
 func TestLiveTableGrows(t *testing.T) {
 	needProbes(t)
 	// Tiers of 1024, 4096 and 14880 blocks; 5000 blocks at most live.
-	t.Run("one thread", func(t *testing.T) { testLiveTableGrows(t, "5", "1000", "80", "1") })
+	t.Run("one thread", func(t *testing.T) { testLiveTableGrows(t, 5, 1000, 80, 1) })
 	// Four threads reach the end of a tier together: 6400 blocks at most.
-	t.Run("four threads", func(t *testing.T) { testLiveTableGrows(t, "8", "200", "80", "4") })
+	t.Run("four threads", func(t *testing.T) { testLiveTableGrows(t, 8, 200, 80, 4) })
 }
 
-func testLiveTableGrows(t *testing.T, batches, per, ms, threads string) {
+func testLiveTableGrows(t *testing.T, batches, per, ms, threads int) {
 	prog := testProg(t, "grower")
 	cfg := ProbeConfig{StackDepth: 16, MaxAllocs: 20000, FirstTable: 1024}
-	n := atoi(t, batches) * atoi(t, per) * atoi(t, threads)
+	n := batches * per * threads
 	var (
 		tiers     int
 		now, most uint64
@@ -68,7 +68,7 @@ func testLiveTableGrows(t *testing.T, batches, per, ms, threads string) {
 		now, most, growErr = p.TableRoom()
 	}
 	defer func() { exitHook = nil }()
-	snap, names, c, st := exitSnapshot(t, cfg, prog, batches, per, ms, threads)
+	snap, names, c, st := exitSnapshot(t, cfg, prog, strconv.Itoa(batches), strconv.Itoa(per), strconv.Itoa(ms), strconv.Itoa(threads))
 	if !st.Known || st.Code != 0 {
 		t.Fatalf("exit status %+v", st)
 	}
@@ -78,7 +78,7 @@ func testLiveTableGrows(t *testing.T, batches, per, ms, threads string) {
 	// glibc frees blocks of its own at a thread's end that no malloc
 	// call made (a thread's tcache): unknown frees with one thread only
 	// are the table's.
-	if c.TableFull != 0 || (threads == "1" && c.UnknownFrees != 0) {
+	if c.TableFull != 0 || (threads == 1 && c.UnknownFrees != 0) {
 		t.Errorf("counters %+v: blocks lost or frees not found", c)
 	}
 	bySite := map[string]map[uint64]int{}
@@ -101,13 +101,4 @@ func testLiveTableGrows(t *testing.T, batches, per, ms, threads string) {
 	if c.Allocs-c.Frees != uint64(len(snap.Allocs)) {
 		t.Errorf("%d allocations, %d frees, %d live", c.Allocs, c.Frees, len(snap.Allocs))
 	}
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
