@@ -251,7 +251,9 @@ func (p *Probes) TableRoom() (now, most uint64, err error) {
 }
 
 // putBatch puts blocks into the tier in use and, when it is full, moves on
-// to the next tier if it is made, as the probes do.
+// to the next tier if it is made, as the probes do, and makes the tier
+// after it, as the watch does when the probes move on: a move from user
+// space sends no tier_moves event.
 func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo) error {
 	for done := 0; done < len(keys); {
 		t.mu.Lock()
@@ -261,6 +263,7 @@ func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAll
 		n, err := m.BatchUpdate(keys[done:], infos[done:], nil)
 		done += n
 		if errors.Is(err, unix.E2BIG) && t.moveOn(top) {
+			t.grow()
 			continue
 		}
 		if err != nil {
