@@ -198,19 +198,21 @@ static __always_inline void *table(u32 t)
 	return bpf_map_lookup_elem(&tables, &t);
 }
 
+/*
+ * Runs the statement that follows for each tier of the live table that is
+ * made, from the one in use down, with m the tier.
+ */
+#define FOR_EACH_TIER(m)                                                          \
+	for (u32 top_ = top_table, i_ = 0; i_ < TABLE_TIERS && i_ <= top_; i_++) \
+		if (((m) = table(top_ - i_)) != 0)
+
 /* The entry of a live block, or null. The newest tier is looked at first. */
 static __always_inline struct alloc_info *find_block(struct alloc_key *key)
 {
-	u32 top = top_table, i;
 	struct alloc_info *info;
 	void *m;
 
-	for (i = 0; i < TABLE_TIERS; i++) {
-		if (i > top)
-			break;
-		m = table(top - i);
-		if (!m)
-			continue;
+	FOR_EACH_TIER(m) {
 		info = bpf_map_lookup_elem(m, key);
 		if (info)
 			return info;
@@ -226,15 +228,9 @@ static __always_inline struct alloc_info *find_block(struct alloc_key *key)
 static __always_inline int delete_block(struct alloc_key *key, struct alloc_info *old)
 {
 	struct alloc_info *info;
-	u32 top = top_table, i;
 	void *m;
 
-	for (i = 0; i < TABLE_TIERS; i++) {
-		if (i > top)
-			break;
-		m = table(top - i);
-		if (!m)
-			continue;
+	FOR_EACH_TIER(m) {
 		if (old) {
 			info = bpf_map_lookup_elem(m, key);
 			if (!info)
