@@ -28,6 +28,14 @@ type MdtraceAllocKey struct {
 	Ptr  uint64
 }
 
+type MdtraceBucket struct {
+	_    structs.HostLayout
+	Ptr  [16]uint64
+	Tgid [16]uint32
+	Gen  [16]uint32
+	Info [16]MdtraceAllocInfo
+}
+
 type MdtraceExecEvent struct {
 	_      structs.HostLayout
 	Tgid   uint32
@@ -111,6 +119,7 @@ const (
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapTables             = "tables"
 	MdtraceMapThreads            = "threads"
+	MdtraceMapTierBlocks         = "tier_blocks"
 	MdtraceMapTierMoves          = "tier_moves"
 	MdtraceMapTraced             = "traced"
 	MdtraceMapWalkScratch        = "walk_scratch"
@@ -140,6 +149,9 @@ const (
 	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
+	MdtraceVarTierBuckets        = "tier_buckets"
+	MdtraceVarTierFilling        = "tier_filling"
+	MdtraceVarTierFillingAt      = "tier_filling_at"
 	MdtraceVarTopTable           = "top_table"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
@@ -220,6 +232,7 @@ type MdtraceMapSpecs struct {
 	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
 	Tables       *ebpf.MapSpec `ebpf:"tables"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	TierBlocks   *ebpf.MapSpec `ebpf:"tier_blocks"`
 	TierMoves    *ebpf.MapSpec `ebpf:"tier_moves"`
 	Traced       *ebpf.MapSpec `ebpf:"traced"`
 	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
@@ -247,6 +260,9 @@ type MdtraceVariableSpecs struct {
 	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
+	TierBuckets        *ebpf.VariableSpec `ebpf:"tier_buckets"`
+	TierFilling        *ebpf.VariableSpec `ebpf:"tier_filling"`
+	TierFillingAt      *ebpf.VariableSpec `ebpf:"tier_filling_at"`
 	TopTable           *ebpf.VariableSpec `ebpf:"top_table"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
@@ -291,6 +307,7 @@ type MdtraceMaps struct {
 	Stacks       *ebpf.Map `ebpf:"stacks"`
 	Tables       *ebpf.Map `ebpf:"tables"`
 	Threads      *ebpf.Map `ebpf:"threads"`
+	TierBlocks   *ebpf.Map `ebpf:"tier_blocks"`
 	TierMoves    *ebpf.Map `ebpf:"tier_moves"`
 	Traced       *ebpf.Map `ebpf:"traced"`
 	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
@@ -314,6 +331,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Stacks,
 		m.Tables,
 		m.Threads,
+		m.TierBlocks,
 		m.TierMoves,
 		m.Traced,
 		m.WalkScratch,
@@ -342,6 +360,9 @@ type MdtraceVariables struct {
 	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
+	TierBuckets        *ebpf.Variable `ebpf:"tier_buckets"`
+	TierFilling        *ebpf.Variable `ebpf:"tier_filling"`
+	TierFillingAt      *ebpf.Variable `ebpf:"tier_filling_at"`
 	TopTable           *ebpf.Variable `ebpf:"top_table"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`

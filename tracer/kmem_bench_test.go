@@ -120,57 +120,48 @@ func memlock(tb testing.TB, m *ebpf.Map) int64 {
 // BenchmarkKernelBytesPerAlloc measures the kernel memory the probes use
 // per tracked live allocation: it loads them as mdtrace does by default
 // (a live table of DefaultMaxAllocs in tiers, DefaultMaxStacks backtraces
-// of 16 frames) and puts live allocations in the maps with one unique
-// backtrace per 50 allocations. 50,000 allocations, which the first tier
-// of the live table holds, give the cost of an entry: the growth of the
-// slab caches, of the memory cgroup's kernel memory and of the maps'
-// memlock, divided by the number of allocations. 200,000 give the whole
-// cost, with what the maps take before any allocation (the second tier of
-// the live table, made ahead of need, included). It logs the slab caches that grew and
-// each map's memlock per entry.
+// of 16 frames) and puts live allocations in the maps, with one unique
+// backtrace per 50 allocations, up to 50,000, 200,000 and 1,000,000. The
+// live table's tiers are arrays made whole, so its cost per block depends
+// on how full the tiers made so far are: at each fill it reports the
+// memory of the live table and of the stacks map, the kernel's own count
+// (memlock), divided by the number of live allocations, and the growth of
+// the memory cgroup's kernel memory since before loading, divided the same
+// way. It logs the slab caches that grew and each map's memlock.
 func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 	needBPF(b)
-	const (
-		n     = 50_000
-		total = 200_000
-	)
+	fills := []struct {
+		n    int
+		name string
+	}{{50_000, "50k"}, {200_000, "200k"}, {1_000_000, "1m"}}
 	for b.Loop() {
 		before := readKmem(b)
 		p, err := LoadProbes(ProbeConfig{StackDepth: 16})
 		if err != nil {
 			b.Fatal(err)
 		}
-		// The second tier is made in the background, ahead of need.
-		waitTiers(b, p, 2)
 		loaded := readKmem(b)
-		allocs0, stacks0 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
-		fillTable(b, p, tableFill{tgid: fakeTgid, allocs: n, stacks: n / 50, seed: 3})
-		filled := readKmem(b)
-		allocs1, stacks1 := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
-		if tiers := len(p.tables.maps()); tiers != 2 || tierInUse(p) != 0 {
-			b.Fatalf("%d allocations: %d tiers of the live table, want the first in use and the second made", n, tiers)
-		}
-		fillTable(b, p, tableFill{tgid: otherTgid, allocs: total - n, stacks: (total - n) / 50, seed: 4})
-		all := readKmem(b)
-		tiers := len(p.tables.maps())
-
-		per := func(d int64) float64 { return float64(d) / n }
-		b.ReportMetric(per(filled.slab-loaded.slab), "B/alloc-slab")
-		if filled.memcg >= 0 {
-			b.ReportMetric(per(filled.memcg-loaded.memcg), "B/alloc-memcg")
-			b.ReportMetric(float64(all.memcg-before.memcg)/total, "B/alloc-memcg-all-200k")
+		b.ReportMetric(float64(tablesMemlock(b, p)+memlock(b, p.objs.Stacks))/1e6, "MB-fixed-memlock")
+		if loaded.memcg >= 0 {
 			b.ReportMetric(float64(loaded.memcg-before.memcg)/1e6, "MB-fixed-memcg")
 		}
-		b.ReportMetric(per(allocs1-allocs0+stacks1-stacks0), "B/alloc-memlock")
-		b.ReportMetric(float64(allocs0+stacks0)/1e6, "MB-fixed-memlock")
-
-		b.Logf("kmem: memlock per entry: allocs %.1f B (%d entries), stacks %.1f B (%d entries); empty maps: allocs %.1f MB, stacks %.1f MB",
-			float64(allocs1-allocs0)/n, n, float64(stacks1-stacks0)/(n/50), n/50, float64(allocs0)/1e6, float64(stacks0)/1e6)
-		b.Logf("kmem: loading: slab %+.1f MB, vmalloc %+.1f MB; filling: slab %+.1f MB, vmalloc %+.1f MB",
-			float64(loaded.slab-before.slab)/1e6, float64(loaded.vmalloc-before.vmalloc)/1e6,
-			float64(filled.slab-loaded.slab)/1e6, float64(filled.vmalloc-loaded.vmalloc)/1e6)
-		b.Logf("kmem: %d allocations: %d tiers of the live table, memory cgroup %+.1f MB since before loading",
-			total, tiers, float64(all.memcg-before.memcg)/1e6)
+		done := 0
+		var filled kmem
+		for k, f := range fills {
+			fillTable(b, p, tableFill{tgid: fakeTgid + uint32(k), allocs: f.n - done, stacks: (f.n - done) / 50, seed: uint64(3 + k)})
+			done = f.n
+			now := readKmem(b)
+			if k == 0 {
+				filled = now
+			}
+			table, stacks := tablesMemlock(b, p), memlock(b, p.objs.Stacks)
+			b.ReportMetric(float64(table+stacks)/float64(f.n), "B/alloc-memlock-"+f.name)
+			if now.memcg >= 0 {
+				b.ReportMetric(float64(now.memcg-before.memcg)/float64(f.n), "B/alloc-memcg-"+f.name)
+			}
+			b.Logf("kmem: %d allocations: %d tiers of the live table (tier %d in use), live table %.1f MB, stacks %.1f MB (memlock), memory cgroup %+.1f MB since before loading",
+				f.n, len(p.tables.maps()), tierInUse(p), float64(table)/1e6, float64(stacks)/1e6, float64(now.memcg-before.memcg)/1e6)
+		}
 		var maps []string
 		v := reflect.ValueOf(p.objs.MdtraceMaps)
 		for i := range v.NumField() {
@@ -191,7 +182,7 @@ func BenchmarkKernelBytesPerAlloc(b *testing.B) {
 		}
 		sort.Slice(grew, func(i, j int) bool { return grew[i].bytes > grew[j].bytes })
 		for _, g := range grew {
-			b.Logf("kmem: slab cache %-16s %+8d objects %+7.1f MB = %5.1f B per allocation", g.name, g.objs, float64(g.bytes)/1e6, per(g.bytes))
+			b.Logf("kmem: slab cache %-16s %+8d objects %+7.1f MB = %5.1f B per allocation, at 50K", g.name, g.objs, float64(g.bytes)/1e6, float64(g.bytes)/5e4)
 		}
 		p.Close()
 	}

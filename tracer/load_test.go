@@ -75,15 +75,12 @@ func TestTableCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calibrated := p.tables.counts[0]
-	p.tables.counts[0] = tableCount{}
-	without, err := p.Snapshot(fakeTgid)
+	want, err := p.snapshotBySyscall(fakeTgid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.tables.counts[0] = calibrated
-	if len(with.Allocs) != 5000 || !slices.Equal(with.Allocs, without.Allocs) {
-		t.Errorf("snapshots differ: %d allocations with the count, %d without", len(with.Allocs), len(without.Allocs))
+	if d := sameSnapshot(with, want); len(with.Allocs) != 5000 || d != "" {
+		t.Errorf("snapshot of %d allocations differs from the table read through the kernel: %s", len(with.Allocs), d)
 	}
 	if cap(with.Allocs) > 2*len(with.Allocs)+1024 {
 		t.Errorf("snapshot of 5000 allocations kept room for %d", cap(with.Allocs))
@@ -96,31 +93,34 @@ func TestTableCount(t *testing.T) {
 	}
 }
 
-// TestForgetBatches: Forget deletes a process's blocks in batches, past a
-// block already gone, and leaves other processes' alone.
-func TestForgetBatches(t *testing.T) {
+// TestForgetSkipsTakenOut: Forget drops a process's blocks, past a block
+// another taker emptied first, and leaves other processes' alone.
+func TestForgetSkipsTakenOut(t *testing.T) {
 	p := smallTable(t)
-	defer func(n int) { allocBatch = n }(allocBatch)
-	allocBatch = 7
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 100, stacks: 5, seed: 1})
 	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 30, stacks: 5, seed: 2})
-	var keys []bpf.MdtraceAllocKey
-	p.eachAlloc(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
-		if k.Tgid == fakeTgid {
-			keys = append(keys, *k)
+	var gone bpf.MdtraceAllocKey
+	tr := p.tables.made()[0]
+	tr.each(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo, bk *bpf.MdtraceBucket, j int) {
+		if k.Tgid == fakeTgid && gone.Ptr == 0 {
+			gone = *k
+			if !tr.takeOut(bk, j, k) {
+				t.Errorf("taking out %+v failed", *k)
+			}
+			if tr.takeOut(bk, j, k) {
+				t.Errorf("%+v taken out twice", *k)
+			}
 		}
 	})
-	slices.SortFunc(keys, func(a, b bpf.MdtraceAllocKey) int { return int(a.Ptr>>4) - int(b.Ptr>>4) })
-	// Gone before the deletion, in the middle of a batch.
-	if err := p.objs.Allocs.Delete(keys[10]); err != nil {
-		t.Fatal(err)
-	}
-	if err := deleteKeys(p.objs.Allocs, keys); err != nil {
+	if err := p.Forget(fakeTgid); err != nil {
 		t.Fatal(err)
 	}
 	left := map[uint32]int{}
 	p.eachAlloc(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) { left[k.Tgid]++ })
 	if left[fakeTgid] != 0 || left[otherTgid] != 30 {
 		t.Errorf("left: %v; want none of %d and 30 of %d", left, fakeTgid, otherTgid)
+	}
+	if n, ok := p.tables.estimate(); !ok || n != 30 {
+		t.Errorf("estimate %d, %v; want 30", n, ok)
 	}
 }

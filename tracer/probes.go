@@ -257,7 +257,13 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		first = firstTier
 	}
 	tiers := tierSizes(cfg.MaxAllocs, first)
-	spec.Maps["allocs"].MaxEntries = tiers[0]
+	spec.Maps["allocs"].MaxEntries = tierBuckets(tiers[0])
+	if err := spec.Variables["tier_buckets"].Set([tableTiers]uint32{tierBuckets(tiers[0])}); err != nil {
+		return nil, fmt.Errorf("setting tier_buckets: %w", err)
+	}
+	if err := spec.Variables["tier_filling_at"].Set([tableTiers]uint32{fillingAt(tierBuckets(tiers[0]))}); err != nil {
+		return nil, fmt.Errorf("setting tier_filling_at: %w", err)
+	}
 	tierSpec := spec.Maps["allocs"].Copy()
 	// The tables map's template of a tier is made and dropped at once:
 	// the room of a tier is not part of its type.
@@ -290,7 +296,10 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
-	p.tables, err = newLiveTables(p.objs.Tables, p.objs.Allocs, p.objs.TierMoves, tierSpec, p.objs.TopTable, tiers)
+	p.tables, err = newLiveTables(tableObjects{
+		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks,
+		top: p.objs.TopTable, filling: p.objs.TierFilling, buckets: p.objs.TierBuckets, at: p.objs.TierFillingAt,
+	}, tierSpec, tiers)
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -1060,21 +1069,14 @@ func (p *Probes) Forget(tgid int) error {
 // dropTables deletes the blocks drop picks, in one walk of the table, and
 // forgets the processes in tgids, which have no blocks left.
 func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]bool) error {
-	// A tier the kernel counts empty holds none of the blocks: the
-	// processes dropped make no new ones.
-	for _, m := range p.tables.nonEmpty() {
-		var keys []bpf.MdtraceAllocKey
-		err := eachAllocIn(m, func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
+	// A tier counted empty holds none of the blocks: the processes
+	// dropped make no new ones.
+	for _, tr := range p.tables.nonEmpty() {
+		tr.each(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo, bk *bpf.MdtraceBucket, j int) {
 			if drop(key) {
-				keys = append(keys, *key)
+				tr.takeOut(bk, j, key)
 			}
 		})
-		if err != nil {
-			return err
-		}
-		if err := deleteKeys(m, keys); err != nil {
-			return err
-		}
 	}
 	p.mu.Lock()
 	for tgid := range tgids {
@@ -1083,30 +1085,6 @@ func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]
 		delete(p.lastLen, tgid)
 	}
 	p.mu.Unlock()
-	return nil
-}
-
-// deleteKeys deletes keys from m a batch at a time (the process whose
-// table goes is held meanwhile: a million deletions one by one would hold it
-// for seconds). A key already gone is skipped.
-func deleteKeys(m *ebpf.Map, keys []bpf.MdtraceAllocKey) error {
-	for len(keys) > 0 {
-		n, err := m.BatchDelete(keys[:min(len(keys), allocBatch)], nil)
-		switch {
-		case errors.Is(err, ebpf.ErrKeyNotExist):
-			n++ // the batch stopped at a key that is gone
-		case errors.Is(err, ebpf.ErrNotSupported):
-			for _, k := range keys {
-				m.Delete(k)
-			}
-			return nil
-		case err != nil:
-			return err
-		case n == 0:
-			return errors.New("a batch deletion deleted nothing")
-		}
-		keys = keys[min(n, len(keys)):]
-	}
 	return nil
 }
 

@@ -126,11 +126,16 @@ func TestExecGens(t *testing.T) {
 	p := smallTable(t)
 	p.retireEvery = time.Hour
 	put := func(gen uint32, n int) {
+		var (
+			keys  []bpf.MdtraceAllocKey
+			infos []bpf.MdtraceAllocInfo
+		)
 		for i := range n {
-			k := bpf.MdtraceAllocKey{Tgid: fakeTgid, Gen: gen, Ptr: uint64(gen)<<32 | uint64(i+1)<<4}
-			if err := p.objs.Allocs.Put(k, bpf.MdtraceAllocInfo{Size: uint64(gen)}); err != nil {
-				t.Fatal(err)
-			}
+			keys = append(keys, bpf.MdtraceAllocKey{Tgid: fakeTgid, Gen: gen, Ptr: uint64(gen)<<32 | uint64(i+1)<<4})
+			infos = append(infos, bpf.MdtraceAllocInfo{Size: uint64(gen)})
+		}
+		if err := p.tables.putBatch(keys, infos); err != nil {
+			t.Fatal(err)
 		}
 	}
 	put(5, 10)

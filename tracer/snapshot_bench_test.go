@@ -78,8 +78,6 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	infos := make([]bpf.MdtraceAllocInfo, 0, chunk)
 	ptr := uint64(0x55d000000000) + uint64(f.tgid)<<20
 	flush := func() {
-		// As the watch of the live table would, between two chunks.
-		p.tables.grow()
 		if err := p.tables.putBatch(keys, infos); err != nil {
 			tb.Fatalf("filling the live table: %v", err)
 		}
@@ -108,26 +106,24 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	return ids
 }
 
-// snapshotByKey is Snapshot as a walk of the live table key by key (two
-// system calls per entry): the reference for Snapshot, and the other side
-// of the comparison in BenchmarkSnapshot1M.
-func (p *Probes) snapshotByKey(tgid int) (*leak.Snapshot, error) {
+// snapshotBySyscall is Snapshot reading the live table's tiers through the
+// kernel (a lookup per bucket) instead of mdtrace's mapping of them: the
+// reference for Snapshot.
+func (p *Probes) snapshotBySyscall(tgid int) (*leak.Snapshot, error) {
 	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
-	var (
-		key  bpf.MdtraceAllocKey
-		info bpf.MdtraceAllocInfo
-	)
-	tiers := p.tables.maps()
+	var bk bpf.MdtraceBucket
+	tiers := p.tables.made()
 	for i := len(tiers) - 1; i >= 0; i-- {
-		it := tiers[i].Iterate()
-		for it.Next(&key, &info) {
-			if int(key.Tgid) != tgid {
-				continue
+		for b := range tiers[i].buckets {
+			if err := tiers[i].m.Lookup(b, &bk); err != nil {
+				return nil, err
 			}
-			snap.Allocs = append(snap.Allocs, allocOf(&key, &info))
-		}
-		if err := it.Err(); err != nil {
-			return nil, err
+			for j := range bucketSlots {
+				key := bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: bk.Ptr[j]}
+				if key.Ptr > slotBusy && int(key.Tgid) == tgid {
+					snap.Allocs = append(snap.Allocs, allocOf(&key, &bk.Info[j]))
+				}
+			}
 		}
 	}
 	for i := range snap.Allocs {
@@ -164,10 +160,10 @@ func sameSnapshot(a, b *leak.Snapshot) string {
 	return ""
 }
 
-// TestSnapshotMatchesKeyByKey checks that Snapshot, Fork and Forget, which
-// read the live table in batches, see exactly what a walk key by key sees,
-// with batches so small that hash buckets do not fit in them.
-func TestSnapshotMatchesKeyByKey(t *testing.T) {
+// TestSnapshotMatchesSyscalls checks that Snapshot, Totals, Fork and
+// Forget, which read and write the live table in mdtrace's mapping of it,
+// see exactly what reads through the kernel see.
+func TestSnapshotMatchesSyscalls(t *testing.T) {
 	needBPF(t)
 	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 13, MaxStacks: 1 << 10})
 	if err != nil {
@@ -177,48 +173,44 @@ func TestSnapshotMatchesKeyByKey(t *testing.T) {
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 3000, stacks: 200, seed: 1})
 	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 1500, stacks: 100, seed: 2})
 	// A stack id whose backtrace is gone: the allocation keeps no id.
-	if err := p.objs.Allocs.Put(bpf.MdtraceAllocKey{Tgid: fakeTgid, Ptr: 0x10}, bpf.MdtraceAllocInfo{Size: 5, StackId: 0xdead}); err != nil {
+	key := []bpf.MdtraceAllocKey{{Tgid: fakeTgid, Ptr: 0x10}}
+	if err := p.tables.putBatch(key, []bpf.MdtraceAllocInfo{{Size: 5, StackId: 0xdead}}); err != nil {
 		t.Fatal(err)
 	}
-	defer func(n int) { allocBatch = n }(allocBatch)
-	for _, batch := range []int{1, 3, 64, 4096} {
-		allocBatch = batch
-		for _, tgid := range []int{fakeTgid, otherTgid, 99} {
-			want, err := p.snapshotByKey(tgid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := p.Snapshot(tgid)
-			if err != nil {
-				t.Fatalf("batch %d: Snapshot(%d): %v", batch, tgid, err)
-			}
-			if d := sameSnapshot(got, want); d != "" {
-				t.Errorf("batch %d: Snapshot(%d) differs from the walk key by key: %s", batch, tgid, d)
-			}
-		}
-		totals, err := p.Totals()
+	for _, tgid := range []int{fakeTgid, otherTgid, 99} {
+		want, err := p.snapshotBySyscall(tgid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tgid := range []int{fakeTgid, otherTgid} {
-			snap, _ := p.snapshotByKey(tgid)
-			var bytes uint64
-			for _, a := range snap.Allocs {
-				bytes += a.Size
-			}
-			if tt := totals[tgid]; tt.Blocks != uint64(len(snap.Allocs)) || tt.Bytes != bytes {
-				t.Errorf("batch %d: Totals()[%d] = %+v, want %d blocks, %d bytes", batch, tgid, tt, len(snap.Allocs), bytes)
-			}
+		got, err := p.Snapshot(tgid)
+		if err != nil {
+			t.Fatalf("Snapshot(%d): %v", tgid, err)
+		}
+		if d := sameSnapshot(got, want); d != "" {
+			t.Errorf("Snapshot(%d) differs from the table read through the kernel: %s", tgid, d)
+		}
+	}
+	totals, err := p.Totals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tgid := range []int{fakeTgid, otherTgid} {
+		snap, _ := p.snapshotBySyscall(tgid)
+		var bytes uint64
+		for _, a := range snap.Allocs {
+			bytes += a.Size
+		}
+		if tt := totals[tgid]; tt.Blocks != uint64(len(snap.Allocs)) || tt.Bytes != bytes {
+			t.Errorf("Totals()[%d] = %+v, want %d blocks, %d bytes", tgid, tt, len(snap.Allocs), bytes)
 		}
 	}
 
-	allocBatch = 2
 	const child = 4190003
 	if err := p.Fork(fakeTgid, child, true); err != nil {
 		t.Fatal(err)
 	}
-	parent, _ := p.snapshotByKey(fakeTgid)
-	copied, _ := p.snapshotByKey(child)
+	parent, _ := p.snapshotBySyscall(fakeTgid)
+	copied, _ := p.snapshotBySyscall(child)
 	parent.PID = child
 	if d := sameSnapshot(copied, parent); d != "" {
 		t.Errorf("Fork: the child's table differs from its parent's: %s", d)
@@ -226,10 +218,10 @@ func TestSnapshotMatchesKeyByKey(t *testing.T) {
 	if err := p.Forget(child); err != nil {
 		t.Fatal(err)
 	}
-	if gone, _ := p.snapshotByKey(child); len(gone.Allocs) != 0 {
+	if gone, _ := p.snapshotBySyscall(child); len(gone.Allocs) != 0 {
 		t.Errorf("Forget left %d allocations", len(gone.Allocs))
 	}
-	if again, _ := p.snapshotByKey(fakeTgid); len(again.Allocs) != len(parent.Allocs) {
+	if again, _ := p.snapshotBySyscall(fakeTgid); len(again.Allocs) != len(parent.Allocs) {
 		t.Errorf("Forget of the child changed the parent's table: %d allocations, want %d", len(again.Allocs), len(parent.Allocs))
 	}
 }
@@ -264,7 +256,7 @@ func smallTable(tb testing.TB) *Probes {
 // BenchmarkSnapshot1M times Probes.Snapshot of a process with a million
 // live allocations (20,000 backtraces of 16 frames) in a table of capacity
 // 1<<21 that also holds 100,000 blocks of another process, next to the
-// same snapshot read key by key, and the bare walks of the table.
+// same snapshot read through the kernel, and the bare walk of the table.
 func BenchmarkSnapshot1M(b *testing.B) {
 	p := millionTable(b)
 	defer p.Close()
@@ -285,22 +277,22 @@ func BenchmarkSnapshot1M(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/snapshot")
 		})
 	}
-	run("batch", func() (int, error) {
+	run("mapped", func() (int, error) {
 		s, err := p.Snapshot(fakeTgid)
 		if err != nil {
 			return 0, err
 		}
 		return len(s.Allocs), nil
 	})
-	run("key-by-key", func() (int, error) {
-		s, err := p.snapshotByKey(fakeTgid)
+	run("syscalls", func() (int, error) {
+		s, err := p.snapshotBySyscall(fakeTgid)
 		if err != nil {
 			return 0, err
 		}
 		return len(s.Allocs), nil
 	})
-	// The walks alone: no sorting, no backtraces.
-	run("walk-batch", func() (int, error) {
+	// The walk alone: no sorting, no backtraces.
+	run("walk", func() (int, error) {
 		n := 0
 		err := p.eachAlloc(func(k *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
 			if k.Tgid == fakeTgid {
@@ -308,25 +300,6 @@ func BenchmarkSnapshot1M(b *testing.B) {
 			}
 		})
 		return n, err
-	})
-	run("walk-key-by-key", func() (int, error) {
-		var (
-			key  bpf.MdtraceAllocKey
-			info bpf.MdtraceAllocInfo
-			n    int
-		)
-		for _, m := range p.tables.maps() {
-			it := m.Iterate()
-			for it.Next(&key, &info) {
-				if key.Tgid == fakeTgid {
-					n++
-				}
-			}
-			if err := it.Err(); err != nil {
-				return n, err
-			}
-		}
-		return n, nil
 	})
 }
 

@@ -3,11 +3,15 @@
 package tracer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
@@ -16,27 +20,39 @@ import (
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
-// The live table in tiers (bpf/mdtrace.bpf.c, the tables map). A BPF hash
-// map takes 16 bytes of buckets for each entry of room as soon as it is
-// made: one table of the default room of 4M blocks was 64 MiB of kernel
-// memory and 40 ms of mdtrace's start, even for a program that never holds
-// a thousand blocks. The first tier holds firstTier blocks. The next tier,
-// four times larger (the last one takes what is left of --max-allocs), is
-// made ahead of need and put in the tables map; once the tier in use is
-// full, the probes move on to it (top_table) and say so (tier_moves), and
-// the tier after it is made. No watch wakes mdtrace while the table fills
-// (a check every 20 ms had cost 1% of a CPU while the traced process did
-// nothing), and a burst of allocations has a whole tier of room while the
-// next is made.
+// The live table (bpf/mdtrace.bpf.c, the tables map) is up to four tiers,
+// each an array of buckets of 16 slots that mdtrace maps into its memory. A
+// block has two buckets in a tier, picked by hashing its address and
+// process, and goes into the emptier one; the tier in use takes blocks until
+// both buckets of one are full, at 85-90% of its slots. A slot is 40 bytes:
+// at that fill a block costs 45 to 50 bytes of kernel memory, where an
+// entry of a BPF hash map cost 108 and 16 bytes of buckets per block of
+// room. An array is all made at once, so the tiers grow: the first has
+// room for firstTier blocks, each next one four times as many (the last
+// takes what is left of --max-allocs). When the probes find the tier in use
+// about half full, they say so (tier_moves) and the next tier is made and
+// put in the tables map, ahead of need; when the tier in use is full, the
+// probes move on to it (top_table). No watch wakes mdtrace while the table
+// fills (a check every 20 ms had cost 1% of a CPU while the traced process
+// did nothing), and the half of a tier left is the room for a burst of
+// allocations while the next is made.
 const (
 	// tableTiers is the most tiers: TABLE_TIERS in bpf/mdtrace.bpf.c.
 	tableTiers = 4
-	// firstTier is the room of the first tier, 4 MiB of buckets.
-	firstTier = 256 << 10
+	// firstTier is the room of the first tier, 3 MiB of slots.
+	firstTier = 64 << 10
+	// bucketSlots is BUCKET_SLOTS, and slotBusy SLOT_BUSY.
+	bucketSlots = 16
+	slotBusy    = 1
+	// tierEventFilling is TIER_EVENT_FILLING.
+	tierEventFilling = 0x100
 	// retryGrow is how long after a failure to make a tier it is tried
 	// again.
 	retryGrow = 100 * time.Millisecond
 )
+
+// bucketBytes is the size of a bucket.
+const bucketBytes = int(unsafe.Sizeof(bpf.MdtraceBucket{}))
 
 // tierSizes splits the room of the live table, total, into the rooms of its
 // tiers: first, then four times the one before, the last tier taking what
@@ -59,34 +75,197 @@ func tierSizes(total, first uint32) []uint32 {
 	return append(sizes, left)
 }
 
+// tierBuckets returns the buckets of a tier with room for room blocks: a
+// fifth more slots than blocks, as a tier is full before every slot is
+// used. Two at least, as a block has two buckets.
+func tierBuckets(room uint32) uint32 {
+	return uint32(max((uint64(room)*6/5+bucketSlots-1)/bucketSlots, 2))
+}
+
+// fillingAt returns how many slots of the emptier bucket of a block say
+// that a tier of n buckets is getting full (tier_filling_at): 10 when
+// about half its slots are used, 13 when two thirds are. A tier is full at
+// 85-90%: a large tier keeps a fifth of its slots, room for 128K blocks or
+// more, for the allocations made while the next tier is made (10-20 ms,
+// most of it the RCU grace period an update of the tables map waits for),
+// and a small one keeps a third.
+func fillingAt(n uint32) uint32 {
+	if uint64(n)*bucketSlots/5 >= 128<<10 {
+		return 13
+	}
+	return 10
+}
+
+// bucketsOf returns the two buckets of key in a tier of n buckets, as
+// buckets_of in bpf/mdtrace.bpf.c.
+func bucketsOf(key *bpf.MdtraceAllocKey, n uint32) (uint32, uint32) {
+	x := key.Ptr ^ uint64(key.Tgid)<<47
+	b0 := uint32((x * 0x9e3779b97f4a7c15 >> 32) * uint64(n) >> 32)
+	b1 := uint32((x * 0xc2b2ae3d27d4eb4f >> 32) * uint64(n) >> 32)
+	if b1 == b0 {
+		if b1 = b0 + 1; b1 == n {
+			b1 = 0
+		}
+	}
+	return b0, b1
+}
+
+// tier is one tier of the live table, mapped into mdtrace's memory.
+type tier struct {
+	m       *ebpf.Map
+	mem     []byte
+	buckets uint32
+	// puts is the blocks user space put in (copies of a zygote's parent's)
+	// less those it took out (dropped processes and programs): the probes
+	// count theirs in tier_blocks.
+	puts atomic.Int64
+}
+
+// newTier maps tier m, of n buckets, into memory.
+func newTier(m *ebpf.Map, n uint32) (*tier, error) {
+	size := (n*uint32(bucketBytes) + uint32(os.Getpagesize()) - 1) &^ (uint32(os.Getpagesize()) - 1)
+	mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping a tier of the live table: %w", err)
+	}
+	return &tier{m: m, mem: mem, buckets: n}, nil
+}
+
+// bucket returns bucket i of the tier.
+func (t *tier) bucket(i uint32) *bpf.MdtraceBucket {
+	return (*bpf.MdtraceBucket)(unsafe.Pointer(&t.mem[int(i)*bucketBytes]))
+}
+
+// each calls fn with every entry of the tier. An entry being written or
+// emptied while it is read is passed over. fn must not keep its arguments.
+func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.MdtraceBucket, int)) {
+	var (
+		key  bpf.MdtraceAllocKey
+		info bpf.MdtraceAllocInfo
+	)
+	for i := range t.buckets {
+		bk := t.bucket(i)
+		for j := range bucketSlots {
+			p := atomic.LoadUint64(&bk.Ptr[j])
+			if p <= slotBusy {
+				continue
+			}
+			key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
+			info = bk.Info[j]
+			if key.Tgid == 0 || atomic.LoadUint64(&bk.Ptr[j]) != p {
+				continue
+			}
+			fn(&key, &info, bk, j)
+		}
+	}
+}
+
+// takeOut empties slot j of bk, which held key, as take_out in
+// bpf/mdtrace.bpf.c. False when the probes emptied it first.
+func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) bool {
+	if !atomic.CompareAndSwapUint64(&bk.Ptr[j], key.Ptr, slotBusy) {
+		return false
+	}
+	atomic.StoreUint32(&bk.Tgid[j], 0)
+	atomic.StoreUint64(&bk.Ptr[j], 0)
+	t.puts.Add(-1)
+	return true
+}
+
+// put puts a new entry into the emptier of its two buckets, as claim in
+// bpf/mdtrace.bpf.c. It returns false when both are full, and whether the
+// emptier one holds tierFilling slots or more.
+func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, filling bool) {
+	b0, b1 := bucketsOf(key, t.buckets)
+	bks := [2]*bpf.MdtraceBucket{t.bucket(b0), t.bucket(b1)}
+	if usedSlots(bks[1]) < usedSlots(bks[0]) {
+		bks[0], bks[1] = bks[1], bks[0]
+	}
+	filling = usedSlots(bks[0]) >= int(fillingAt(t.buckets))
+	for _, bk := range bks {
+		for j := range bucketSlots {
+			if atomic.LoadUint64(&bk.Ptr[j]) != 0 || !atomic.CompareAndSwapUint64(&bk.Ptr[j], 0, slotBusy) {
+				continue
+			}
+			atomic.StoreUint32(&bk.Tgid[j], key.Tgid)
+			atomic.StoreUint32(&bk.Gen[j], key.Gen)
+			bk.Info[j] = *info
+			atomic.StoreUint64(&bk.Ptr[j], key.Ptr)
+			t.puts.Add(1)
+			return true, filling
+		}
+	}
+	return false, filling
+}
+
+// usedSlots counts the slots of bk in use.
+func usedSlots(bk *bpf.MdtraceBucket) int {
+	n := 0
+	for j := range bucketSlots {
+		if atomic.LoadUint64(&bk.Ptr[j]) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// close unmaps the tier, and closes its map if it is not the collection's.
+func (t *tier) close(own bool) {
+	unix.Munmap(t.mem)
+	t.mem = nil
+	if own {
+		t.m.Close()
+	}
+}
+
 // liveTables is the tiers of the live table made so far. The first is the
 // collection's allocs map; the others belong to liveTables.
 type liveTables struct {
-	outer *ebpf.Map       // the tables map: tier number -> map
-	spec  *ebpf.MapSpec   // a tier, without its room
-	top   *ebpf.Variable  // top_table, the tier in use
-	moves *ringbuf.Reader // tier_moves: the probes moved on to a tier
-	sizes []uint32        // the room of every tier, made or not
+	outer   *ebpf.Map       // the tables map: tier number -> map
+	spec    *ebpf.MapSpec   // a tier, without its room
+	top     *ebpf.Variable  // top_table, the tier in use
+	filling *ebpf.Variable  // tier_filling, a bit per tier getting full
+	buckets *ebpf.Variable  // tier_buckets, the buckets of each tier
+	at      *ebpf.Variable  // tier_filling_at, when each tier gets full
+	blocks  *ebpf.Map       // tier_blocks, the probes' count of each tier's blocks
+	moves   *ringbuf.Reader // tier_moves: a tier getting full, or moved on to
+	sizes   []uint32        // the room of every tier, made or not
 
-	mu     sync.Mutex
-	tiers  []*ebpf.Map
-	counts []tableCount
-	err    error // the last failure to make a tier
+	mu      sync.Mutex
+	tiers   []*tier
+	nbucket [tableTiers]uint32 // tier_buckets
+	atSlots [tableTiers]uint32 // tier_filling_at
+	full    uint64             // tiers user space found getting full, a bit each
+	err     error              // the last failure to make a tier
 
 	done chan struct{}
 }
 
-// newLiveTables takes the first tier, made with the collection, and, when
-// there is room for more tiers, makes the next one in the background and
-// then the one after each time the probes move on.
-func newLiveTables(outer, first, moves *ebpf.Map, spec *ebpf.MapSpec, top *ebpf.Variable, sizes []uint32) (*liveTables, error) {
-	t := &liveTables{outer: outer, spec: spec, top: top, sizes: sizes, tiers: []*ebpf.Map{first}}
-	t.counts = make([]tableCount, 1, len(sizes))
-	t.counts[0].calibrate(first)
+// tableObjects is what liveTables needs of the collection.
+type tableObjects struct {
+	outer, first, moves, blocks *ebpf.Map
+	top, filling, buckets, at   *ebpf.Variable
+}
+
+// newLiveTables takes the first tier, made with the collection, of
+// tierBuckets(sizes[0]) buckets (the collection's tier_buckets and
+// tier_filling_at say so already), and, when there is room for more tiers, makes the next one
+// each time the probes find the one in use getting full.
+func newLiveTables(o tableObjects, spec *ebpf.MapSpec, sizes []uint32) (*liveTables, error) {
+	t := &liveTables{outer: o.outer, spec: spec, top: o.top, filling: o.filling, buckets: o.buckets,
+		at: o.at, blocks: o.blocks, sizes: sizes}
+	t.nbucket[0] = tierBuckets(sizes[0])
+	t.atSlots[0] = fillingAt(t.nbucket[0])
+	first, err := newTier(o.first, t.nbucket[0])
+	if err != nil {
+		return nil, err
+	}
+	t.tiers = []*tier{first}
 	if len(sizes) > 1 {
-		r, err := ringbuf.NewReader(moves)
+		r, err := ringbuf.NewReader(o.moves)
 		if err != nil {
-			return nil, fmt.Errorf("reading the live table's tier moves: %w", err)
+			first.close(false)
+			return nil, fmt.Errorf("reading the live table's tier events: %w", err)
 		}
 		t.moves, t.done = r, make(chan struct{})
 		go t.watch()
@@ -94,8 +273,8 @@ func newLiveTables(outer, first, moves *ebpf.Map, spec *ebpf.MapSpec, top *ebpf.
 	return t, nil
 }
 
-// watch makes the tier after the one in use, now and whenever the probes
-// move on, until the last is made or close is called.
+// watch makes the tier after the one in use when the probes find it getting
+// full or move on, until the last is made or close is called.
 func (t *liveTables) watch() {
 	defer close(t.done)
 	for !t.grow() {
@@ -120,8 +299,17 @@ func (t *liveTables) inUse() int {
 	return int(top)
 }
 
-// grow makes the next tier when the tier in use is the newest. It returns
-// true once every tier is made.
+// getsFull reports whether tier i was found getting full.
+func (t *liveTables) getsFull(i int) bool {
+	var bits uint64
+	if t.filling.Get(&bits) != nil {
+		bits = ^uint64(0) // make the next tier rather than lose blocks
+	}
+	return (bits|t.full)&(1<<i) != 0
+}
+
+// grow makes the next tier when the tier in use is the newest and getting
+// full. It returns true once every tier is made.
 func (t *liveTables) grow() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -129,19 +317,30 @@ func (t *liveTables) grow() bool {
 	if n == len(t.sizes) {
 		return true
 	}
-	if t.inUse() < n-1 {
-		return false // the next tier is ready
+	if top := t.inUse(); top < n-1 || !t.getsFull(top) {
+		return false // the next tier is ready, or not needed yet
 	}
 	spec := t.spec.Copy()
 	spec.Name = fmt.Sprintf("allocs%d", n)
-	spec.MaxEntries = t.sizes[n]
+	spec.MaxEntries = tierBuckets(t.sizes[n])
 	m, err := ebpf.NewMap(spec)
-	var c tableCount
+	var tr *tier
 	if err == nil {
-		// Measured before the probes can put blocks in it.
-		c.calibrate(m)
-		if err = t.outer.Put(uint32(n), m); err != nil {
+		if tr, err = newTier(m, spec.MaxEntries); err != nil {
 			m.Close()
+		}
+	}
+	if err == nil {
+		// The probes read a tier's buckets once it is in tables.
+		t.nbucket[n] = spec.MaxEntries
+		t.atSlots[n] = fillingAt(spec.MaxEntries)
+		if err = t.buckets.Set(t.nbucket); err == nil {
+			if err = t.at.Set(t.atSlots); err == nil {
+				err = t.outer.Put(uint32(n), m)
+			}
+		}
+		if err != nil {
+			tr.close(true)
 		}
 	}
 	if err != nil {
@@ -151,46 +350,72 @@ func (t *liveTables) grow() bool {
 		return false
 	}
 	t.err = nil
-	t.tiers = append(t.tiers, m)
-	t.counts = append(t.counts, c)
+	t.tiers = append(t.tiers, tr)
 	return n+1 == len(t.sizes)
 }
 
-// maps returns the tiers made so far, oldest first.
-func (t *liveTables) maps() []*ebpf.Map {
+// made returns the tiers made so far, oldest first.
+func (t *liveTables) made() []*tier {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]*ebpf.Map(nil), t.tiers...)
+	return append([]*tier(nil), t.tiers...)
+}
+
+// maps returns the maps of the tiers made so far, oldest first.
+func (t *liveTables) maps() []*ebpf.Map {
+	var ms []*ebpf.Map
+	for _, tr := range t.made() {
+		ms = append(ms, tr.m)
+	}
+	return ms
+}
+
+// counts returns the blocks in each tier made so far, oldest first.
+func (t *liveTables) counts() ([]int64, error) {
+	tiers := t.made()
+	out := make([]int64, len(tiers))
+	var perCPU []int64
+	for i, tr := range tiers {
+		if err := t.blocks.Lookup(uint32(i), &perCPU); err != nil {
+			return nil, fmt.Errorf("reading the live table's counts: %w", err)
+		}
+		out[i] = tr.puts.Load()
+		for _, n := range perCPU {
+			out[i] += n
+		}
+	}
+	return out, nil
 }
 
 // nonEmpty returns the tiers made so far, oldest first, but for those the
-// kernel's count says are empty.
-func (t *liveTables) nonEmpty() []*ebpf.Map {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []*ebpf.Map
-	for i, m := range t.tiers {
-		if n, ok := t.counts[i].estimate(m); ok && n == 0 {
+// counts say are empty.
+func (t *liveTables) nonEmpty() []*tier {
+	tiers := t.made()
+	counts, err := t.counts()
+	if err != nil {
+		return tiers
+	}
+	var out []*tier
+	for i, tr := range tiers {
+		if i < len(counts) && counts[i] == 0 {
 			continue
 		}
-		out = append(out, m)
+		out = append(out, tr)
 	}
 	return out
 }
 
 // estimate returns the number of blocks in all tiers, or false.
 func (t *liveTables) estimate() (int, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	total := 0
-	for i, m := range t.tiers {
-		n, ok := t.counts[i].estimate(m)
-		if !ok {
-			return 0, false
-		}
+	counts, err := t.counts()
+	if err != nil {
+		return 0, false
+	}
+	var total int64
+	for _, n := range counts {
 		total += n
 	}
-	return total, true
+	return int(max(total, 0)), true
 }
 
 // memlock returns the kernel's account of the memory of all tiers.
@@ -214,8 +439,8 @@ func (t *liveTables) growErr() error {
 	return t.err
 }
 
-// close stops the watch and closes the tiers after the first, which the
-// collection closes.
+// close stops the watch, unmaps the tiers and closes those after the
+// first, which the collection closes.
 func (t *liveTables) close() {
 	if t.moves != nil {
 		t.moves.Close()
@@ -224,10 +449,10 @@ func (t *liveTables) close() {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, m := range t.tiers[1:] {
-		m.Close()
+	for i, tr := range t.tiers {
+		tr.close(i > 0)
 	}
-	t.tiers = t.tiers[:1]
+	t.tiers = nil
 }
 
 // room returns the room of the tiers made so far and of all of them.
@@ -251,26 +476,40 @@ func (p *Probes) TableRoom() (now, most uint64, err error) {
 }
 
 // putBatch puts blocks into the tier in use and, when it is full, moves on
-// to the next tier if it is made, as the probes do, and makes the tier
-// after it, as the watch does when the probes move on: a move from user
-// space sends no tier_moves event.
+// to the next tier if it is made, as the probes do; the next tier is made
+// when the tier in use gets full, as it is when the probes find it so.
 func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo) error {
-	for done := 0; done < len(keys); {
+	for i := 0; i < len(keys); {
 		t.mu.Lock()
 		top := t.inUse()
-		m := t.tiers[top]
+		tr := t.tiers[top]
 		t.mu.Unlock()
-		n, err := m.BatchUpdate(keys[done:], infos[done:], nil)
-		done += n
-		if errors.Is(err, unix.E2BIG) && t.moveOn(top) {
-			t.grow()
+		ok, filling := tr.put(&keys[i], &infos[i])
+		if filling {
+			t.markFull(top)
+		}
+		if ok {
+			i++
 			continue
 		}
-		if err != nil {
-			return err
+		if !t.moveOn(top) {
+			return fmt.Errorf("the live table is full: %d of %d blocks not copied", len(keys)-i, len(keys))
 		}
+		t.grow()
 	}
 	return nil
+}
+
+// markFull notes that tier i is getting full and makes the next tier if
+// it is not made yet.
+func (t *liveTables) markFull(i int) {
+	t.mu.Lock()
+	seen := t.full&(1<<i) != 0
+	t.full |= 1 << i
+	t.mu.Unlock()
+	if !seen {
+		t.grow()
+	}
 }
 
 // moveOn makes the tier after top the one in use, if it is made.
@@ -287,4 +526,18 @@ func (t *liveTables) moveOn(top int) bool {
 		}
 	}
 	return true
+}
+
+// mapMemlock returns the memory the kernel reports for map m.
+func mapMemlock(m *ebpf.Map) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+	if err != nil {
+		return 0, err
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("memlock:")); ok {
+			return strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no memlock in the fdinfo of map %v", m)
 }

@@ -104,9 +104,9 @@ func testLiveTableGrows(t *testing.T, batches, per, ms, threads int) {
 }
 
 // TestPutBatchMovesOn: blocks user space puts in (a zygote child's copy of
-// its parent's) that fill the tier in use move the table on to the next,
-// as the probes do, and the tier after that is made then, as it is when
-// the probes move on.
+// its parent's) that fill the tier in use make the next tier once it gets
+// about half full and move the table on to it once it is full, as the
+// probes do.
 func TestPutBatchMovesOn(t *testing.T) {
 	needBPF(t)
 	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 20000, FirstTable: 1024})
@@ -114,12 +114,18 @@ func TestPutBatchMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitTiers(t, p, 2)
-	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 1500, stacks: 10, seed: 1})
-	if tiers, top := len(p.tables.maps()), tierInUse(p); tiers != 3 || top != 1 {
-		t.Errorf("after 1500 blocks in tiers of 1024 and 4096: %d tiers made, tier %d in use; want 3 and 1", tiers, top)
+	if tiers := len(p.tables.maps()); tiers != 1 {
+		t.Errorf("before any block: %d tiers made, want 1", tiers)
 	}
-	if n, ok := p.tables.estimate(); !ok || n != 1500 {
-		t.Errorf("the tiers hold %d blocks (%v), want 1500", n, ok)
+	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 1500, stacks: 10, seed: 1})
+	if tiers, top := len(p.tables.maps()), tierInUse(p); tiers != 2 || top != 1 {
+		t.Errorf("after 1500 blocks in tiers of 1024 and 4096: %d tiers made, tier %d in use; want 2 and 1", tiers, top)
+	}
+	fillTable(t, p, tableFill{tgid: otherTgid, allocs: 2800, stacks: 10, seed: 2})
+	if tiers, top := len(p.tables.maps()), tierInUse(p); tiers != 3 || top != 1 {
+		t.Errorf("after 4300 blocks: %d tiers made, tier %d in use; want 3 and 1", tiers, top)
+	}
+	if n, ok := p.tables.estimate(); !ok || n != 4300 {
+		t.Errorf("the tiers hold %d blocks (%v), want 4300", n, ok)
 	}
 }

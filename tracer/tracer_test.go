@@ -247,14 +247,16 @@ func TestAttachSeesOnlyNewBlocks(t *testing.T) {
 func TestFullMapsAreCounted(t *testing.T) {
 	needProbes(t)
 	prog := testProg(t, "leaky")
-	// Room for 4 live blocks and 3 unique backtraces.
+	// Room for 4 live blocks, the smallest table: two buckets of 16
+	// slots. And for 3 unique backtraces.
 	snap, _, c, _ := exitSnapshot(t, ProbeConfig{StackDepth: 16, MaxAllocs: 4, MaxStacks: 3}, prog)
-	if len(snap.Allocs) != 4 {
-		t.Errorf("%d live blocks in a table of 4", len(snap.Allocs))
+	if len(snap.Allocs) > 2*bucketSlots {
+		t.Errorf("%d live blocks in a table of %d slots", len(snap.Allocs), 2*bucketSlots)
 	}
 	if c.TableFull == 0 || c.StackFull == 0 {
 		t.Errorf("losses not counted: %+v", c)
 	}
+
 	if len(snap.Stacks) > 3 {
 		t.Errorf("%d stacks in a map of 3", len(snap.Stacks))
 	}

@@ -57,6 +57,7 @@ enum {
 enum {
 	BPF_F_NO_PREALLOC = (1U << 0),
 	BPF_F_MMAPABLE = (1U << 10),
+	BPF_F_INNER_MAP = (1U << 12),
 };
 
 enum {

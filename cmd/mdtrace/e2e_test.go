@@ -802,13 +802,20 @@ func TestFullTableIsReported(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no loss line on stderr:\n%s", r.stderr)
 	}
-	// The same line is in the log, and only the 4 tracked blocks are reported.
+	// The same line is in the log. The smallest table, two buckets of 16
+	// slots, overflows with leaky's 10,000 blocks: which of its 13 leaks
+	// found a slot depends on their addresses, so on ASLR, but every leak
+	// reported is one of leaky's, in a consistent report.
 	log := readFile(t, logPath)
 	if !strings.Contains(log, "E malloc_debug: "+m[0]+"\n") {
 		t.Errorf("the log lacks %q:\n%s", m[0], log)
 	}
-	if n := strings.Count(log, "leaked block"); n != 4 {
-		t.Errorf("%d leaks reported from a table of 4", n)
+	n := strings.Count(log, "leaked block")
+	if n == 0 || n > 13 {
+		t.Errorf("%d leaks reported from a table of 32 slots; want 1 to 13 of leaky's 13", n)
+	}
+	if want := fmt.Sprintf("(leak %d of %d)\n", n, n); !strings.Contains(log, want) {
+		t.Errorf("the report does not end with %q:\n%s", want, log)
 	}
 }
 
