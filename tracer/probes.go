@@ -31,9 +31,8 @@ import (
 const (
 	// DefaultMaxAllocs is the default capacity of the live table (--max-allocs).
 	DefaultMaxAllocs = 4 << 20
-	// MaxMaxAllocs is the most --max-allocs may be: the kernel makes no
-	// BPF hash map with room for more (its buckets must fit 4 GiB), and
-	// the last tier of the live table could not be made.
+	// MaxMaxAllocs is the most --max-allocs may be: a live table of
+	// 6.4 GB of kernel memory, its last tier 6.3 GB made at once.
 	MaxMaxAllocs = 1 << 27
 	// DefaultMaxStacks is the default number of unique backtraces kept.
 	DefaultMaxStacks = 1 << 18

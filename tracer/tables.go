@@ -123,8 +123,9 @@ type tier struct {
 
 // newTier maps tier m, of n buckets, into memory.
 func newTier(m *ebpf.Map, n uint32) (*tier, error) {
-	size := (n*uint32(bucketBytes) + uint32(os.Getpagesize()) - 1) &^ (uint32(os.Getpagesize()) - 1)
-	mem, err := unix.Mmap(m.FD(), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	page := os.Getpagesize()
+	size := (int(n)*bucketBytes + page - 1) &^ (page - 1)
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping a tier of the live table: %w", err)
 	}

@@ -135,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
-	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("capacity `N` of the live allocation table (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
+	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
@@ -256,7 +256,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	case f.MaxAllocs == 0:
 		return nil, &usageError{"--max-allocs must be at least 1"}
 	case f.MaxAllocs > tracer.MaxMaxAllocs:
-		return nil, &usageError{fmt.Sprintf("--max-allocs is at most %d, the room of one BPF hash map", tracer.MaxMaxAllocs)}
+		return nil, &usageError{fmt.Sprintf("--max-allocs is at most %d, a live table of 6.4 GB", tracer.MaxMaxAllocs)}
 	}
 	return f, nil
 }
