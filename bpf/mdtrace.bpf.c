@@ -260,6 +260,27 @@ static __always_inline void buckets_of(const struct alloc_key *key, u32 n, u32 b
 		b[1] = b[0] + 1 < n ? b[0] + 1 : 0;
 }
 
+/*
+ * The two buckets of a block in tier t, and, if at is not null, the tier's
+ * tier_filling_at; false if the tier is not made.
+ */
+static __always_inline bool tier_buckets_of(u32 t, const struct alloc_key *key, u32 b[2], u32 *at)
+{
+	u32 n;
+
+	/* The compiler may know t < TABLE_TIERS: the verifier must see it. */
+	barrier_var(t);
+	if (t >= TABLE_TIERS)
+		return false;
+	n = tier_buckets[t];
+	if (n < 2)
+		return false;
+	buckets_of(key, n, b);
+	if (at)
+		*at = tier_filling_at[t];
+	return true;
+}
+
 /* Where a block's entry is: a tier, a bucket of it and a slot. */
 struct place {
 	struct bucket *bk;
@@ -299,17 +320,11 @@ __noinline int bucket_slot(struct bucket *bk, const struct alloc_key *key)
 /* Finds key in tier t, table m. */
 static __always_inline bool find_in(void *m, u32 t, const struct alloc_key *key, struct place *pl)
 {
-	u32 b[2], i, n;
+	u32 b[2], i;
 	int j;
 
-	/* The compiler may know t < TABLE_TIERS: the verifier must see it. */
-	barrier_var(t);
-	if (t >= TABLE_TIERS)
+	if (!tier_buckets_of(t, key, b, 0))
 		return false;
-	n = tier_buckets[t];
-	if (n < 2)
-		return false;
-	buckets_of(key, n, b);
 	for (i = 0; i < 2; i++) {
 		struct bucket *bk = bpf_map_lookup_elem(m, &b[i]);
 
@@ -450,17 +465,11 @@ static __always_inline void tier_event(u64 what)
 static __always_inline bool claim(void *m, u32 t, const struct alloc_key *key, const struct alloc_info *info)
 {
 	struct bucket *bk[2];
-	u32 b[2], n;
+	u32 b[2], at;
 	int used[2];
 
-	/* The compiler may know t < TABLE_TIERS: the verifier must see it. */
-	barrier_var(t);
-	if (t >= TABLE_TIERS)
+	if (!tier_buckets_of(t, key, b, &at))
 		return false;
-	n = tier_buckets[t];
-	if (n < 2)
-		return false;
-	buckets_of(key, n, b);
 	bk[0] = bpf_map_lookup_elem(m, &b[0]);
 	bk[1] = bpf_map_lookup_elem(m, &b[1]);
 	if (!bk[0] || !bk[1])
@@ -474,7 +483,7 @@ static __always_inline bool claim(void *m, u32 t, const struct alloc_key *key, c
 		bk[1] = x;
 		used[0] = used[1];
 	}
-	if (used[0] >= tier_filling_at[t] && !(tier_filling & (1ULL << t))) {
+	if (used[0] >= at && !(tier_filling & (1ULL << t))) {
 		u64 was = tier_filling;
 
 		if (!(was & (1ULL << t)) &&
