@@ -303,18 +303,24 @@ static __always_inline void add_blocks(u32 t, s64 n)
  * take it past its limit.
  */
 
-/* The slot of key in bucket bk, or -1. */
-__noinline int bucket_slot(struct bucket *bk, const struct alloc_key *key)
+/*
+ * Looks for key in bucket bk: its slot, or BUCKET_SLOTS plus the number of
+ * slots in use.
+ */
+__noinline int bucket_scan(struct bucket *bk, const struct alloc_key *key)
 {
-	u32 j;
+	int j, used = 0;
 
 	if (!bk || !key)
-		return -1;
+		return 2 * BUCKET_SLOTS;
 	for (j = 0; j < BUCKET_SLOTS; j++) {
-		if (bk->ptr[j] == key->ptr && bk->tgid[j] == key->tgid && bk->gen[j] == key->gen)
+		u64 p = bk->ptr[j];
+
+		if (p == key->ptr && bk->tgid[j] == key->tgid && bk->gen[j] == key->gen)
 			return j;
+		used += p != 0;
 	}
-	return -1;
+	return BUCKET_SLOTS + used;
 }
 
 /* Finds key in tier t, table m. */
@@ -330,8 +336,8 @@ static __always_inline bool find_in(void *m, u32 t, const struct alloc_key *key,
 
 		if (!bk)
 			continue;
-		j = bucket_slot(bk, key);
-		if (j < 0)
+		j = bucket_scan(bk, key);
+		if (j >= BUCKET_SLOTS)
 			continue;
 		pl->bk = bk;
 		pl->tier = t;
@@ -415,18 +421,6 @@ static __always_inline int delete_block(const struct alloc_key *key, struct allo
 	return 0;
 }
 
-/* The slots in use of a bucket. */
-__noinline int bucket_used(struct bucket *bk)
-{
-	int j, n = 0;
-
-	if (!bk)
-		return BUCKET_SLOTS;
-	for (j = 0; j < BUCKET_SLOTS; j++)
-		n += bk->ptr[j] != 0;
-	return n;
-}
-
 /* Takes a free slot of bk for key: 1, or 0 when there is none. */
 __noinline int bucket_claim(struct bucket *bk, const struct alloc_key *key, const struct alloc_info *info)
 {
@@ -458,32 +452,46 @@ static __always_inline void tier_event(u64 what)
 	}
 }
 
+#define E2BIG 7
+#define EEXIST 17
+
 /*
- * Puts a new entry into tier t, table m, in the emptier of its two
- * buckets. Returns false when both are full.
+ * Puts a block into tier t, table m: over the entry the tier holds for it
+ * (unless flags is BPF_NOEXIST: -EEXIST), else into the emptier of its two
+ * buckets. Returns 0, or -E2BIG when both are full.
  */
-static __always_inline bool claim(void *m, u32 t, const struct alloc_key *key, const struct alloc_info *info)
+static __always_inline int place(void *m, u32 t, const struct alloc_key *key, const struct alloc_info *info,
+				 u64 flags)
 {
 	struct bucket *bk[2];
 	u32 b[2], at;
-	int used[2];
+	int found[2], used;
 
 	if (!tier_buckets_of(t, key, b, &at))
-		return false;
+		return -E2BIG;
 	bk[0] = bpf_map_lookup_elem(m, &b[0]);
 	bk[1] = bpf_map_lookup_elem(m, &b[1]);
 	if (!bk[0] || !bk[1])
-		return false;
-	used[0] = bucket_used(bk[0]);
-	used[1] = bucket_used(bk[1]);
-	if (used[1] < used[0]) {
+		return -E2BIG;
+	found[0] = bucket_scan(bk[0], key);
+	found[1] = bucket_scan(bk[1], key);
+	for (int i = 0; i < 2; i++) {
+		if (found[i] >= BUCKET_SLOTS)
+			continue;
+		if (flags == BPF_NOEXIST)
+			return -EEXIST;
+		bk[i]->info[found[i] & (BUCKET_SLOTS - 1)] = *info;
+		return 0;
+	}
+	used = found[0] - BUCKET_SLOTS;
+	if (found[1] < found[0]) {
 		struct bucket *x = bk[0];
 
 		bk[0] = bk[1];
 		bk[1] = x;
-		used[0] = used[1];
+		used = found[1] - BUCKET_SLOTS;
 	}
-	if (used[0] >= at && !(tier_filling & (1ULL << t))) {
+	if (used >= at && !(tier_filling & (1ULL << t))) {
 		u64 was = tier_filling;
 
 		if (!(was & (1ULL << t)) &&
@@ -491,13 +499,10 @@ static __always_inline bool claim(void *m, u32 t, const struct alloc_key *key, c
 			tier_event(TIER_EVENT_FILLING | t);
 	}
 	if (!bucket_claim(bk[0], key, info) && !bucket_claim(bk[1], key, info))
-		return false;
+		return -E2BIG;
 	add_blocks(t, 1);
-	return true;
+	return 0;
 }
-
-#define E2BIG 7
-#define EEXIST 17
 
 /*
  * Puts a live block into the newest tier. An entry an older tier still
@@ -512,6 +517,7 @@ __noinline int put_block(const struct alloc_key *key, const struct alloc_info *i
 	u32 top = top_table, i;
 	struct place pl;
 	void *m, *next;
+	int err;
 
 	if (!key || !info)
 		return -E2BIG;
@@ -527,23 +533,16 @@ __noinline int put_block(const struct alloc_key *key, const struct alloc_info *i
 	m = table(top);
 	if (!m)
 		return -E2BIG;
-	if (find_in(m, top, key, &pl)) {
-		if (flags == BPF_NOEXIST)
-			return -EEXIST;
-		pl.bk->info[pl.slot & (BUCKET_SLOTS - 1)] = *info;
-		return 0;
-	}
-	if (claim(m, top, key, info))
-		return 0;
-	if (top + 1 >= TABLE_TIERS)
-		return -E2BIG;
+	err = place(m, top, key, info, flags);
+	if (err != -E2BIG || top + 1 >= TABLE_TIERS)
+		return err;
 	next = table(top + 1);
 	if (!next)
 		return -E2BIG;
 	/* Another CPU may have moved on already: top_table only grows. */
 	if (__sync_val_compare_and_swap(&top_table, top, top + 1) == top)
 		tier_event(top + 1);
-	return claim(next, top + 1, key, info) ? 0 : -E2BIG;
+	return place(next, top + 1, key, info, flags);
 }
 
 /*
