@@ -151,8 +151,8 @@ struct alloc_info {
  * The live table: tiers of buckets of 16 slots, 40 bytes a slot. A block
  * has two buckets in a tier, picked by two hashes of its key, and goes into
  * the emptier of the two; a lookup reads both. Two choices keep the buckets
- * even: a tier takes blocks until 85-90% of its slots are used, where a
- * BPF hash map took 108 bytes of kernel memory for each block (its
+ * even: a tier is full when both buckets of a new block are, once 85-90%
+ * of its slots are used. A BPF hash map took 108 bytes of kernel memory for each block (its
  * 96-byte element and the memory cgroup's 8 bytes per slab object) and 16
  * bytes of buckets for each block of room.
  *
