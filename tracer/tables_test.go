@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/mdtrace/mdtrace/leak"
 )
 
 func TestTierSizes(t *testing.T) {
@@ -127,5 +129,114 @@ func TestPutBatchMovesOn(t *testing.T) {
 	}
 	if n, ok := p.tables.estimate(); !ok || n != 4300 {
 		t.Errorf("the tiers hold %d blocks (%v), want 4300", n, ok)
+	}
+}
+
+// TestTableSharedWithUserSpace: while four threads of a process fill the
+// live table past its first tiers, mdtrace copies the process's blocks to a
+// zygote child and drops them again, over and over, in the same buckets
+// the probes write: every block of the process is still tracked at its
+// exit, the copies are all gone, no slot is left half taken, and the
+// counts add up to the entries.
+func TestTableSharedWithUserSpace(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "grower")
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 20000, FirstTable: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const child = 4190011
+	var (
+		stop   = make(chan struct{})
+		done   = make(chan int)
+		snap   *leak.Snapshot
+		copies int
+	)
+	churn := func(pid int) {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := p.Fork(pid, child, true); err != nil {
+				t.Errorf("Fork: %v", err)
+				return
+			}
+			if err := p.Forget(child); err != nil {
+				t.Errorf("Forget: %v", err)
+				return
+			}
+			n++
+		}
+	}
+	proc, err := Launch([]string{prog, "8", "200", "80", "4"}, nil, nil, Hooks{
+		Ready: func(pid int) error {
+			lib, err := AllocatorOfExec(pid)
+			if err != nil {
+				return err
+			}
+			if err := p.Attach(pid, lib); err != nil {
+				return err
+			}
+			go churn(pid)
+			return nil
+		},
+		Exit: func(pid int) {
+			close(stop)
+			copies = <-done
+			if snap, err = p.Snapshot(pid); err != nil {
+				t.Errorf("Snapshot: %v", err)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := proc.Wait(); err != nil || st.Code != 0 {
+		t.Fatalf("exit status %+v, %v", st, err)
+	}
+	if snap == nil {
+		t.Fatal("no snapshot at exit")
+	}
+	c, err := p.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d copies made and dropped; counters %+v", copies, c)
+	// 6400 blocks made, half freed, a tenth of the rest grown.
+	bySize := map[uint64]int{}
+	for _, a := range snap.Allocs {
+		bySize[a.Size]++
+	}
+	if c.TableFull != 0 || bySize[100] != 3200-320 || bySize[200] != 320 {
+		t.Errorf("live blocks by size %v, %d lost; want 2880 of 100 and 320 of 200", bySize, c.TableFull)
+	}
+	if copies < 10 {
+		t.Errorf("only %d copies made while the process ran", copies)
+	}
+	var entries, busy, childs int
+	for _, tr := range p.tables.made() {
+		for b := range tr.buckets {
+			bk := tr.bucket(b)
+			for j := range bucketSlots {
+				switch {
+				case bk.Ptr[j] == slotBusy:
+					busy++
+				case bk.Ptr[j] != 0:
+					entries++
+					if bk.Tgid[j] == child {
+						childs++
+					}
+				}
+			}
+		}
+	}
+	n, ok := p.tables.estimate()
+	if busy != 0 || childs != 0 || !ok || n != entries {
+		t.Errorf("%d slots left busy, %d blocks of the child left, counts %d (%v) for %d entries", busy, childs, n, ok, entries)
 	}
 }
