@@ -152,9 +152,9 @@ struct alloc_info {
  * has two buckets in a tier, picked by two hashes of its key, and goes into
  * the emptier of the two; a lookup reads both. Two choices keep the buckets
  * even: a tier is full when both buckets of a new block are, once 85-90%
- * of its slots are used. A BPF hash map took 108 bytes of kernel memory for each block (its
- * 96-byte element and the memory cgroup's 8 bytes per slab object) and 16
- * bytes of buckets for each block of room.
+ * of its slots are used. A BPF hash map took 108 bytes of kernel memory
+ * for each block (its 96-byte element and the memory cgroup's 8 bytes per
+ * slab object) and 16 bytes of buckets for each block of room.
  *
  * A bucket keeps its pointers together, so that a lookup reads two cache
  * lines of a bucket and the rest only where a pointer matches. The tiers

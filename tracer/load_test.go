@@ -51,9 +51,10 @@ func TestLoadPrograms(t *testing.T) {
 	}
 }
 
-// TestTableCount: the live table's entry count, from the kernel's memory
-// figure, follows insertions and deletions exactly, and Snapshot reads the
-// same allocations with and without it.
+// TestTableCount: the live table's entry count, the probes' per-CPU counts
+// and user space's own, follows insertions and deletions exactly, tiers
+// counted empty are not walked, and Snapshot reads the same allocations as
+// reads through the kernel.
 func TestTableCount(t *testing.T) {
 	p := smallTable(t)
 	if n, ok := p.tables.estimate(); !ok || n != 0 {
