@@ -139,16 +139,18 @@ struct alloc_key {
 	u64 ptr;
 };
 
-/* What mdtrace knows of a live allocation. */
+/*
+ * What mdtrace knows of a live allocation: the size the program asked for,
+ * with ALLOC_ZYGOTE in its top bit (no allocation is that large), and its
+ * backtrace.
+ */
 struct alloc_info {
-	u64 size;     /* the size the program asked for */
+	u64 size;
 	u64 stack_id; /* key into the stacks map; 0: no backtrace */
-	u32 tid;      /* the allocating thread */
-	u32 flags;    /* ALLOC_ZYGOTE */
 };
 
 /*
- * The live table: tiers of buckets of 16 slots, 40 bytes a slot. A block
+ * The live table: tiers of buckets of 16 slots, 32 bytes a slot. A block
  * has two buckets in a tier, picked by two hashes of its key, and goes into
  * the emptier of the two; a lookup reads both. Two choices keep the buckets
  * even: a tier is full when both buckets of a new block are, once 85-90%
@@ -681,8 +683,8 @@ struct process_map {
  */
 struct process_map zygotes SEC(".maps");
 
-/* struct alloc_info flags: made by a zygote child. */
-#define ALLOC_ZYGOTE 1
+/* In struct alloc_info's size: made by a zygote child. */
+#define ALLOC_ZYGOTE (1ULL << 63)
 
 /*
  * The processes being traced, for the thread exit and exec tracepoints,
@@ -1086,15 +1088,13 @@ static __always_inline struct thread_state *thread_state(void)
 static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
 				      const struct thread_state *ts)
 {
-	u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct alloc_key key = block_key(ptr);
 	struct alloc_info info = {
 		.size = size,
-		.tid = (u32)pid_tgid,
 	};
 
 	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
-		info.flags |= ALLOC_ZYGOTE;
+		info.size |= ALLOC_ZYGOTE;
 	if (backtrace_on && size >= bt_min_size && size <= bt_max_size)
 		info.stack_id = alloc_backtraces ? take_stack(ctx, at, ts) : 0;
 	if (put_block(&key, &info, BPF_ANY) != 0) {

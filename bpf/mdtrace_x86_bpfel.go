@@ -17,8 +17,6 @@ type MdtraceAllocInfo struct {
 	_       structs.HostLayout
 	Size    uint64
 	StackId uint64
-	Tid     uint32
-	Flags   uint32
 }
 
 type MdtraceAllocKey struct {

@@ -42,7 +42,7 @@ func build(v variant, btSize int, fakes []fake) *Snapshot {
 		if v.descending {
 			ptr = uint64(0x10000 + 0x100*(len(fakes)-i))
 		}
-		a := Alloc{Ptr: ptr, Size: f.size, Zygote: f.zygote, TID: uint32(i)}
+		a := Alloc{Ptr: ptr, Size: f.size, Zygote: f.zygote}
 		if !f.noBT {
 			key := fmt.Sprint(f.frames)
 			id, ok := byFrames[key]

@@ -11,8 +11,6 @@ type Alloc struct {
 	// that no backtrace was taken (backtracing off, or the size was outside
 	// backtrace_min_size..backtrace_max_size).
 	StackID uint64
-	// TID is the thread that made the allocation.
-	TID uint32
 	// Zygote is set for allocations made by a process forked (without exec)
 	// from a traced process, after the fork.
 	Zygote bool

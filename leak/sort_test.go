@@ -44,7 +44,7 @@ func (s *Snapshot) stableOrder(onlyWithBacktrace bool) []Alloc {
 }
 
 // randomSnapshot makes a snapshot with many ties: few sizes, repeated
-// pointers (distinct only by TID), zygote blocks, stack ids without
+// pointers, zygote blocks, stack ids without
 // frames or unknown, and backtraces longer than BacktraceSize.
 func randomSnapshot(rng *rand.Rand, n int) *Snapshot {
 	s := &Snapshot{Stacks: map[uint64][]uint64{}, BacktraceSize: 4}
@@ -55,13 +55,12 @@ func randomSnapshot(rng *rand.Rand, n int) *Snapshot {
 		}
 		s.Stacks[id] = frames
 	}
-	for i := range n {
+	for range n {
 		s.Allocs = append(s.Allocs, Alloc{
 			Ptr:     uint64(0x100 * rng.IntN(n/2+1)),
 			Size:    uint64(8 * rng.IntN(4)),
 			Zygote:  rng.IntN(4) == 0,
 			StackID: uint64(rng.IntN(14)), // 0: none; 13: not in Stacks
-			TID:     uint32(i),
 		})
 	}
 	return s

@@ -129,7 +129,6 @@ func bigSnapshot(maps *stacks.Maps) *leak.Snapshot {
 			Ptr:     ptr,
 			Size:    size,
 			StackID: ids[site],
-			TID:     4242 + uint32(rng.IntN(8)),
 		}
 		ptr += (size+8+15)&^15 + 16*uint64(rng.IntN(4)) // the chunk, and some freed ones between
 	}

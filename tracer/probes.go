@@ -32,7 +32,7 @@ const (
 	// DefaultMaxAllocs is the default capacity of the live table (--max-allocs).
 	DefaultMaxAllocs = 4 << 20
 	// MaxMaxAllocs is the most --max-allocs may be: a live table of
-	// 6.4 GB of kernel memory, its last tier 6.3 GB made at once.
+	// 5.2 GB of kernel memory, its last tier 5.1 GB made at once.
 	MaxMaxAllocs = 1 << 27
 	// DefaultMaxStacks is the default number of unique backtraces kept.
 	DefaultMaxStacks = 1 << 18
@@ -1170,18 +1170,17 @@ func decodeStack(buf []byte, depth int) []uint64 {
 	return frames
 }
 
-// allocZygote is the flag of a live-table entry made by a zygote child; it
-// mirrors ALLOC_ZYGOTE in bpf/mdtrace.bpf.c.
-const allocZygote = 1
+// allocZygote is the bit of a live-table entry's size that says a zygote
+// child made it; it mirrors ALLOC_ZYGOTE in bpf/mdtrace.bpf.c.
+const allocZygote = 1 << 63
 
 // allocOf is the live-table entry key, info as an allocation of a snapshot.
 func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 	return leak.Alloc{
 		Ptr:     key.Ptr,
-		Size:    info.Size,
-		Zygote:  info.Flags&allocZygote != 0,
+		Size:    info.Size &^ allocZygote,
+		Zygote:  info.Size&allocZygote != 0,
 		StackID: info.StackId,
-		TID:     info.Tid,
 	}
 }
 

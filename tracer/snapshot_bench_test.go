@@ -86,16 +86,16 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 	for range f.allocs {
 		size := uint64(1) << (rng.IntN(14) + 3)
 		size = size/2 + rng.Uint64N(size/2+1)
-		info := bpf.MdtraceAllocInfo{Size: size, Tid: f.tgid + uint32(rng.IntN(8))}
+		info := bpf.MdtraceAllocInfo{Size: size}
 		if rng.IntN(100) != 0 {
 			info.StackId = ids[zipf.Uint64()]
 		}
 		if rng.IntN(50) == 0 {
-			info.Flags |= allocZygote
+			info.Size |= allocZygote
 		}
 		keys = append(keys, bpf.MdtraceAllocKey{Tgid: f.tgid, Ptr: ptr})
 		infos = append(infos, info)
-		ptr += (info.Size+8+15)&^15 + 16*uint64(rng.IntN(4))
+		ptr += (size+8+15)&^15 + 16*uint64(rng.IntN(4))
 		if len(keys) == chunk {
 			flush()
 		}

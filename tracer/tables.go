@@ -24,22 +24,22 @@ import (
 // each an array of buckets of 16 slots that mdtrace maps into its memory. A
 // block has two buckets in a tier, picked by hashing its address and
 // process, and goes into the emptier one; the tier in use takes blocks until
-// both buckets of one are full, at 85-90% of its slots. A slot is 40 bytes:
-// at that fill a block costs 45 to 50 bytes of kernel memory, where an
+// both buckets of one are full, at 85-90% of its slots. A slot is 32 bytes:
+// at that fill a block costs 36 to 40 bytes of kernel memory, where an
 // entry of a BPF hash map cost 108 and 16 bytes of buckets per block of
 // room. An array is all made at once, so the tiers grow: the first has
 // room for firstTier blocks, each next one four times as many (the last
 // takes what is left of --max-allocs). When the probes find the tier in use
-// about half full, they say so (tier_moves) and the next tier is made and
-// put in the tables map, ahead of need; when the tier in use is full, the
-// probes move on to it (top_table). No watch wakes mdtrace while the table
-// fills (a check every 20 ms had cost 1% of a CPU while the traced process
-// did nothing), and the half of a tier left is the room for a burst of
-// allocations while the next is made.
+// getting full (fillingAt), they say so (tier_moves) and the next tier is
+// made and put in the tables map, ahead of need; when the tier in use is
+// full, the probes move on to it (top_table). No watch wakes mdtrace while
+// the table fills (a check every 20 ms had cost 1% of a CPU while the
+// traced process did nothing), and the rest of the tier in use is the room
+// for a burst of allocations while the next is made.
 const (
 	// tableTiers is the most tiers: TABLE_TIERS in bpf/mdtrace.bpf.c.
 	tableTiers = 4
-	// firstTier is the room of the first tier, 3 MiB of slots.
+	// firstTier is the room of the first tier, 2.5 MB of slots.
 	firstTier = 64 << 10
 	// bucketSlots is BUCKET_SLOTS, and slotBusy SLOT_BUSY.
 	bucketSlots = 16

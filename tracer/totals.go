@@ -24,7 +24,7 @@ func (p *Probes) Totals() (map[int]Totals, error) {
 		}
 		t := out[int(key.Tgid)]
 		t.Blocks++
-		t.Bytes += info.Size
+		t.Bytes += info.Size &^ allocZygote
 		out[int(key.Tgid)] = t
 	})
 	if err != nil {

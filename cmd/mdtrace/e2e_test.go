@@ -711,7 +711,7 @@ func TestBadInput(t *testing.T) {
 		{"negative top", []string{"--top", "-1", "--", "true"}, 2, "mdtrace: invalid --top -1\nRun 'mdtrace --help' for usage.\n"},
 		{"top with all", []string{"--all", "--top", "5"}, 2, "mdtrace: --top is for traced processes: --all prints its own summary\nRun 'mdtrace --help' for usage.\n"},
 		{"top without backtrace", []string{"--top", "5", "-o", "leak_track", "--", "true"}, 2, "mdtrace: --top lists allocation sites by their backtraces: it needs the backtrace option\n"},
-		{"max-allocs too large", []string{"--max-allocs", "134217729", "--", "true"}, 2, "mdtrace: --max-allocs is at most 134217728, a live table of 6.4 GB\nRun 'mdtrace --help' for usage.\n"},
+		{"max-allocs too large", []string{"--max-allocs", "134217729", "--", "true"}, 2, "mdtrace: --max-allocs is at most 134217728, a live table of 5.2 GB\nRun 'mdtrace --help' for usage.\n"},
 		{"sample-bytes zero", []string{"--sample-bytes", "0", "--", "true"}, 2, "mdtrace: --sample-bytes must be at least 1\nRun 'mdtrace --help' for usage.\n"},
 		{"sample-bytes not a number", []string{"--sample-bytes", "-5", "--", "true"}, 2, "mdtrace: invalid argument \"-5\" for \"--sample-bytes\" flag: strconv.ParseUint: parsing \"-5\": invalid syntax\nRun 'mdtrace --help' for usage.\n"},
 		{"sample-bytes with -p", []string{"--sample-bytes", "4096", "-p", "1"}, 2, "mdtrace: --sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all\nRun 'mdtrace --help' for usage.\n"},

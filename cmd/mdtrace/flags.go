@@ -256,7 +256,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	case f.MaxAllocs == 0:
 		return nil, &usageError{"--max-allocs must be at least 1"}
 	case f.MaxAllocs > tracer.MaxMaxAllocs:
-		return nil, &usageError{fmt.Sprintf("--max-allocs is at most %d, a live table of 6.4 GB", tracer.MaxMaxAllocs)}
+		return nil, &usageError{fmt.Sprintf("--max-allocs is at most %d, a live table of 5.2 GB", tracer.MaxMaxAllocs)}
 	}
 	return f, nil
 }
