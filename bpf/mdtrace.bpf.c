@@ -743,16 +743,21 @@ struct {
  * thread of the CPU may count between the load and the store: the add is
  * atomic there.
  */
-static __always_inline void count(u32 idx)
+static __always_inline void count_by(u32 idx, u64 n)
 {
 	u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
 	if (!v)
 		return;
 	if (preemptible)
-		__sync_fetch_and_add(v, 1);
+		__sync_fetch_and_add(v, n);
 	else
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(u32 idx)
+{
+	count_by(idx, 1);
 }
 
 /* The fields read from the kernel's structures, relocated by CO-RE. */
@@ -1111,6 +1116,18 @@ static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u3
 	count(COUNTER_ALLOCS);
 }
 
+/*
+ * Puts back the block of a failed realloc, which keeps it: the entry probe
+ * took it out of the table and counted it freed, and it was not.
+ */
+static __always_inline void keep_block(u64 ptr, const struct alloc_info *old)
+{
+	struct alloc_key key = block_key(ptr);
+
+	if (put_block(&key, old, BPF_NOEXIST) == 0)
+		count_by(COUNTER_FREES, -1ULL);
+}
+
 #define SIGABRT 6
 
 /*
@@ -1449,11 +1466,8 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 			emit(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns);
 		if (ptr == 0) {
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
-			if (size != 0 && ts->old_valid) {
-				struct alloc_key key = block_key(ts->args[0]);
-
-				put_block(&key, &ts->old, BPF_NOEXIST);
-			}
+			if (size != 0 && ts->old_valid)
+				keep_block(ts->args[0], &ts->old);
 			return 0;
 		}
 		break;
@@ -1524,11 +1538,8 @@ int alloc_site(struct pt_regs *ctx)
 		if (!ts)
 			break;
 		/* realloc(p, 0) freed p; a failed realloc keeps it. */
-		if (ptr == 0 && size != 0 && ts->old_valid) {
-			struct alloc_key key = block_key(a0);
-
-			put_block(&key, &ts->old, BPF_NOEXIST);
-		}
+		if (ptr == 0 && size != 0 && ts->old_valid)
+			keep_block(a0, &ts->old);
 		ts->old_valid = 0;
 		break;
 	default:

@@ -169,6 +169,10 @@ func testLaunchLeaks(t *testing.T, perProbe bool) {
 	if c.Allocs < 10000 {
 		t.Errorf("allocations counted = %d, want at least 10000", c.Allocs)
 	}
+	// A failed realloc, which keeps its block, counts no free.
+	if c.Allocs-c.Frees != uint64(len(snap.Allocs)) {
+		t.Errorf("%d allocations, %d frees, %d live", c.Allocs, c.Frees, len(snap.Allocs))
+	}
 	t.Logf("counters: %+v", c)
 }
 
@@ -255,6 +259,10 @@ func TestFullMapsAreCounted(t *testing.T) {
 	}
 	if c.TableFull == 0 || c.StackFull == 0 {
 		t.Errorf("losses not counted: %+v", c)
+	}
+	// Every block that went in is a free found or a block left.
+	if c.Allocs-c.Frees != uint64(len(snap.Allocs)) {
+		t.Errorf("%d allocations, %d frees, %d live", c.Allocs, c.Frees, len(snap.Allocs))
 	}
 
 	if len(snap.Stacks) > 3 {
