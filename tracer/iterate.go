@@ -18,6 +18,8 @@ import (
 // next tier, made ahead of need, is empty until the probes move on to it.
 // fn must not keep its arguments.
 func (p *Probes) eachAlloc(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo)) error {
+	p.tables.mem.RLock()
+	defer p.tables.mem.RUnlock()
 	tiers := p.tables.nonEmpty()
 	for i := len(tiers) - 1; i >= 0; i-- {
 		tiers[i].each(func(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo, _ *bpf.MdtraceBucket, _ int) {

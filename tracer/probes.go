@@ -1068,6 +1068,7 @@ func (p *Probes) Forget(tgid int) error {
 // dropTables deletes the blocks drop picks, in one walk of the table, and
 // forgets the processes in tgids, which have no blocks left.
 func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]bool) error {
+	p.tables.mem.RLock()
 	// A tier counted empty holds none of the blocks: the processes
 	// dropped make no new ones.
 	for _, tr := range p.tables.nonEmpty() {
@@ -1077,6 +1078,7 @@ func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]
 			}
 		})
 	}
+	p.tables.mem.RUnlock()
 	p.mu.Lock()
 	for tgid := range tgids {
 		// A program executed in a zygote child is a program of its own.

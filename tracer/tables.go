@@ -232,6 +232,11 @@ type liveTables struct {
 	moves   *ringbuf.Reader // tier_moves: a tier getting full, or moved on to
 	sizes   []uint32        // the room of every tier, made or not
 
+	// mem is held, shared, while the tiers' memory is read or written,
+	// and by close, alone, to unmap it: a walk in flight when the probes
+	// are closed ends before its memory goes.
+	mem sync.RWMutex
+
 	mu      sync.Mutex
 	tiers   []*tier
 	nbucket [tableTiers]uint32 // tier_buckets
@@ -448,6 +453,8 @@ func (t *liveTables) close() {
 		<-t.done
 		t.moves = nil
 	}
+	t.mem.Lock()
+	defer t.mem.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, tr := range t.tiers {
@@ -480,8 +487,14 @@ func (p *Probes) TableRoom() (now, most uint64, err error) {
 // to the next tier if it is made, as the probes do; the next tier is made
 // when the tier in use gets full, as it is when the probes find it so.
 func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo) error {
+	t.mem.RLock()
+	defer t.mem.RUnlock()
 	for i := 0; i < len(keys); {
 		t.mu.Lock()
+		if len(t.tiers) == 0 {
+			t.mu.Unlock()
+			return errors.New("the live table is closed")
+		}
 		top := t.inUse()
 		tr := t.tiers[top]
 		t.mu.Unlock()

@@ -5,7 +5,10 @@ package tracer
 import (
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
 )
@@ -238,5 +241,54 @@ func TestTableSharedWithUserSpace(t *testing.T) {
 	n, ok := p.tables.estimate()
 	if busy != 0 || childs != 0 || !ok || n != entries {
 		t.Errorf("%d slots left busy, %d blocks of the child left, counts %d (%v) for %d entries", busy, childs, n, ok, entries)
+	}
+}
+
+// TestCloseDuringWalks: probes closed while other goroutines read, copy and
+// drop blocks of the live table wait for the walks in flight before the
+// tiers' memory goes; the readers then see an empty table or an error, and
+// mdtrace does not fault.
+func TestCloseDuringWalks(t *testing.T) {
+	needBPF(t)
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 18})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 100_000, stacks: 100, seed: 1})
+	var (
+		stop  = make(chan struct{})
+		walks sync.WaitGroup
+		reads atomic.Int64
+	)
+	for g := range 3 {
+		walks.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch g {
+				case 0:
+					p.Snapshot(fakeTgid)
+				case 1:
+					p.Totals()
+				default:
+					if p.Fork(fakeTgid, 4190021, true) == nil {
+						p.Forget(4190021)
+					}
+				}
+				reads.Add(1)
+			}
+		})
+	}
+	for reads.Load() < 20 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Close()
+	close(stop)
+	walks.Wait()
+	if snap, err := p.Snapshot(fakeTgid); err == nil && len(snap.Allocs) != 0 {
+		t.Errorf("after Close: a snapshot of %d blocks", len(snap.Allocs))
 	}
 }
