@@ -7,8 +7,11 @@
 //                 both processes), 2222 by the child after it
 //   forker wait   the same once a line is read from standard input, after
 //                 printing "ready" (for attaching)
+//   forker free   the same, but the child frees the block it started with,
+//                 its copy of its parent's, and leaks only its own
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +33,7 @@ int main(int argc, char **argv)
 	int status;
 	pid_t pid;
 
-	if (argc > 1) {
+	if (argc > 1 && strcmp(argv[1], "wait") == 0) {
 		printf("ready\n");
 		fflush(stdout);
 		if (fgets(line, sizeof(line), stdin) == NULL)
@@ -43,6 +46,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (pid == 0) {
+		if (argc > 1 && strcmp(argv[1], "free") == 0)
+			free(sink[0]);
 		in_child();
 		printf("child %d\n", (int)getpid());
 		return 0;

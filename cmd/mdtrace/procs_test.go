@@ -142,6 +142,38 @@ func TestZygoteChild(t *testing.T) {
 	}
 }
 
+// TestZygoteChildFreesInherited: a zygote child that frees the block it
+// started with, its copy of its parent's, frees it from the copy mdtrace
+// made of its parent's table: the probes find the block where mdtrace put
+// it. The parent's block stays its own.
+func TestZygoteChildFreesInherited(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
+				"--log", dir+"/log", "--", prog("forker"), "free")
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var parent, child int
+			if _, err := fmt.Sscanf(r.stdout, "child %d\nparent %d\n", &child, &parent); err != nil {
+				t.Fatalf("output %q: %v", r.stdout, err)
+			}
+			if want := []string{"z 0 sz 4096 num 1", "z 0 sz 1111 num 1"}; !slices.Equal(dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want) {
+				t.Errorf("parent's dump: %q, want %q", dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want)
+			}
+			want := []string{"z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}
+			if got := dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, child)); !slices.Equal(got, want) {
+				t.Errorf("child's dump: %q, want %q", got, want)
+			}
+			if log := readFile(t, dir+"/log"); strings.Contains(log, "UNKNOWN") {
+				t.Errorf("the log reports an unknown pointer:\n%s", log)
+			}
+		})
+	}
+}
+
 // TestFollowForksAttach: with --follow-forks, the children an attached
 // process forks are traced too; without it, they are not.
 func TestFollowForksAttach(t *testing.T) {
