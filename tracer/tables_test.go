@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/leak"
 )
 
@@ -244,10 +245,12 @@ func TestTableSharedWithUserSpace(t *testing.T) {
 	}
 }
 
-// TestCloseDuringWalks: probes closed while other goroutines read, copy and
-// drop blocks of the live table wait for the walks in flight before the
-// tiers' memory goes; the readers then see an empty table or an error, and
-// mdtrace does not fault.
+// TestCloseDuringWalks: probes closed while other goroutines walk the live
+// table and put blocks into it wait for those in flight before the tiers'
+// memory goes; later walks see an empty table and puts fail, and mdtrace
+// does not fault. (mdtrace itself closes the probes once the rest of it
+// has stopped; this is the tiers' own guard, which the other maps, closed
+// after, do not need.)
 func TestCloseDuringWalks(t *testing.T) {
 	needBPF(t)
 	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 18})
@@ -256,39 +259,42 @@ func TestCloseDuringWalks(t *testing.T) {
 	}
 	fillTable(t, p, tableFill{tgid: fakeTgid, allocs: 100_000, stacks: 100, seed: 1})
 	var (
-		stop  = make(chan struct{})
-		walks sync.WaitGroup
-		reads atomic.Int64
+		stop   = make(chan struct{})
+		walks  sync.WaitGroup
+		rounds atomic.Int64
 	)
 	for g := range 3 {
 		walks.Go(func() {
-			for {
+			keys := make([]bpf.MdtraceAllocKey, 100)
+			infos := make([]bpf.MdtraceAllocInfo, 100)
+			for r := uint64(0); ; r++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				switch g {
-				case 0:
-					p.Snapshot(fakeTgid)
-				case 1:
-					p.Totals()
-				default:
-					if p.Fork(fakeTgid, 4190021, true) == nil {
-						p.Forget(4190021)
+				if g < 2 {
+					p.eachAlloc(func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo) {})
+				} else {
+					for i := range keys {
+						keys[i] = bpf.MdtraceAllocKey{Tgid: otherTgid, Ptr: (r*100 + uint64(i) + 1) << 4}
 					}
+					p.tables.putBatch(keys, infos)
 				}
-				reads.Add(1)
+				rounds.Add(1)
 			}
 		})
 	}
-	for reads.Load() < 20 {
+	for rounds.Load() < 20 {
 		time.Sleep(time.Millisecond)
 	}
 	p.Close()
 	close(stop)
 	walks.Wait()
-	if snap, err := p.Snapshot(fakeTgid); err == nil && len(snap.Allocs) != 0 {
-		t.Errorf("after Close: a snapshot of %d blocks", len(snap.Allocs))
+	n := 0
+	p.eachAlloc(func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo) { n++ })
+	err = p.tables.putBatch([]bpf.MdtraceAllocKey{{Tgid: otherTgid, Ptr: 16}}, []bpf.MdtraceAllocInfo{{Size: 1}})
+	if n != 0 || err == nil {
+		t.Errorf("after Close: a walk saw %d blocks, a put returned %v", n, err)
 	}
 }
