@@ -44,8 +44,6 @@ const (
 	// bucketSlots is BUCKET_SLOTS, and slotBusy SLOT_BUSY.
 	bucketSlots = 16
 	slotBusy    = 1
-	// tierEventFilling is TIER_EVENT_FILLING.
-	tierEventFilling = 0x100
 	// retryGrow is how long after a failure to make a tier it is tried
 	// again.
 	retryGrow = 100 * time.Millisecond
