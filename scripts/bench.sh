@@ -449,7 +449,7 @@ gobench() {
 	fi
 }
 gobench 'HeapDump1M' -benchtime 1x ./output
-gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc' -benchtime 1x -benchmem ./tracer
+gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc|Fork1M' -benchtime 1x -benchmem ./tracer
 gobench 'RecordStream' -benchtime 3000000x -benchmem ./tracer
 gobench 'Recorder' -benchtime 2x -benchmem ./cmd/mdtrace
 grep -E '^Benchmark|kmem:|SKIP' "$i7" | sed -e 's/^ *kmem_bench_test.go:[0-9]*: kmem: /    /'
@@ -495,6 +495,7 @@ goal "  the same at 1M" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock-1
 goal "  all maps at 1M, memory cgroup growth since before loading" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-1m)" B "<=" 100
 echo "    all maps at 200K: $(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-200k) B (memory cgroup); at 50K, with the second tier made: $(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock-50k) B (memlock), $(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-50k) B"
 echo "    before any allocation: $(metric BenchmarkKernelBytesPerAlloc MB-fixed-memlock) MB (memlock), $(metric BenchmarkKernelBytesPerAlloc MB-fixed-memcg) MB (memory cgroup)"
+echo "  zygote fork of a process with 1M live blocks: the copy $(metric BenchmarkFork1M s/fork) s (the child held meanwhile), its drop $(metric BenchmarkFork1M s/forget) s"
 goal "record_allocs events/s: ring buffer decode + output line" "$(metric BenchmarkRecordStream/read+line events/s)" "ev/s" ">=" 2000000
 goal "  while tracing: ring buffer decode + recorder keeps it" "$live" "ev/s" ">=" 2000000
 goal "  at the end: sorted and written to the file" "$(awk -v w="$write" 'BEGIN {if (w > 0) print 1e9 / w}')" "ev/s" ">=" 2000000

