@@ -112,65 +112,44 @@ func dumpRecords(t *testing.T, path string) []string {
 // TestZygoteChild: a child forked without exec starts with its parent's
 // table; what it allocates after the fork is a zygote child's (z 1). The
 // 4096 bytes are stdout's buffer, allocated by each process's first printf
-// after the fork.
+// after the fork. With "free", the child frees the block it started with,
+// from the copy mdtrace made of its parent's table: the probes find the
+// block where mdtrace put it, and the parent's stays its own.
 func TestZygoteChild(t *testing.T) {
 	needRoot(t)
-	for _, mode := range launchModes {
-		t.Run(mode.name, func(t *testing.T) {
-			dir := t.TempDir()
-			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
-				"--log", dir+"/log", "--", prog("forker"))
-			if r.code != 0 {
-				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-			}
-			var parent, child int
-			if _, err := fmt.Sscanf(r.stdout, "child %d\nparent %d\n", &child, &parent); err != nil {
-				t.Fatalf("output %q: %v", r.stdout, err)
-			}
-			if want := []string{"z 0 sz 4096 num 1", "z 0 sz 1111 num 1"}; !slices.Equal(dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want) {
-				t.Errorf("parent's dump: %q, want %q", dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want)
-			}
-			want := []string{"z 0 sz 1111 num 1", "z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}
-			if got := dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, child)); !slices.Equal(got, want) {
-				t.Errorf("child's dump: %q, want %q", got, want)
-			}
-			counts := leakCounts(t, readFile(t, dir+"/log"))
-			if len(counts[parent]) != 2 || len(counts[child]) != 3 {
-				t.Errorf("leaks per process: %v", counts)
-			}
-		})
+	cases := []struct {
+		args  []string
+		child []string
+	}{
+		{nil, []string{"z 0 sz 1111 num 1", "z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}},
+		{[]string{"free"}, []string{"z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}},
 	}
-}
-
-// TestZygoteChildFreesInherited: a zygote child that frees the block it
-// started with, its copy of its parent's, frees it from the copy mdtrace
-// made of its parent's table: the probes find the block where mdtrace put
-// it. The parent's block stays its own.
-func TestZygoteChildFreesInherited(t *testing.T) {
-	needRoot(t)
-	for _, mode := range launchModes {
-		t.Run(mode.name, func(t *testing.T) {
-			dir := t.TempDir()
-			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
-				"--log", dir+"/log", "--", prog("forker"), "free")
-			if r.code != 0 {
-				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-			}
-			var parent, child int
-			if _, err := fmt.Sscanf(r.stdout, "child %d\nparent %d\n", &child, &parent); err != nil {
-				t.Fatalf("output %q: %v", r.stdout, err)
-			}
-			if want := []string{"z 0 sz 4096 num 1", "z 0 sz 1111 num 1"}; !slices.Equal(dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want) {
-				t.Errorf("parent's dump: %q, want %q", dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want)
-			}
-			want := []string{"z 1 sz 4096 num 1", "z 1 sz 2222 num 1"}
-			if got := dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, child)); !slices.Equal(got, want) {
-				t.Errorf("child's dump: %q, want %q", got, want)
-			}
-			if log := readFile(t, dir+"/log"); strings.Contains(log, "UNKNOWN") {
-				t.Errorf("the log reports an unknown pointer:\n%s", log)
-			}
-		})
+	for _, c := range cases {
+		for _, mode := range launchModes {
+			t.Run(strings.Join(append([]string{mode.name}, c.args...), "/"), func(t *testing.T) {
+				dir := t.TempDir()
+				r := runMdtrace(t, append([]string{modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix=" + dir + "/h",
+					"--log", dir + "/log", "--", prog("forker")}, c.args...)...)
+				if r.code != 0 {
+					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+				}
+				var parent, child int
+				if _, err := fmt.Sscanf(r.stdout, "child %d\nparent %d\n", &child, &parent); err != nil {
+					t.Fatalf("output %q: %v", r.stdout, err)
+				}
+				if want := []string{"z 0 sz 4096 num 1", "z 0 sz 1111 num 1"}; !slices.Equal(dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want) {
+					t.Errorf("parent's dump: %q, want %q", dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, parent)), want)
+				}
+				if got := dumpRecords(t, fmt.Sprintf("%s/h.%d.exit.txt", dir, child)); !slices.Equal(got, c.child) {
+					t.Errorf("child's dump: %q, want %q", got, c.child)
+				}
+				log := readFile(t, dir+"/log")
+				counts := leakCounts(t, log)
+				if len(counts[parent]) != 2 || len(counts[child]) != len(c.child) || strings.Contains(log, "UNKNOWN") {
+					t.Errorf("leaks per process: %v; log:\n%s", counts, log)
+				}
+			})
+		}
 	}
 }
 
