@@ -25,7 +25,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  */
 #define MAX_PROCESSES 16384
 /* Defaults; user space sets the real sizes before loading. */
-#define DEFAULT_MAX_ALLOCS 1000000
 #define DEFAULT_MAX_STACKS 65536
 
 /*
@@ -1382,6 +1381,7 @@ int alloc_entry(struct pt_regs *ctx)
 		count(COUNTER_USABLE_SIZE);
 		if (verify && a0) {
 			struct alloc_key key = block_key(a0);
+
 			if (!table_find(&key))
 				pointer_error(ctx, &key, FN_USABLE_SIZE);
 		}

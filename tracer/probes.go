@@ -257,10 +257,11 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	tiers := tierSizes(cfg.MaxAllocs, first)
 	spec.Maps["allocs"].MaxEntries = tierBuckets(tiers[0])
-	if err := spec.Variables["tier_buckets"].Set([tableTiers]uint32{tierBuckets(tiers[0])}); err != nil {
+	nb, at := tierVars(spec.Maps["allocs"].MaxEntries)
+	if err := spec.Variables["tier_buckets"].Set(nb); err != nil {
 		return nil, fmt.Errorf("setting tier_buckets: %w", err)
 	}
-	if err := spec.Variables["tier_filling_at"].Set([tableTiers]uint32{fillingAt(tierBuckets(tiers[0]))}); err != nil {
+	if err := spec.Variables["tier_filling_at"].Set(at); err != nil {
 		return nil, fmt.Errorf("setting tier_filling_at: %w", err)
 	}
 	tierSpec := spec.Maps["allocs"].Copy()

@@ -171,9 +171,9 @@ func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) b
 	return true
 }
 
-// put puts a new entry into the emptier of its two buckets, as claim in
+// put puts a new entry into the emptier of its two buckets, as place in
 // bpf/mdtrace.bpf.c. It returns false when both are full, and whether the
-// emptier one holds tierFilling slots or more.
+// emptier one holds fillingAt slots or more.
 func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, filling bool) {
 	b0, b1 := bucketsOf(key, t.buckets)
 	bks := [2]*bpf.MdtraceBucket{t.bucket(b0), t.bucket(b1)}
@@ -254,12 +254,10 @@ type liveTables struct {
 	// are closed ends before its memory goes.
 	mem sync.RWMutex
 
-	mu      sync.Mutex
-	tiers   []*tier
-	nbucket [tableTiers]uint32 // tier_buckets
-	atSlots [tableTiers]uint32 // tier_filling_at
-	full    uint64             // tiers user space found getting full, a bit each
-	err     error              // the last failure to make a tier
+	mu    sync.Mutex
+	tiers []*tier
+	full  uint64 // tiers user space found getting full, a bit each
+	err   error  // the last failure to make a tier
 
 	done chan struct{}
 }
@@ -270,16 +268,24 @@ type tableObjects struct {
 	top, filling, buckets, at   *ebpf.Variable
 }
 
+// tierVars returns tier_buckets and tier_filling_at for tiers of the
+// given numbers of buckets.
+func tierVars(buckets ...uint32) (n, at [tableTiers]uint32) {
+	for i, b := range buckets {
+		n[i], at[i] = b, fillingAt(b)
+	}
+	return n, at
+}
+
 // newLiveTables takes the first tier, made with the collection, of
 // tierBuckets(sizes[0]) buckets (the collection's tier_buckets and
-// tier_filling_at say so already), and, when there is room for more tiers, makes the next one
-// each time the probes find the one in use getting full.
+// tier_filling_at say so already), and, when there is room for more
+// tiers, makes the next one each time the probes find the one in use
+// getting full.
 func newLiveTables(o tableObjects, spec *ebpf.MapSpec, sizes []uint32) (*liveTables, error) {
 	t := &liveTables{outer: o.outer, spec: spec, top: o.top, filling: o.filling, buckets: o.buckets,
 		at: o.at, blocks: o.blocks, sizes: sizes}
-	t.nbucket[0] = tierBuckets(sizes[0])
-	t.atSlots[0] = fillingAt(t.nbucket[0])
-	first, err := newTier(o.first, t.nbucket[0])
+	first, err := newTier(o.first, tierBuckets(sizes[0]))
 	if err != nil {
 		return nil, err
 	}
@@ -355,10 +361,13 @@ func (t *liveTables) grow() bool {
 	}
 	if err == nil {
 		// The probes read a tier's buckets once it is in tables.
-		t.nbucket[n] = spec.MaxEntries
-		t.atSlots[n] = fillingAt(spec.MaxEntries)
-		if err = t.buckets.Set(t.nbucket); err == nil {
-			if err = t.at.Set(t.atSlots); err == nil {
+		var buckets []uint32
+		for _, made := range t.tiers {
+			buckets = append(buckets, made.buckets)
+		}
+		nb, at := tierVars(append(buckets, spec.MaxEntries)...)
+		if err = t.buckets.Set(nb); err == nil {
+			if err = t.at.Set(at); err == nil {
 				err = t.outer.Put(uint32(n), m)
 			}
 		}
