@@ -26,6 +26,21 @@ type MdtraceAllocKey struct {
 	Ptr  uint64
 }
 
+type MdtraceBatchSpace struct {
+	_    structs.HostLayout
+	Addr uint64
+	Seq  uint64
+	Hdr  [2]uint64
+	W    [1024]uint64
+}
+
+type MdtraceBatchThread struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Addr uint64
+}
+
 type MdtraceBucket struct {
 	_    structs.HostLayout
 	Ptr  [16]uint64
@@ -103,6 +118,8 @@ type MdtraceWalkBuf struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	MdtraceMapAllocs             = "allocs"
+	MdtraceMapBatchSpaces        = "batch_spaces"
+	MdtraceMapBatchThreads       = "batch_threads"
 	MdtraceMapCounters           = "counters"
 	MdtraceMapErrors             = "errors"
 	MdtraceMapExecScratch        = "exec_scratch"
@@ -110,6 +127,7 @@ const (
 	MdtraceMapFreed              = "freed"
 	MdtraceMapGens               = "gens"
 	MdtraceMapNotify             = "notify"
+	MdtraceMapOrphans            = "orphans"
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
 	MdtraceMapSeenStacks         = "seen_stacks"
@@ -125,6 +143,7 @@ const (
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
 	MdtraceProgAllocSite         = "alloc_site"
+	MdtraceProgBatchDrain        = "batch_drain"
 	MdtraceProgExecGen           = "exec_gen"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
 	MdtraceProgProgramExec       = "program_exec"
@@ -133,11 +152,14 @@ const (
 	MdtraceVarAbortOnError       = "abort_on_error"
 	MdtraceVarAllocBacktraces    = "alloc_backtraces"
 	MdtraceVarBacktraceOn        = "backtrace_on"
+	MdtraceVarBatchesDrained     = "batches_drained"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
 	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
+	MdtraceVarLastEpoch          = "last_epoch"
 	MdtraceVarOnlyTraced         = "only_traced"
+	MdtraceVarOrphanEpoch        = "orphan_epoch"
 	MdtraceVarPageSize           = "page_size"
 	MdtraceVarPreemptible        = "preemptible"
 	MdtraceVarProgramLen         = "program_len"
@@ -152,6 +174,7 @@ const (
 	MdtraceVarTierFillingAt      = "tier_filling_at"
 	MdtraceVarTopTable           = "top_table"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
+	MdtraceVarUnusedBatchThread  = "unused_batch_thread"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
 	MdtraceVarUnusedPointerError = "unused_pointer_error"
@@ -204,6 +227,7 @@ type MdtraceProgramSpecs struct {
 	AllocEntry       *ebpf.ProgramSpec `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
 	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
+	BatchDrain       *ebpf.ProgramSpec `ebpf:"batch_drain"`
 	ExecGen          *ebpf.ProgramSpec `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
@@ -216,6 +240,8 @@ type MdtraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceMapSpecs struct {
 	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
+	BatchSpaces  *ebpf.MapSpec `ebpf:"batch_spaces"`
+	BatchThreads *ebpf.MapSpec `ebpf:"batch_threads"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	Errors       *ebpf.MapSpec `ebpf:"errors"`
 	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
@@ -223,6 +249,7 @@ type MdtraceMapSpecs struct {
 	Freed        *ebpf.MapSpec `ebpf:"freed"`
 	Gens         *ebpf.MapSpec `ebpf:"gens"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
+	Orphans      *ebpf.MapSpec `ebpf:"orphans"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
 	Records      *ebpf.MapSpec `ebpf:"records"`
 	SeenStacks   *ebpf.MapSpec `ebpf:"seen_stacks"`
@@ -244,11 +271,14 @@ type MdtraceVariableSpecs struct {
 	AbortOnError       *ebpf.VariableSpec `ebpf:"abort_on_error"`
 	AllocBacktraces    *ebpf.VariableSpec `ebpf:"alloc_backtraces"`
 	BacktraceOn        *ebpf.VariableSpec `ebpf:"backtrace_on"`
+	BatchesDrained     *ebpf.VariableSpec `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
+	LastEpoch          *ebpf.VariableSpec `ebpf:"last_epoch"`
 	OnlyTraced         *ebpf.VariableSpec `ebpf:"only_traced"`
+	OrphanEpoch        *ebpf.VariableSpec `ebpf:"orphan_epoch"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
 	Preemptible        *ebpf.VariableSpec `ebpf:"preemptible"`
 	ProgramLen         *ebpf.VariableSpec `ebpf:"program_len"`
@@ -263,6 +293,7 @@ type MdtraceVariableSpecs struct {
 	TierFillingAt      *ebpf.VariableSpec `ebpf:"tier_filling_at"`
 	TopTable           *ebpf.VariableSpec `ebpf:"top_table"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
+	UnusedBatchThread  *ebpf.VariableSpec `ebpf:"unused_batch_thread"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
@@ -291,6 +322,8 @@ func (o *MdtraceObjects) Close() error {
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceMaps struct {
 	Allocs       *ebpf.Map `ebpf:"allocs"`
+	BatchSpaces  *ebpf.Map `ebpf:"batch_spaces"`
+	BatchThreads *ebpf.Map `ebpf:"batch_threads"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	Errors       *ebpf.Map `ebpf:"errors"`
 	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
@@ -298,6 +331,7 @@ type MdtraceMaps struct {
 	Freed        *ebpf.Map `ebpf:"freed"`
 	Gens         *ebpf.Map `ebpf:"gens"`
 	Notify       *ebpf.Map `ebpf:"notify"`
+	Orphans      *ebpf.Map `ebpf:"orphans"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
 	Records      *ebpf.Map `ebpf:"records"`
 	SeenStacks   *ebpf.Map `ebpf:"seen_stacks"`
@@ -315,6 +349,8 @@ type MdtraceMaps struct {
 func (m *MdtraceMaps) Close() error {
 	return _MdtraceClose(
 		m.Allocs,
+		m.BatchSpaces,
+		m.BatchThreads,
 		m.Counters,
 		m.Errors,
 		m.ExecScratch,
@@ -322,6 +358,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Freed,
 		m.Gens,
 		m.Notify,
+		m.Orphans,
 		m.Rdebug,
 		m.Records,
 		m.SeenStacks,
@@ -344,11 +381,14 @@ type MdtraceVariables struct {
 	AbortOnError       *ebpf.Variable `ebpf:"abort_on_error"`
 	AllocBacktraces    *ebpf.Variable `ebpf:"alloc_backtraces"`
 	BacktraceOn        *ebpf.Variable `ebpf:"backtrace_on"`
+	BatchesDrained     *ebpf.Variable `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
+	LastEpoch          *ebpf.Variable `ebpf:"last_epoch"`
 	OnlyTraced         *ebpf.Variable `ebpf:"only_traced"`
+	OrphanEpoch        *ebpf.Variable `ebpf:"orphan_epoch"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`
 	Preemptible        *ebpf.Variable `ebpf:"preemptible"`
 	ProgramLen         *ebpf.Variable `ebpf:"program_len"`
@@ -363,6 +403,7 @@ type MdtraceVariables struct {
 	TierFillingAt      *ebpf.Variable `ebpf:"tier_filling_at"`
 	TopTable           *ebpf.Variable `ebpf:"top_table"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
+	UnusedBatchThread  *ebpf.Variable `ebpf:"unused_batch_thread"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`
@@ -377,6 +418,7 @@ type MdtracePrograms struct {
 	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
+	BatchDrain       *ebpf.Program `ebpf:"batch_drain"`
 	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
@@ -389,6 +431,7 @@ func (p *MdtracePrograms) Close() error {
 		p.AllocEntry,
 		p.AllocReturn,
 		p.AllocSite,
+		p.BatchDrain,
 		p.ExecGen,
 		p.LibrariesChanged,
 		p.ProgramExec,

@@ -112,6 +112,14 @@ static void stack_bounds(void)
 	pthread_attr_destroy(&attr);
 }
 
+bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi)
+{
+	stack_bounds();
+	*lo = t_stack_lo;
+	*hi = t_stack_hi;
+	return t_stack_hi != 0;
+}
+
 static int in_library(uintptr_t pc)
 {
 	return pc >= (uintptr_t)__ehdr_start && pc < (uintptr_t)_end;

@@ -249,6 +249,8 @@ static void md_init(void)
 	md_log_init();
 	g_site_times = getenv("MDSHIM_RECORD") != NULL;
 	md_sample_init();
+	if (!g_site_times && md_sample_bytes == 0 && getenv("MDSHIM_CTL") != NULL)
+		md_batch_init();
 	real_usable_size = find_usable_size();
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
@@ -1097,6 +1099,8 @@ void *malloc(size_t size)
 	} else {
 		start = site_start();
 		r = __libc_malloc(size);
+		if (md_batch_on && (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, size)))
+			return r;
 	}
 	if (site_new(r, size))
 		SITE_ALLOC(r, MD_CALL_MALLOC, size, 0, start);
@@ -1123,6 +1127,8 @@ void free(void *ptr)
 	}
 	md_ctl_poll();
 	on = debug_on();
+	if (!on && md_batch_on && ptr != NULL && md_batch_free(__builtin_frame_address(0), ptr))
+		return;
 	start = site_start();
 	if (site_old(ptr))
 		SITE_FREE(ptr, MD_CALL_FREE);
@@ -1151,6 +1157,9 @@ void *calloc(size_t nmemb, size_t size)
 	} else {
 		start = site_start();
 		r = __libc_calloc(nmemb, size);
+		if (md_batch_on &&
+		    (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, nmemb * size)))
+			return r;
 	}
 	if (site_new(r, nmemb * size))
 		SITE_ALLOC(r, MD_CALL_CALLOC, nmemb, size, start);
@@ -1163,6 +1172,10 @@ static INLINE void *do_realloc(void *ptr, size_t size)
 	bool on = debug_on(), old_site, new_site;
 	uint64_t start = site_start();
 	void *r;
+
+	/* A realloc goes to the unbatched sites, after the thread's batch. */
+	if (md_batch_on)
+		md_batch_sync();
 
 	/*
 	 * Sampling decides on the new block before the call. The old block,
@@ -1234,6 +1247,8 @@ static INLINE void *do_memalign(size_t alignment, size_t size)
 	} else {
 		start = site_start();
 		r = __libc_memalign(alignment, size);
+		if (md_batch_on && (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, size)))
+			return r;
 	}
 	if (site_new(r, size))
 		SITE_ALLOC(r, MD_CALL_MEMALIGN, alignment, size, start);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Probe sites: the two functions mdtrace puts its uprobes on when the shim
- * is loaded, instead of probing the allocator's entry and return.
+ * Probe sites: the functions mdtrace puts its uprobes on when the shim is
+ * loaded, instead of probing the allocator's entry and return: one after
+ * allocations, one before frees, and one taking a batch of both (batch.c).
  *
  * Each starts with a 5-byte NOP (0f 1f 44 00 00), the one instruction the
  * kernel can replace with a call into its uprobe trampoline rather than a
@@ -24,4 +25,4 @@
 	"\tret\n"                                           \
 	".size " #name ", . - " #name "\n"
 
-__asm__(".text\n" SITE(mdshim_site_alloc) SITE(mdshim_site_free));
+__asm__(".text\n" SITE(mdshim_site_alloc) SITE(mdshim_site_free) SITE(mdshim_site_batch));

@@ -60,6 +60,9 @@ const (
 	counterErrorsLost
 	counterProgramLost
 	counterGenLost
+	counterBatchLost
+	counterOrphansLost
+	counterFreesEarly
 	counterMax
 )
 
@@ -81,6 +84,9 @@ type Counters struct {
 	ErrorsLost     uint64 // verify_pointers errors lost: the ring buffer was full
 	ProgramLost    uint64 // program mode: processes not traced, or not reported
 	GenLost        uint64 // execs whose program's blocks cannot be told from the one before
+	BatchLost      uint64 // batched calls lost: a batch the probes could not read or understand
+	OrphansLost    uint64 // frees that came before their block's batch and could not be kept for it
+	FreesEarly     uint64 // frees that came before their block's batch, matched when it came (not a loss)
 }
 
 // ProbeConfig sets what the BPF programs record.
@@ -139,11 +145,16 @@ type Probes struct {
 	// coll holds the data sections behind objs' variables.
 	coll       *ebpf.Collection
 	stackDepth int
-	multi      bool // uprobe_multi links
-	record     bool
-	verify     bool
-	exitLink   link.Link // the thread exit tracepoint, with record
-	execLink   link.Link // the exec tracepoint that keeps the gens map
+	// btMin and btMax bound the sizes that get backtraces; allocBacktraces
+	// is the backtrace option (verify_pointers alone takes none).
+	btMin, btMax    uint64
+	allocBacktraces bool
+	multi           bool // uprobe_multi links
+	record          bool
+	verify          bool
+	exitLink        link.Link // the thread exit tracepoint, with record
+	drainLink       link.Link // the thread exit probe that drains batches
+	execLink        link.Link // the exec tracepoint that keeps the gens map
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 
@@ -278,6 +289,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
+		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
 		links: map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
 		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
@@ -575,6 +587,7 @@ func DefinesNew(path string) bool {
 const (
 	siteAlloc = iota + 1
 	siteFree
+	siteBatch
 )
 
 // shimSites are the probe sites of the shim (shim/site.c): functions that
@@ -584,13 +597,14 @@ const (
 var shimSites = []entryPoint{
 	{"mdshim_site_alloc", siteAlloc, false, true, 5},
 	{"mdshim_site_free", siteFree, false, true, 2},
+	{"mdshim_site_batch", siteBatch, false, false, 4},
 }
 
 // hasShimSites reports whether a library's functions include the shim's
 // probe sites.
 func hasShimSites(offsets map[string]funcSym) bool {
 	for _, ep := range shimSites {
-		if _, ok := offsets[ep.symbol]; !ok {
+		if _, ok := offsets[ep.symbol]; !ok && ep.required {
 			return false
 		}
 	}
@@ -658,6 +672,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 	switch {
 	case hasShimSites(offsets):
 		eps, prog = shimSites, p.objs.AllocSite
+		// Without the probe that drains a thread's batch at its end,
+		// the batch site stays unprobed: the shim then reports each
+		// call at the other sites.
+		if !p.batchReady() {
+			eps = shimSites[:2]
+		}
 	case !hasMalloc && hasNew:
 		// A C++ runtime on another allocator: its operator new, for
 		// backtraces only.
@@ -774,6 +794,33 @@ func (p *Probes) Attach(pid int, lib string) error {
 		return &AttachError{Failed: failed}
 	}
 	return nil
+}
+
+// BatchDepth reports whether the probes take the shim's batches (not with
+// record_allocs, whose records go one call at a time with its times), and
+// the frames each batched allocation carries.
+func (p *Probes) BatchDepth() (int, bool) {
+	return p.stackDepth, p.objs.BatchDrain != nil && !p.record
+}
+
+// batchReady attaches, the first time, the probe at the end of every
+// thread that hands what a thread's batch still holds to the table
+// (batch_drain); it reports whether it is attached.
+func (p *Probes) batchReady() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drainLink != nil {
+		return true
+	}
+	if p.objs.BatchDrain == nil {
+		return false
+	}
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.BatchDrain})
+	if err != nil {
+		return false
+	}
+	p.drainLink = l
+	return true
 }
 
 // traceProcess enters pid in the traced processes, for the exec
@@ -985,7 +1032,7 @@ func (p *Probes) Detach() {
 		links = append(links, l...)
 	}
 	p.programLinks = nil
-	for _, l := range []*link.Link{&p.exitLink, &p.execLink} {
+	for _, l := range []*link.Link{&p.exitLink, &p.execLink, &p.drainLink} {
 		if *l != nil {
 			links = append(links, *l)
 			*l = nil
@@ -1053,6 +1100,9 @@ func (p *Probes) Counters() (Counters, error) {
 		ErrorsLost:     vals[counterErrorsLost],
 		ProgramLost:    vals[counterProgramLost],
 		GenLost:        vals[counterGenLost],
+		BatchLost:      vals[counterBatchLost],
+		OrphansLost:    vals[counterOrphansLost],
+		FreesEarly:     vals[counterFreesEarly],
 	}, nil
 }
 
@@ -1191,9 +1241,23 @@ func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 // order, and their backtraces.
 // Frames are return addresses minus one, as Android stores them.
 func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
-	snap := &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
-	if err := p.readAllocs(tgid, snap); err != nil {
-		return nil, err
+	var (
+		snap    *leak.Snapshot
+		pending pendingCalls
+	)
+	// The batches and the kept frees first, then the table: a call that
+	// leaves a batch meanwhile is in the table then. A batch drained
+	// meanwhile (its thread ending) may be in both, partly: read again.
+	for range batchReadAttempts {
+		drained := p.drained()
+		snap = &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
+		pending = p.pendingBatches(tgid)
+		if err := p.readAllocs(tgid, snap); err != nil {
+			return nil, err
+		}
+		if p.drained() == drained {
+			break
+		}
 	}
 	buf := make([]byte, 8*max(p.stackDepth, 1))
 	for i := range snap.Allocs {
@@ -1210,6 +1274,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 		}
 		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
+	p.addPending(snap, pending)
 	return snap, nil
 }
 

@@ -291,3 +291,65 @@ func TestWrongPIDSeesNothing(t *testing.T) {
 		t.Errorf("probes for PID %d fired in another process: %+v", os.Getpid(), c)
 	}
 }
+
+// shimEnv builds the shim and returns the environment that preloads it
+// into a launched command as mdtrace does, with extra variables.
+func shimEnv(t *testing.T, options string, extra ...string) []string {
+	t.Helper()
+	if out, err := exec.Command("make", "-s", "-C", "..", "bin/libmdshim.so").CombinedOutput(); err != nil {
+		t.Fatalf("building the shim: %v\n%s", err, out)
+	}
+	shim, err := filepath.Abs("../bin/libmdshim.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MDSHIM_CTL: under mdtrace; no signal or leak info call reaches it here.
+	env := PreloadEnv(os.Environ(), shim, "LIBC_DEBUG_MALLOC_OPTIONS="+options, "MDSHIM_CTL=/nonexistent")
+	return append(env, extra...)
+}
+
+// TestBatchHandoff: blocks allocated in some threads and freed in others,
+// each thread handing its calls over a batch at a time, so that frees come
+// before their blocks' allocations; then the process ends while its
+// threads' batches hold calls, by returning from main and by _exit, which
+// runs no exit handler. The exit snapshot (the batches read from the
+// process) and the counters after the end (each thread's batch drained as
+// it ends) must both be exact, with no free left unmatched.
+func TestBatchHandoff(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "handoff")
+	for _, mode := range []string{"exit", "_exit"} {
+		t.Run(mode, func(t *testing.T) {
+			env := shimEnv(t, "backtrace leak_track", "MDSHIM_BATCH=16")
+			snap, names, c, st := exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, prog, "20000", "3", "3", "5", mode)
+			if !st.Known || st.Code != 0 {
+				t.Errorf("exit status = %+v, want 0", st)
+			}
+			// The program's blocks by first frame; glibc's own (thread
+			// storage, stdio's buffer) are not counted.
+			sites := map[string]int{}
+			for _, a := range snap.Allocs {
+				n := names[a.StackID]
+				if len(n) > 0 && strings.HasPrefix(n[0], "handoff_") {
+					sites[fmt.Sprintf("%s:%d", n[0], a.Size)]++
+				}
+			}
+			if fmt.Sprint(sites) != "map[handoff_keep:4000:15 handoff_main:3000:2]" {
+				t.Errorf("live at exit: %v, want 15 blocks of 4000 from handoff_keep and 2 of 3000 from handoff_main", sites)
+			}
+			// Every block that went in is a free found or a block left,
+			// and every free found its block.
+			if c.Allocs-c.Frees != uint64(len(snap.Allocs)) || c.UnknownFrees != 0 || c.Allocs < 60020 {
+				t.Errorf("counted %d allocations, %d frees, %d unknown frees; %d live", c.Allocs, c.Frees, c.UnknownFrees, len(snap.Allocs))
+			}
+			if c.BatchLost != 0 || c.OrphansLost != 0 || c.TableFull != 0 || c.StackError != 0 {
+				t.Errorf("losses counted: %+v", c)
+			}
+			// The case under test happened.
+			if c.FreesEarly == 0 {
+				t.Errorf("no free came before its block's batch: %+v", c)
+			}
+			t.Logf("counters: %+v", c)
+		})
+	}
+}

@@ -201,7 +201,7 @@ var launchModes = []struct {
 	flag  string // the flag that selects the mode
 	probe string // the end of mdtrace's "tracing process" line
 }{
-	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free in "},
+	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free mdshim_site_batch in "},
 	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /"},
 }
 
@@ -510,7 +510,7 @@ func TestAttachShimmed(t *testing.T) {
 	needRoot(t)
 	pid, stderr, report := attachToAttachee(t, []string{"LD_PRELOAD=" + shimBin()})
 	shim, _ := filepath.EvalSymlinks(shimBin())
-	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free in " + shim + "\n"
+	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free mdshim_site_batch in " + shim + "\n"
 	if !strings.Contains(stderr, want) {
 		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", stderr, want)
 	}

@@ -42,6 +42,9 @@ type Flags struct {
 	// NoPreload launches a command without the shim when the options do
 	// not need it: the allocator itself is probed, as when attaching.
 	NoPreload bool
+	// NoBatch makes the shim report each call at its probe sites rather
+	// than a thread's calls a batch at a time.
+	NoBatch bool
 	// FollowForks traces the children an attached process forks from now
 	// on (launched commands' children always are).
 	FollowForks bool
@@ -134,6 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
+	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
@@ -223,6 +227,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &usageError{"--sample-bytes must be at least 1"}
 	case f.SampleBytes > 0 && (f.PID != 0 || f.All || f.Program != ""):
 		return nil, &usageError{"--sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all"}
+	case f.NoBatch && (f.PID != 0 || f.All || f.Program != "" || f.NoPreload):
+		return nil, &usageError{"--no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload"}
 	case f.SampleBytes > 0 && f.NoPreload:
 		return nil, &usageError{"--sample-bytes samples in the preloaded shim, which --no-preload turns off"}
 	case f.Top < 0:

@@ -310,6 +310,10 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
 	}
+	if depth, ok := s.probes.BatchDepth(); ok && !s.flags.NoBatch && s.flags.SampleBytes == 0 {
+		// Each thread hands its calls over a batch at a time.
+		env = append(env, fmt.Sprintf("MDSHIM_BATCH=%d", depth))
+	}
 	if s.flags.SampleBytes > 0 {
 		env = append(env, fmt.Sprintf("MDSHIM_SAMPLE_BYTES=%d", s.flags.SampleBytes))
 		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.flags.SampleBytes)
@@ -871,6 +875,8 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.ErrorsLost, "pointer errors were lost: the error ring buffer was full")
 	add(c.ProgramLost, "processes running the program were not traced, or not reported: a table or ring buffer was full")
 	add(c.GenLost, "programs executed could not be told from the program before: its blocks may be reported with theirs (the table of processes was full)")
+	add(c.BatchLost, "batched allocator calls were lost: a thread's batch could not be read (--no-batch reports each call as it is made)")
+	add(c.OrphansLost, "frees that came before their block's batch could not be kept for it: those blocks may be reported as leaks")
 	return out
 }
 

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Batched probe sites (MDSHIM_BATCH=depth, set by mdtrace): instead of one
+ * probe hit per call, each thread writes its allocations and frees, with
+ * the frames of their backtraces, into a buffer of its own, and hands the
+ * whole buffer to mdtrace through one call of mdshim_site_batch when it is
+ * full. A hit costs about as much as ten calls of the allocator; a batch
+ * holds dozens of calls.
+ *
+ * Two rules keep the live table that the probes build from the batches
+ * right:
+ *
+ *  - A block a thread frees is not given back to the allocator until its
+ *    free has been handed over: no other thread can get the same address,
+ *    and report it, before the probes have seen the free. The buffer holds
+ *    the blocks (held[]); a flush frees them.
+ *  - A block allocated by one thread can be freed by another one whose
+ *    batch is handed over first. The probes then keep that free aside,
+ *    with the batch's epoch (a counter every flush moves on), and an
+ *    allocation of the same address that arrives later cancels against it
+ *    if it was made before that epoch: each event carries the epoch it was
+ *    written in.
+ *
+ * mdtrace reads the buffers of a process that is stopped or being dumped
+ * (struct md_batch is its ABI), and its probes drain the buffer of a
+ * thread that ends without flushing. A thread uses the unbatched sites
+ * (flushing its buffer first) for realloc, for calls made on a stack whose
+ * bounds it does not know (a signal's alternate stack, a coroutine's), and
+ * for calls made inside one of its own batched calls (a signal handler
+ * that allocates). Nothing here calls the program's allocator except
+ * pthread_getattr_np, once per thread, as an internal call.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "mdshim.h"
+
+extern void __libc_free(void *ptr);
+
+bool md_batch_on;
+unsigned md_batch_depth;
+
+static uint64_t g_epoch = 1;
+static pthread_mutex_t g_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct md_batch_thread *g_registry;
+static pthread_key_t g_key;
+
+/* A thread whose buffer is gone for good (after its key's destructor). */
+#define RETIRED ((struct md_batch_thread *)1)
+
+static __thread struct md_batch_thread *t_batch __attribute__((tls_model("initial-exec")));
+
+static bool probed(void)
+{
+	return *(const volatile uint8_t *)(uintptr_t)mdshim_site_batch != 0x0f;
+}
+
+/*
+ * flush hands the buffer to the probes, when they are there, and then
+ * frees the blocks it held. mdtrace may read the buffer meanwhile: seq is
+ * odd while the buffer changes under it.
+ */
+static void flush(struct md_batch_thread *bt, uint64_t flags)
+{
+	uint64_t epoch;
+
+	if (bt->b.used != 0 || flags != 0) {
+		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
+		epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
+		if (probed())
+			mdshim_site_batch(&bt->b, bt->b.used, epoch, flags);
+		__atomic_store_n(&bt->b.used, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
+	}
+	for (unsigned i = 0; i < bt->nheld; i++)
+		__libc_free(bt->held[i]);
+	bt->nheld = 0;
+}
+
+static void unregister(struct md_batch_thread *bt)
+{
+	if (bt->prev != NULL)
+		bt->prev->next = bt->next;
+	else
+		g_registry = bt->next;
+	if (bt->next != NULL)
+		bt->next->prev = bt->prev;
+}
+
+void md_batch_sync(void)
+{
+	struct md_batch_thread *bt = t_batch;
+
+	if (bt != NULL && bt != RETIRED && !bt->busy && (bt->b.used != 0 || bt->nheld != 0)) {
+		bt->busy = 1;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		flush(bt, 0);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		bt->busy = 0;
+	}
+}
+
+/* The key's destructor: the thread ends, its last batch goes. */
+static void thread_done(void *arg)
+{
+	struct md_batch_thread *bt = arg;
+
+	bt->busy = 1;
+	flush(bt, MD_BATCH_RETIRE);
+	pthread_mutex_lock(&g_registry_lock);
+	unregister(bt);
+	pthread_mutex_unlock(&g_registry_lock);
+	t_batch = RETIRED;
+	munmap(bt, sizeof(*bt));
+}
+
+static void fork_prepare(void)
+{
+	md_batch_sync();
+	pthread_mutex_lock(&g_registry_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&g_registry_lock);
+}
+
+/*
+ * In the child, the other threads' buffers are copies of calls the child's
+ * memory reflects and its table, a copy of its parent's, does not: they
+ * are handed over as the child's, and their held blocks freed.
+ */
+static void fork_child(void)
+{
+	struct md_batch_thread *bt = g_registry, *next;
+
+	for (; bt != NULL; bt = next) {
+		next = bt->next;
+		if (bt == t_batch)
+			continue;
+		flush(bt, 0);
+		unregister(bt);
+		munmap(bt, sizeof(*bt));
+	}
+	pthread_mutex_init(&g_registry_lock, NULL);
+}
+
+/* At exit, the exiting thread's last calls go before the process's report. */
+__attribute__((destructor)) static void batch_exit(void)
+{
+	md_batch_sync();
+}
+
+void md_batch_init(void)
+{
+	const char *s = getenv("MDSHIM_BATCH");
+	unsigned long d;
+	char *end;
+
+	if (s == NULL || s[0] == '\0')
+		return;
+	d = strtoul(s, &end, 10);
+	if (*end != '\0' || d > MD_BATCH_MAX_DEPTH)
+		return;
+	if (pthread_key_create(&g_key, thread_done) != 0)
+		return;
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	md_batch_depth = (unsigned)d;
+	md_batch_on = true;
+}
+
+/*
+ * thread_batch returns the thread's buffer, made on its first call, or
+ * NULL when the call must go to the unbatched sites. The buffer is
+ * registered with the probes at once, so that they can drain it however
+ * the thread ends.
+ */
+static struct md_batch_thread *thread_batch(void)
+{
+	struct md_batch_thread *bt = t_batch;
+	uintptr_t lo, hi;
+	void *m;
+
+	if (__builtin_expect(bt != NULL, 1))
+		return bt == RETIRED ? NULL : bt;
+	md_internal_begin();
+	if (!md_stack_bounds(&lo, &hi)) {
+		md_internal_end();
+		t_batch = RETIRED;
+		return NULL;
+	}
+	md_internal_end();
+	m = mmap(NULL, sizeof(*bt), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED) {
+		t_batch = RETIRED;
+		return NULL;
+	}
+	bt = m;
+	bt->lo = lo;
+	bt->hi = hi;
+	if (pthread_setspecific(g_key, bt) != 0) {
+		munmap(bt, sizeof(*bt));
+		t_batch = RETIRED;
+		return NULL;
+	}
+	pthread_mutex_lock(&g_registry_lock);
+	bt->next = g_registry;
+	if (g_registry != NULL)
+		g_registry->prev = bt;
+	g_registry = bt;
+	pthread_mutex_unlock(&g_registry_lock);
+	t_batch = bt;
+	bt->busy = 1;
+	flush(bt, MD_BATCH_REGISTER);
+	bt->busy = 0;
+	return bt;
+}
+
+/*
+ * walk stores the return addresses of the frame chain from fp, the
+ * hook's frame, as the probes' own walk does at a site: the program's call
+ * of the allocator first, a record at a time while each is in the
+ * thread's stack, aligned, above the one before and holding a return
+ * address in user space.
+ */
+static inline unsigned walk(const struct md_batch_thread *bt, uintptr_t fp, uint64_t *out)
+{
+	unsigned n = 0;
+
+	while (n < md_batch_depth) {
+		uintptr_t next, ret;
+
+		if ((fp & 7) != 0 || fp < bt->lo || fp > bt->hi - 16)
+			break;
+		next = ((const uintptr_t *)fp)[0];
+		ret = ((const uintptr_t *)fp)[1];
+		if (ret < 4096 || ret >= (1ULL << 47))
+			break;
+		out[n++] = ret;
+		if (next <= fp)
+			break;
+		fp = next;
+	}
+	return n;
+}
+
+/*
+ * begin returns the thread's buffer ready for an event of up to need
+ * words, or NULL when the call goes to the unbatched sites, after the
+ * buffer's events if it has any.
+ */
+static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
+{
+	struct md_batch_thread *bt;
+
+	if (!probed()) {
+		/* mdtrace is gone: drop the events, free the blocks. */
+		md_batch_sync();
+		return NULL;
+	}
+	bt = thread_batch();
+	if (bt == NULL || bt->busy)
+		return NULL;
+	bt->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (fp < bt->lo || fp >= bt->hi) {
+		flush(bt, 0);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		bt->busy = 0;
+		return NULL;
+	}
+	if (bt->b.used + need > MD_BATCH_WORDS)
+		flush(bt, 0);
+	return bt;
+}
+
+static inline void end(struct md_batch_thread *bt, uint64_t used)
+{
+	__atomic_store_n(&bt->b.used, used, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	bt->busy = 0;
+}
+
+static inline uint64_t event_word(unsigned kind, unsigned nframes)
+{
+	return kind | (uint64_t)nframes << MD_BATCH_FRAMES_SHIFT |
+	       __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE) << MD_BATCH_EPOCH_SHIFT;
+}
+
+bool md_batch_alloc(void *fp, void *ptr, size_t size)
+{
+	struct md_batch_thread *bt = begin((uintptr_t)fp, 3 + md_batch_depth);
+	uint64_t *w;
+	unsigned n;
+
+	if (bt == NULL)
+		return false;
+	w = &bt->b.words[bt->b.used];
+	n = walk(bt, (uintptr_t)fp, w + 3);
+	w[0] = event_word(MD_BATCH_ALLOC, n);
+	w[1] = (uintptr_t)ptr;
+	w[2] = size;
+	end(bt, bt->b.used + 3 + n);
+	return true;
+}
+
+bool md_batch_free(void *fp, void *ptr)
+{
+	struct md_batch_thread *bt = begin((uintptr_t)fp, 2);
+	uint64_t *w;
+
+	if (bt == NULL)
+		return false;
+	if (bt->nheld == MD_BATCH_HELD)
+		flush(bt, 0);
+	w = &bt->b.words[bt->b.used];
+	w[0] = event_word(MD_BATCH_FREE, 0);
+	w[1] = (uintptr_t)ptr;
+	bt->held[bt->nheld++] = ptr;
+	end(bt, bt->b.used + 2);
+	return true;
+}
+

@@ -1,0 +1,251 @@
+//go:build linux
+
+package tracer
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/leak"
+)
+
+// The shim's batches (shim/batch.c, struct md_batch): each thread of a
+// launched command hands its allocations and frees to the probes a buffer
+// at a time. Between two hand-overs the probes' table lacks the calls a
+// buffer holds; a snapshot reads the buffers of the process from its
+// memory and adds them (pendingBatches, addPending). These constants mirror
+// the shim's and bpf/mdtrace.bpf.c's.
+const (
+	batchWords        = 440
+	batchHeader       = 16
+	batchAlloc        = 1
+	batchFree         = 2
+	batchFramesShift  = 8
+	batchFramesMask   = 0x1ff
+	batchEpochShift   = 20
+	batchReadAttempts = 4
+)
+
+// pendingCall is a call a thread's batch holds.
+type pendingCall struct {
+	free   bool
+	epoch  uint64
+	ptr    uint64
+	size   uint64
+	frames []uint64 // return addresses, as the probes store them
+}
+
+// pendingCalls are the calls the batches of a process hold, and the frees
+// the probes keep aside for it, by address, with their epochs.
+type pendingCalls struct {
+	calls   []pendingCall
+	orphans map[uint64]uint64
+}
+
+// drained is the count of batches the probes drained at their threads' ends.
+func (p *Probes) drained() uint64 {
+	var n uint64
+	if p.objs.BatchesDrained.Get(&n) != nil {
+		return 0
+	}
+	return n
+}
+
+// pendingBatches reads the batches of process tgid's threads from its
+// memory, the calls they hold in order, and the frees the probes keep
+// aside for tgid. A batch that changes under every read (its thread
+// handing it over meanwhile, so that the table gets its calls) is left
+// out.
+func (p *Probes) pendingBatches(tgid int) pendingCalls {
+	var (
+		tid   uint32
+		bt    bpf.MdtraceBatchThread
+		addrs []uint64
+		it    = p.objs.BatchThreads.Iterate()
+	)
+	for it.Next(&tid, &bt) {
+		if int(bt.Tgid) == tgid {
+			addrs = append(addrs, bt.Addr)
+		}
+	}
+	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrIterationAborted) || len(addrs) == 0 {
+		return pendingCalls{}
+	}
+	var calls []pendingCall
+	buf := make([]byte, batchHeader+8*batchWords)
+	for _, addr := range addrs {
+		for range batchReadAttempts {
+			words, ok := readBatch(tgid, addr, buf)
+			if ok {
+				calls = appendCalls(calls, words, p.stackDepth)
+				break
+			}
+		}
+	}
+	if len(calls) == 0 {
+		return pendingCalls{}
+	}
+	return pendingCalls{calls, p.orphansOf(tgid)}
+}
+
+// readBatch reads the batch at addr in process pid's memory into buf and
+// returns its words in use, with false when the batch changed meanwhile
+// or could not be read.
+func readBatch(pid int, addr uint64, buf []byte) ([]uint64, bool) {
+	if !readMem(pid, addr, buf) {
+		return nil, false
+	}
+	seq := binary.LittleEndian.Uint64(buf)
+	used := binary.LittleEndian.Uint64(buf[8:])
+	if seq%2 != 0 || used > batchWords {
+		return nil, false
+	}
+	var again [8]byte
+	if !readMem(pid, addr, again[:]) || binary.LittleEndian.Uint64(again[:]) != seq {
+		return nil, false
+	}
+	words := make([]uint64, used)
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64(buf[batchHeader+8*i:])
+	}
+	return words, true
+}
+
+// readMem reads len(buf) bytes at addr of process pid.
+func readMem(pid int, addr uint64, buf []byte) bool {
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	return err == nil && n == len(buf)
+}
+
+// appendCalls decodes the events of a batch's words, as batch_event does,
+// up to the first that makes no sense.
+func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
+	for at := 0; at < len(w); {
+		kind := w[at] & 0xff
+		nr := int(w[at]>>batchFramesShift) & batchFramesMask
+		c := pendingCall{epoch: w[at] >> batchEpochShift}
+		switch {
+		case kind == batchFree && at+2 <= len(w):
+			c.free, c.ptr = true, w[at+1]
+			at += 2
+		case kind == batchAlloc && nr <= depth && at+3+nr <= len(w):
+			c.ptr, c.size = w[at+1], w[at+2]
+			c.frames = w[at+3 : at+3+nr]
+			at += 3 + nr
+		default:
+			return calls
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// addPending applies the calls of a process's batches to its snapshot,
+// read after them. A batch's blocks stay allocated until the probes have
+// its frees, so a pending free's block cannot have been handed out again,
+// and a block freed while its allocation is pending is the same block: a
+// pending allocation and a pending free of one address cancel. A pending
+// allocation already in the snapshot was handed over meanwhile (a thread
+// ending); one whose free the probes kept aside (orphans) is gone.
+func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
+	calls := pending.calls
+	if len(calls) == 0 {
+		return
+	}
+	allocs := map[uint64]*pendingCall{}
+	frees := map[uint64]bool{}
+	for i := range calls {
+		c := &calls[i]
+		switch {
+		case !c.free:
+			allocs[c.ptr] = c
+		case allocs[c.ptr] != nil:
+			delete(allocs, c.ptr)
+		default:
+			frees[c.ptr] = true
+		}
+	}
+	kept := snap.Allocs[:0]
+	for _, a := range snap.Allocs {
+		if frees[a.Ptr] {
+			continue
+		}
+		delete(allocs, a.Ptr)
+		kept = append(kept, a)
+	}
+	snap.Allocs = kept
+	if len(allocs) == 0 {
+		return
+	}
+	orphans := pending.orphans
+	zygote := false
+	var one uint32
+	if p.objs.Zygotes.Lookup(uint32(snap.PID), &one) == nil {
+		zygote = true
+	}
+	var on uint32
+	btOn := p.objs.BacktraceOn.Get(&on) == nil && on != 0
+	for _, c := range allocs {
+		if e, ok := orphans[c.ptr]; ok && c.epoch < e {
+			continue
+		}
+		a := leak.Alloc{Ptr: c.ptr, Size: c.size, Zygote: zygote}
+		if btOn && p.allocBacktraces && c.size >= p.btMin && c.size <= p.btMax && len(c.frames) > 0 {
+			a.StackID = stackHash(c.frames)
+			if _, ok := snap.Stacks[a.StackID]; !ok {
+				frames := make([]uint64, len(c.frames))
+				for i, f := range c.frames {
+					frames[i] = f - 1
+				}
+				snap.Stacks[a.StackID] = frames
+			}
+		}
+		snap.Allocs = append(snap.Allocs, a)
+	}
+}
+
+// orphansOf returns the frees the probes keep aside for process tgid, by
+// address, with their epochs.
+func (p *Probes) orphansOf(tgid int) map[uint64]uint64 {
+	mine := p.blocksOf(tgid)
+	out := map[uint64]uint64{}
+	var (
+		key   bpf.MdtraceAllocKey
+		epoch uint64
+		it    = p.objs.Orphans.Iterate()
+	)
+	for it.Next(&key, &epoch) {
+		if mine(&key) {
+			out[key.Ptr] = epoch
+		}
+	}
+	return out
+}
+
+// stackHash is the id the probes give a backtrace (stack_id_of).
+func stackHash(frames []uint64) uint64 {
+	h := uint64(len(frames))
+	for _, f := range frames {
+		h = mix64(h ^ f)
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func mix64(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
