@@ -63,7 +63,7 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mdtrace-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-order=(native floor pointfloor sitefloor attach sites sample4k sample64k shimsites shimsample record checks shim jenative jeattach heaptrack memcheck massif)
+order=(native floor pointfloor sitefloor attach sites nobatch sample4k sample64k shimsites shimsample record checks shim jenative jeattach heaptrack memcheck massif)
 declare -A label=(
 	[native]="native"
 	[floor]="floor: empty probes on malloc, free"
@@ -71,6 +71,7 @@ declare -A label=(
 	[sitefloor]="site floor: empty probes on shim sites"
 	[attach]="attach style: --no-preload bt=16"
 	[sites]="launch, sites: backtrace=16"
+	[nobatch]="  the same, --no-batch"
 	[sample4k]="  the same, --sample-bytes 4096"
 	[sample64k]="  the same, --sample-bytes 65536"
 	[shimsites]="shim alone: sites, no probes"
@@ -108,6 +109,7 @@ run_config() {
 	sitefloor) bin/mdbench --sites "$shim" -- "$@" ;;
 	attach) bin/mdtrace --no-preload -o backtrace=16 --log /dev/null -- "$@" ;;
 	sites) bin/mdtrace -o backtrace=16 --log /dev/null -- "$@" ;;
+	nobatch) bin/mdtrace --no-batch -o backtrace=16 --log /dev/null -- "$@" ;;
 	sample4k) bin/mdtrace --sample-bytes 4096 -o backtrace=16 --log /dev/null -- "$@" 2>/dev/null ;;
 	sample64k) bin/mdtrace --sample-bytes 65536 -o backtrace=16 --log /dev/null -- "$@" 2>/dev/null ;;
 	record)
@@ -216,7 +218,7 @@ declare -A title=(
 # delete under glibc's libstdc++ (new calls malloc; without the shim its
 # operator new has a probe of its own for backtraces) and under jemalloc
 # (its own operators, probed as allocation functions).
-declare -A only=([newpairs]="native attach sites jenative jeattach")
+declare -A only=([newpairs]="native attach sites nobatch jenative jeattach")
 
 # bench WORKLOAD: measures every configuration and prints the table.
 bench() {
@@ -362,6 +364,7 @@ for wl in "${workloads[@]}"; do
 	target "$wl" "attach style bt=16 / floor" attach floor "<=" 1.10
 	target "$wl" "  the same / floor at its probe points" attach pointfloor "<=" 1.10
 	target "$wl" "attach style / with sites (sites cheaper by)" attach sites ">=" 5
+	target "$wl" "  the same, sites with --no-batch (for information)" attach nobatch ">=" 5
 	target "$wl" "with sites / heaptrack" sites heaptrack "<" 1
 	target "$wl" "shim alone / native" shim native "<=" 3
 done

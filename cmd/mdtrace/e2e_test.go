@@ -203,6 +203,7 @@ var launchModes = []struct {
 }{
 	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free mdshim_site_batch in "},
 	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /"},
+	{"no-batch", "--no-batch", "mdshim_site_alloc mdshim_site_free mdshim_site_batch in "},
 }
 
 // modeFlag is the flag of a launch mode.
@@ -211,6 +212,38 @@ func modeFlag(flag string) string {
 		return flag + shimBin()
 	}
 	return flag
+}
+
+// TestHandoffLeaks: blocks passed between threads, which each hand their
+// calls over a batch at a time in the default mode, and a process that
+// ends while its threads' batches hold calls, with exit and with _exit.
+// Every mode reports the same leaks of the program's own.
+func TestHandoffLeaks(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		for _, end := range []string{"exit", "_exit"} {
+			t.Run(mode.name+"/"+end, func(t *testing.T) {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath,
+					"--", prog("handoff"), "10000", "3", "2", "4", end)
+				if r.code != 0 || r.stdout != "handoff 10000 3 2 4\n" {
+					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+				}
+				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+					t.Errorf("stderr, want only the tracing line:\n%s", r.stderr)
+				}
+				log := readFile(t, logPath)
+				for _, want := range []struct {
+					what string
+					n    int
+				}{{"leaked block of size 4000 ", 12}, {"leaked block of size 3000 ", 2}, {"(handoff_keep+", 12}, {"(handoff_main+", 2}, {"(handoff_make+", 0}, {"(handoff_churn+", 0}} {
+					if n := strings.Count(log, want.what); n != want.n {
+						t.Errorf("%d lines with %q, want %d", n, want.what, want.n)
+					}
+				}
+			})
+		}
+	}
 }
 
 // TestLaunchLeakReport gives the same report, byte for byte, in both launch
@@ -718,6 +751,8 @@ func TestBadInput(t *testing.T) {
 		{"sample-bytes without the shim", []string{"--sample-bytes", "4096", "--no-preload", "--", "true"}, 2, "mdtrace: --sample-bytes samples in the preloaded shim, which --no-preload turns off\nRun 'mdtrace --help' for usage.\n"},
 		{"sample-bytes with record_allocs", []string{"--sample-bytes", "4096", "-o", "record_allocs", "--", "true"}, 2, "mdtrace: option record_allocs needs every allocator call: it cannot be used with --sample-bytes\n"},
 		{"sample-bytes with verify_pointers", []string{"--sample-bytes", "4096", "-o", "backtrace verify_pointers", "--", "true"}, 2, "mdtrace: option verify_pointers needs every allocator call: it cannot be used with --sample-bytes\n"},
+		{"no-batch with -p", []string{"--no-batch", "-p", "1"}, 2, "mdtrace: --no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload\nRun 'mdtrace --help' for usage.\n"},
+		{"no-batch without the shim", []string{"--no-batch", "--no-preload", "--", "true"}, 2, "mdtrace: --no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload\nRun 'mdtrace --help' for usage.\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
 	}
 	// kthreadd is PID 2 where mdtrace sees the host's PIDs.

@@ -48,7 +48,7 @@ func TestVerboseLines(t *testing.T) {
 			for _, m := range logMessages(t, readFile(t, dir+"/log"), "") {
 				if sm := re.FindStringSubmatch(m); sm != nil {
 					target, _ := strconv.Atoi(sm[2])
-					if (target == pid) != (mode.name == "sites") {
+					if (target == pid) != (mode.name != "no-preload") {
 						t.Errorf("%q names PID %d; the traced process is %d", m, target, pid)
 					}
 					m = strings.Replace(m, sm[2], "PID", 1)

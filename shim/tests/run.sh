@@ -40,6 +40,10 @@ build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/sample_test" "$HERE/sampl
 build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread -Wall -Wextra -Werror \
 	-o "$T/sample_hooks_test" "$HERE/sample_hooks_test.c" "$HERE/site_model.c" \
 	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm
+# The batched sites with the same model.
+build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -rdynamic -pthread -Wall -Wextra -Werror \
+	-o "$T/batch_hooks_test" "$HERE/batch_hooks_test.c" "$HERE/site_model.c" \
+	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm -ldl
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
 	-o "$T/md_test" "$HERE/md_test.c"
 build $CXX -O1 -g -std=c++17 -Wall -Wextra -Werror -o "$T/cxx_test" "$HERE/cxx_test.cc"
@@ -90,6 +94,14 @@ for mode in off on on:guard; do
 		fail "sample_hooks $mode"
 	fi
 done
+
+# The batched sites: held frees, exact hand-over, frames, threads' ends.
+if MDSHIM_BATCH=16 MDSHIM_CTL=/nonexistent LIBC_DEBUG_MALLOC_OPTIONS=backtrace "$T/batch_hooks_test" >"$T/batch.out" 2>&1; then
+	pass batch_hooks
+else
+	cat "$T/batch.out"
+	fail batch_hooks
+fi
 
 # The pointer table against a reference model, from one thread and from eight.
 if "$T/ptrtab_test" >"$T/ptrtab.out" 2>&1; then

@@ -5,7 +5,10 @@
  * a live table as the BPF program alloc_site does (a free or a realloc
  * removes the block before the allocator can reuse it, a failed realloc
  * puts it back) and count what the probes would see. It allocates nothing:
- * the table is a static array under a mutex.
+ * the table is a static array under a mutex. mdshim_site_batch applies a
+ * batch's events in order, as the BPF program does when no free comes
+ * before its block's allocation (the model is for one thread at a time
+ * handing over blocks it allocated itself).
  */
 #include <math.h>
 #include <pthread.h>
@@ -137,6 +140,40 @@ void mdshim_site_free(void *ptr, unsigned long call)
 	if (call == MD_CALL_REALLOC) {
 		t_old = s;
 		t_old_valid = found;
+	}
+	pthread_mutex_unlock(&g_model_lock);
+}
+
+void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64_t flags)
+{
+	struct slot s;
+
+	(void)epoch;
+	(void)flags;
+	pthread_mutex_lock(&g_model_lock);
+	g_counts.batches++;
+	for (uint64_t at = 0; at < used && used <= MD_BATCH_WORDS;) {
+		uint64_t w0 = b->words[at], nr = (w0 >> MD_BATCH_FRAMES_SHIFT) & 0x1ff;
+
+		if ((w0 & 0xff) == MD_BATCH_FREE && at + 2 <= used) {
+			g_counts.frees++;
+			if (take((uintptr_t)b->words[at + 1], &s))
+				g_counts.live--;
+			else
+				g_counts.unknown_frees++;
+			at += 2;
+		} else if ((w0 & 0xff) == MD_BATCH_ALLOC && nr <= md_batch_depth && at + 3 + nr <= used) {
+			put((uintptr_t)b->words[at + 1], b->words[at + 2]);
+			count_alloc(b->words[at + 2]);
+			if (nr > 0) {
+				g_counts.framed++;
+				g_counts.last_frame = b->words[at + 3];
+			}
+			at += 3 + nr;
+		} else {
+			g_counts.bad_events++;
+			break;
+		}
 	}
 	pthread_mutex_unlock(&g_model_lock);
 }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* site_model_counts is what the probes saw, from the start of the program. */
 struct site_model_counts {
@@ -17,6 +18,10 @@ struct site_model_counts {
 	double bytes;	    /* sizes of the reported blocks */
 	double est_blocks;  /* the reported blocks weighted by 1/(1-exp(-size/N)) */
 	double est_bytes;   /* their sizes weighted likewise */
+	long batches;	    /* batches handed over (mdshim_site_batch) */
+	long framed;	    /* batched allocations that came with frames */
+	long bad_events;    /* batch events that made no sense */
+	uintptr_t last_frame; /* the first frame of the last batched allocation */
 };
 
 struct site_model_counts site_model_counts(void);

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The shim's batched sites (batch.c) with the model of the probes
+ * (site_model.c) in place of site.c, run with MDSHIM_BATCH=16 and
+ * MDSHIM_CTL set, as under mdtrace:
+ *
+ *  - a block freed is held until its free is handed over: the next
+ *    allocation of its size gets another address;
+ *  - 20000 allocations and frees reach the model exactly, a batch at a
+ *    time, each allocation with its frames, the first of them in the
+ *    function that called malloc;
+ *  - a realloc hands the thread's batch over first;
+ *  - threads that end hand their last batch over: after the joins the
+ *    model holds exactly the blocks they kept.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mdshim.h"
+#include "check.h"
+#include "site_model.h"
+
+enum { BLOCKS = 20000, THREADS = 4, THREAD_BLOCKS = 5000, THREAD_KEPT = 10 };
+
+static struct site_model_counts diff(struct site_model_counts a, struct site_model_counts b)
+{
+	return (struct site_model_counts){
+		.allocs = b.allocs - a.allocs,
+		.frees = b.frees - a.frees,
+		.unknown_frees = b.unknown_frees - a.unknown_frees,
+		.double_allocs = b.double_allocs - a.double_allocs,
+		.live = b.live - a.live,
+		.batches = b.batches - a.batches,
+		.framed = b.framed - a.framed,
+		.bad_events = b.bad_events - a.bad_events,
+	};
+}
+
+/*
+ * sync_realloc hands the thread's batch over: a realloc does, before its
+ * own call. Through a volatile, or the compiler makes it a malloc.
+ */
+static void *sync_realloc(void)
+{
+	void *volatile none = NULL;
+
+	return realloc(none, 1);
+}
+
+__attribute__((noinline)) void *make_block(size_t size)
+{
+	void *p = malloc(size);
+
+	__asm__ volatile("" ::: "memory");
+	return p;
+}
+
+static void held(void)
+{
+	void *volatile p = malloc(64), *volatile q;
+
+	free(p);
+	q = malloc(64);
+	CHECK(q != p, "a freed block came back before its free was handed over");
+	free(q);
+	free(sync_realloc());
+}
+
+static void exact(void)
+{
+	static void *blocks[BLOCKS];
+	void *r0 = sync_realloc(), *r;
+	struct site_model_counts c0 = site_model_counts(), c;
+
+	for (int i = 0; i < BLOCKS; i++)
+		blocks[i] = make_block(16 + (size_t)i % 512);
+	for (int i = 0; i < BLOCKS; i++)
+		free(blocks[i]);
+	r = sync_realloc();
+	c = diff(c0, site_model_counts());
+	/* The realloc's block goes to the unbatched sites, after the batch. */
+	CHECK(c.allocs == BLOCKS + 1 && c.frees == BLOCKS && c.live == 1, "%ld allocations, %ld frees, %ld live; want %d, %d, 1",
+	      c.allocs, c.frees, c.live, BLOCKS + 1, BLOCKS);
+	CHECK(c.unknown_frees == 0 && c.double_allocs == 0 && c.bad_events == 0, "%ld unknown frees, %ld double allocations, %ld bad events",
+	      c.unknown_frees, c.double_allocs, c.bad_events);
+	CHECK(c.framed == BLOCKS, "%ld of %d batched allocations with frames", c.framed, BLOCKS);
+	/* A batch is a page: 20000 allocations of 3 + frames words, and frees. */
+	CHECK(c.batches > 100 && c.batches < BLOCKS / 10, "%ld batches", c.batches);
+	free(r);
+	free(r0);
+}
+
+/* The first frame of a batched allocation is in the function that called malloc. */
+static void frames(void)
+{
+	void *p = make_block(100), *r = sync_realloc();
+	struct site_model_counts c = site_model_counts();
+	Dl_info info;
+
+	CHECK(dladdr((void *)c.last_frame, &info) != 0 && info.dli_sname != NULL && strcmp(info.dli_sname, "make_block") == 0,
+	      "first frame %#lx is in %s, want make_block", (unsigned long)c.last_frame,
+	      info.dli_sname != NULL ? info.dli_sname : "?");
+	free(p);
+	free(r);
+}
+
+static void *worker(void *arg)
+{
+	void **kept = arg;
+	void *blocks[THREAD_BLOCKS];
+
+	for (int i = 0; i < THREAD_BLOCKS; i++)
+		blocks[i] = make_block(777);
+	for (int i = 0; i < THREAD_BLOCKS; i++)
+		free(blocks[i]);
+	for (int i = 0; i < THREAD_KEPT; i++)
+		kept[i] = make_block(888);
+	return NULL;
+}
+
+static void threads(void)
+{
+	static void *kept[THREADS][THREAD_KEPT];
+	pthread_t t[THREADS];
+	struct site_model_counts c0, c;
+	size_t size;
+
+	free(sync_realloc());
+	c0 = site_model_counts();
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, worker, kept[i]);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	c = diff(c0, site_model_counts());
+	CHECK(c.unknown_frees == 0 && c.double_allocs == 0 && c.bad_events == 0, "threads: %ld unknown frees, %ld double allocations, %ld bad events",
+	      c.unknown_frees, c.double_allocs, c.bad_events);
+	for (int i = 0; i < THREADS; i++)
+		for (int j = 0; j < THREAD_KEPT; j++)
+			CHECK(site_model_live(kept[i][j], &size) && size == 888, "thread %d's block %d is not live in the model", i, j);
+	CHECK(c.allocs >= THREADS * (THREAD_BLOCKS + THREAD_KEPT) && c.frees >= THREADS * THREAD_BLOCKS,
+	      "threads: %ld allocations, %ld frees", c.allocs, c.frees);
+	for (int i = 0; i < THREADS; i++)
+		for (int j = 0; j < THREAD_KEPT; j++)
+			free(kept[i][j]);
+}
+
+int main(void)
+{
+	if (!md_batch_on) {
+		fprintf(stderr, "batching is off: run with MDSHIM_BATCH and MDSHIM_CTL set\n");
+		return 1;
+	}
+	held();
+	exact();
+	frames();
+	threads();
+	if (failures == 0)
+		printf("ok\n");
+	return failures != 0;
+}
