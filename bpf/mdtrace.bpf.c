@@ -2173,10 +2173,21 @@ int program_exec(u64 *ctx)
 SEC("raw_tp/sched_process_exec")
 int exec_gen(u64 *ctx)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32, gen;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, tid = bpf_get_current_pid_tgid(), old = ctx[1], gen;
+	struct batch_space *sp;
 
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
+	/*
+	 * The old program's batch went with its memory (its calls with its
+	 * blocks); the thread may have had another id before the exec.
+	 */
+	sp = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+	if (sp && sp->addr) {
+		sp->addr = 0;
+		bpf_map_delete_elem(&batch_threads, &tid);
+		bpf_map_delete_elem(&batch_threads, &old);
+	}
 	gen = current_gen();
 	if (bpf_map_update_elem(&gens, &tgid, &gen, BPF_ANY) != 0)
 		count(COUNTER_GEN_LOST);

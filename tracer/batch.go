@@ -229,6 +229,26 @@ func (p *Probes) orphansOf(tgid int) map[uint64]uint64 {
 	return out
 }
 
+// dropOrphans deletes the frees kept aside for the blocks drop picks,
+// those of processes that ended or executed another program: no
+// allocation will come for them.
+func (p *Probes) dropOrphans(drop func(*bpf.MdtraceAllocKey) bool) {
+	var (
+		key   bpf.MdtraceAllocKey
+		epoch uint64
+		gone  []bpf.MdtraceAllocKey
+		it    = p.objs.Orphans.Iterate()
+	)
+	for it.Next(&key, &epoch) {
+		if drop(&key) {
+			gone = append(gone, key)
+		}
+	}
+	for _, k := range gone {
+		p.objs.Orphans.Delete(k)
+	}
+}
+
 // stackHash is the id the probes give a backtrace (stack_id_of).
 func stackHash(frames []uint64) uint64 {
 	h := uint64(len(frames))

@@ -1130,6 +1130,7 @@ func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]
 		})
 	}
 	p.tables.mem.RUnlock()
+	p.dropOrphans(drop)
 	p.mu.Lock()
 	for tgid := range tgids {
 		// A program executed in a zygote child is a program of its own.
