@@ -578,7 +578,7 @@ struct {
  * instead of a hash map lookup. The stacks map only grows, so a hash seen
  * there stays valid.
  */
-#define SEEN_STACKS 256
+#define SEEN_STACKS 4096
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SEEN_STACKS);
@@ -1538,6 +1538,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 struct batch_space {
 	u64 addr;
 	u64 seq;	/* the sequence word of the last batch applied */
+	u64 seq_addr;	/* and where that batch is */
 	u64 hdr[2];	/* a batch's header, read with its words */
 	u64 w[2 * (BATCH_MASK + 1)];
 };
@@ -1560,7 +1561,7 @@ struct batch_thread {
 	u64 addr;
 };
 
-#define MAX_BATCH_THREADS 65536
+#define MAX_BATCH_THREADS 16384
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -1578,7 +1579,7 @@ const struct batch_thread unused_batch_thread __attribute__((unused)) = {};
  * batch that comes later. An allocation of the same block written before
  * that epoch cancels against it; one written after is a new block.
  */
-#define MAX_ORPHANS 65536
+#define MAX_ORPHANS 16384
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -1617,11 +1618,21 @@ static __always_inline u32 masked(u32 i, const u32 mask)
  * table), then, past a full barrier, looks for the other. Whoever deletes
  * the kept free accounts for the pair.
  */
+/* A word per CPU for full_barrier's atomic add: no other CPU touches it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} fences SEC(".maps");
+
 static __always_inline void full_barrier(void)
 {
-	static volatile u64 fence;
+	u32 zero = 0;
+	u64 *f = bpf_map_lookup_elem(&fences, &zero);
 
-	__sync_fetch_and_add(&fence, 1);
+	if (f)
+		__sync_fetch_and_add(f, 1);
 }
 
 /* Raises orphan_epoch to at least epoch (an allocation's filter). */
@@ -1794,9 +1805,10 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 		count(COUNTER_BATCH_LOST);
 		return false;
 	}
-	if (sp->hdr[0] == sp->seq)
+	if (sp->hdr[0] == sp->seq && addr == sp->seq_addr)
 		return true;
 	sp->seq = sp->hdr[0];
+	sp->seq_addr = addr;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
 		if (at >= used)

@@ -27,11 +27,12 @@ type MdtraceAllocKey struct {
 }
 
 type MdtraceBatchSpace struct {
-	_    structs.HostLayout
-	Addr uint64
-	Seq  uint64
-	Hdr  [2]uint64
-	W    [1024]uint64
+	_       structs.HostLayout
+	Addr    uint64
+	Seq     uint64
+	SeqAddr uint64
+	Hdr     [2]uint64
+	W       [1024]uint64
 }
 
 type MdtraceBatchThread struct {
@@ -124,6 +125,7 @@ const (
 	MdtraceMapErrors             = "errors"
 	MdtraceMapExecScratch        = "exec_scratch"
 	MdtraceMapExecs              = "execs"
+	MdtraceMapFences             = "fences"
 	MdtraceMapFreed              = "freed"
 	MdtraceMapGens               = "gens"
 	MdtraceMapNotify             = "notify"
@@ -246,6 +248,7 @@ type MdtraceMapSpecs struct {
 	Errors       *ebpf.MapSpec `ebpf:"errors"`
 	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Execs        *ebpf.MapSpec `ebpf:"execs"`
+	Fences       *ebpf.MapSpec `ebpf:"fences"`
 	Freed        *ebpf.MapSpec `ebpf:"freed"`
 	Gens         *ebpf.MapSpec `ebpf:"gens"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
@@ -328,6 +331,7 @@ type MdtraceMaps struct {
 	Errors       *ebpf.Map `ebpf:"errors"`
 	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
 	Execs        *ebpf.Map `ebpf:"execs"`
+	Fences       *ebpf.Map `ebpf:"fences"`
 	Freed        *ebpf.Map `ebpf:"freed"`
 	Gens         *ebpf.Map `ebpf:"gens"`
 	Notify       *ebpf.Map `ebpf:"notify"`
@@ -355,6 +359,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Errors,
 		m.ExecScratch,
 		m.Execs,
+		m.Fences,
 		m.Freed,
 		m.Gens,
 		m.Notify,

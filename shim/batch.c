@@ -46,6 +46,7 @@ static uint64_t g_epoch = 1;
 static pthread_mutex_t g_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct md_batch_thread *g_registry;
 static pthread_key_t g_key;
+static size_t (*g_usable_size)(void *);
 
 /* A thread whose buffer is gone for good (after its key's destructor). */
 #define RETIRED ((struct md_batch_thread *)1)
@@ -77,6 +78,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 	for (unsigned i = 0; i < bt->nheld; i++)
 		__libc_free(bt->held[i]);
 	bt->nheld = 0;
+	bt->held_bytes = 0;
 }
 
 static void unregister(struct md_batch_thread *bt)
@@ -145,6 +147,10 @@ static void fork_child(void)
 		munmap(bt, sizeof(*bt));
 	}
 	pthread_mutex_init(&g_registry_lock, NULL);
+	/* The probes know the child's thread by its own buffer again. */
+	bt = t_batch;
+	if (bt != NULL && bt != RETIRED)
+		flush(bt, MD_BATCH_REGISTER);
 }
 
 /* At exit, the exiting thread's last calls go before the process's report. */
@@ -153,7 +159,7 @@ __attribute__((destructor)) static void batch_exit(void)
 	md_batch_sync();
 }
 
-void md_batch_init(void)
+void md_batch_init(size_t (*usable_size)(void *))
 {
 	const char *s = getenv("MDSHIM_BATCH");
 	unsigned long d;
@@ -168,6 +174,7 @@ void md_batch_init(void)
 		return;
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	md_batch_depth = (unsigned)d;
+	g_usable_size = usable_size;
 	md_batch_on = true;
 }
 
@@ -319,7 +326,12 @@ bool md_batch_free(void *fp, void *ptr)
 	w[0] = event_word(MD_BATCH_FREE, 0);
 	w[1] = (uintptr_t)ptr;
 	bt->held[bt->nheld++] = ptr;
-	end(bt, bt->b.used + 2);
+	bt->held_bytes += g_usable_size(ptr);
+	bt->b.used += 2;
+	/* A program that frees large blocks gets its memory back at once. */
+	if (bt->held_bytes > MD_BATCH_HELD_BYTES)
+		flush(bt, 0);
+	end(bt, bt->b.used);
 	return true;
 }
 

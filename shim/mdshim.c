@@ -249,9 +249,9 @@ static void md_init(void)
 	md_log_init();
 	g_site_times = getenv("MDSHIM_RECORD") != NULL;
 	md_sample_init();
-	if (!g_site_times && md_sample_bytes == 0 && getenv("MDSHIM_CTL") != NULL)
-		md_batch_init();
 	real_usable_size = find_usable_size();
+	if (!g_site_times && md_sample_bytes == 0 && getenv("MDSHIM_CTL") != NULL && real_usable_size != NULL)
+		md_batch_init(real_usable_size);
 	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
 	if (real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
 		t.in_shim = 0;

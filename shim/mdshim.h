@@ -212,6 +212,7 @@ void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("
  */
 #define MD_BATCH_WORDS 440
 #define MD_BATCH_HELD 48
+#define MD_BATCH_HELD_BYTES (256 * 1024)
 #define MD_BATCH_MAX_DEPTH 256
 #define MD_BATCH_ALLOC 1
 #define MD_BATCH_FREE 2
@@ -233,6 +234,7 @@ struct md_batch_thread {
 	struct md_batch_thread *prev, *next;
 	unsigned nheld;
 	int busy; /* inside a batched call: a nested one goes unbatched */
+	size_t held_bytes;
 	void *held[MD_BATCH_HELD];
 };
 _Static_assert(sizeof(struct md_batch_thread) <= 4096, "a thread's batch outgrew its page");
@@ -242,14 +244,16 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 
 /*
  * md_batch_on tells whether the hooks batch, md_batch_depth the frames an
- * allocation holds; md_batch_init reads them from MDSHIM_BATCH. md_batch_alloc and md_batch_free add
+ * allocation holds; md_batch_init reads them from MDSHIM_BATCH, and takes
+ * the allocator's malloc_usable_size, which bounds the bytes a thread
+ * holds. md_batch_alloc and md_batch_free add
  * an event, fp being the hook's frame; false means the call goes to the
  * unbatched sites. md_batch_sync hands over the thread's events before an
  * unbatched call.
  */
 extern bool md_batch_on __attribute__((visibility("hidden")));
 extern unsigned md_batch_depth __attribute__((visibility("hidden")));
-void md_batch_init(void);
+void md_batch_init(size_t (*usable_size)(void *));
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);
 void md_batch_sync(void);

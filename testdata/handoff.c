@@ -10,9 +10,14 @@
 //
 //   exit   returning from main
 //   _exit  calling _exit(0), which runs no exit handlers
+//   fork   forking first: the child, a copy of the process whose other
+//          threads' last calls it holds in its memory but not their
+//          threads, calls _exit(0) at once; the parent waits for it, then
+//          calls _exit(0)
 //
-// The live blocks at the end are exactly PRODUCERS*KEEP of 4000 bytes and
-// two of 3000, however the calls were batched.
+// The live blocks at the end (of each process, with fork) are exactly
+// PRODUCERS*KEEP of 4000 bytes and two of 3000, however the calls were
+// batched.
 //
 //   handoff N PRODUCERS CONSUMERS KEEP MODE
 #include <pthread.h>
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -103,7 +109,7 @@ int main(int argc, char **argv)
 	pthread_t t;
 
 	if (argc != 6) {
-		fprintf(stderr, "usage: handoff N PRODUCERS CONSUMERS KEEP exit|_exit\n");
+		fprintf(stderr, "usage: handoff N PRODUCERS CONSUMERS KEEP exit|_exit|fork\n");
 		return 2;
 	}
 	n = atoi(argv[1]);
@@ -127,7 +133,14 @@ int main(int argc, char **argv)
 	mine[1] = handoff_main();
 	printf("handoff %d %d %d %d\n", n, producers, consumers, keep);
 	fflush(stdout);
-	if (strcmp(argv[5], "_exit") == 0)
+	if (strcmp(argv[5], "fork") == 0) {
+		pid_t child = fork();
+
+		if (child == 0)
+			_exit(0);
+		waitpid(child, NULL, 0);
+	}
+	if (strcmp(argv[5], "exit") != 0)
 		_exit(0);
 	return 0;
 }

@@ -249,6 +249,32 @@ func (p *Probes) dropOrphans(drop func(*bpf.MdtraceAllocKey) bool) {
 	}
 }
 
+// copyOrphans gives process child a copy of the frees kept aside for the
+// blocks parents picks.
+func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int) error {
+	var (
+		key    bpf.MdtraceAllocKey
+		epoch  uint64
+		keys   []bpf.MdtraceAllocKey
+		epochs []uint64
+		it     = p.objs.Orphans.Iterate()
+	)
+	for it.Next(&key, &epoch) {
+		if parents(&key) {
+			k := key
+			k.Tgid = uint32(child)
+			keys = append(keys, k)
+			epochs = append(epochs, epoch)
+		}
+	}
+	for i := range keys {
+		if err := p.objs.Orphans.Put(keys[i], epochs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stackHash is the id the probes give a backtrace (stack_id_of).
 func stackHash(frames []uint64) uint64 {
 	h := uint64(len(frames))

@@ -1193,6 +1193,11 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 			return fmt.Errorf("copying %d blocks of process %d to its child %d: %w", len(keys), parent, child, err)
 		}
 	}
+	// The child hands over its copies of its parent's threads' batches,
+	// whose blocks' frees the probes may keep for the parent.
+	if err := p.copyOrphans(parents, child); err != nil {
+		return fmt.Errorf("copying the frees kept for process %d to its child %d: %w", parent, child, err)
+	}
 	if err := p.objs.Zygotes.Put(uint32(child), uint32(1)); err != nil {
 		return fmt.Errorf("marking process %d a zygote child: %w", child, err)
 	}

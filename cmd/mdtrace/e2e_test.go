@@ -216,12 +216,13 @@ func modeFlag(flag string) string {
 
 // TestHandoffLeaks: blocks passed between threads, which each hand their
 // calls over a batch at a time in the default mode, and a process that
-// ends while its threads' batches hold calls, with exit and with _exit.
+// ends while its threads' batches hold calls, with exit and with _exit, or
+// forks a child then, which ends at once.
 // Every mode reports the same leaks of the program's own.
 func TestHandoffLeaks(t *testing.T) {
 	needRoot(t)
 	for _, mode := range launchModes {
-		for _, end := range []string{"exit", "_exit"} {
+		for _, end := range []string{"exit", "_exit", "fork"} {
 			t.Run(mode.name+"/"+end, func(t *testing.T) {
 				logPath := filepath.Join(t.TempDir(), "log")
 				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath,
@@ -229,16 +230,22 @@ func TestHandoffLeaks(t *testing.T) {
 				if r.code != 0 || r.stdout != "handoff 10000 3 2 4\n" {
 					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
 				}
-				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
-					t.Errorf("stderr, want only the tracing line:\n%s", r.stderr)
+				// With fork, the child's report too: its copy of the
+				// parent's blocks, and of the other threads' last calls.
+				procs := 1
+				if end == "fork" {
+					procs = 2
+				}
+				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != procs {
+					t.Errorf("stderr, want only the tracing lines:\n%s", r.stderr)
 				}
 				log := readFile(t, logPath)
 				for _, want := range []struct {
 					what string
 					n    int
 				}{{"leaked block of size 4000 ", 12}, {"leaked block of size 3000 ", 2}, {"(handoff_keep+", 12}, {"(handoff_main+", 2}, {"(handoff_make+", 0}, {"(handoff_churn+", 0}} {
-					if n := strings.Count(log, want.what); n != want.n {
-						t.Errorf("%d lines with %q, want %d", n, want.what, want.n)
+					if n := strings.Count(log, want.what); n != procs*want.n {
+						t.Errorf("%d lines with %q, want %d", n, want.what, procs*want.n)
 					}
 				}
 			})

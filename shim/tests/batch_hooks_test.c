@@ -5,7 +5,8 @@
  * MDSHIM_CTL set, as under mdtrace:
  *
  *  - a block freed is held until its free is handed over: the next
- *    allocation of its size gets another address;
+ *    allocation of its size gets another address; a large one's free is
+ *    handed over at once;
  *  - 20000 allocations and frees reach the model exactly, a batch at a
  *    time, each allocation with its frames, the first of them in the
  *    function that called malloc;
@@ -68,6 +69,21 @@ static void held(void)
 	CHECK(q != p, "a freed block came back before its free was handed over");
 	free(q);
 	free(sync_realloc());
+}
+
+/* A large block's free is handed over at once: a thread holds at most MD_BATCH_HELD_BYTES. */
+static void large(void)
+{
+	void *r0 = sync_realloc(), *volatile p;
+	struct site_model_counts c0 = site_model_counts(), c;
+
+	p = malloc(MD_BATCH_HELD_BYTES + 1);
+	free(p);
+	c = diff(c0, site_model_counts());
+	CHECK(c.batches == 1 && c.allocs == 1 && c.frees == 1 && c.live == 0,
+	      "after a free of %d bytes: %ld batches, %ld allocations, %ld frees, %ld live; want 1, 1, 1, 0",
+	      MD_BATCH_HELD_BYTES + 1, c.batches, c.allocs, c.frees, c.live);
+	free(r0);
 }
 
 static void exact(void)
@@ -155,6 +171,7 @@ int main(void)
 		return 1;
 	}
 	held();
+	large();
 	exact();
 	frames();
 	threads();
