@@ -113,6 +113,10 @@ type ProbeConfig struct {
 	// NoAllocBacktraces takes no backtraces of allocations even with a
 	// StackDepth (which verify_pointers needs for failures and frees).
 	NoAllocBacktraces bool
+	// NoBatch leaves the shim's batch site unprobed: the shim then
+	// reports each call at its other sites. Batches need every block of
+	// a process seen from its start (a launched command's).
+	NoBatch bool
 	// Verify reports bad pointers given to free, realloc and
 	// malloc_usable_size (verify_pointers). With UnknownIsError, pointers the
 	// table never saw are errors too: only when every allocation was seen.
@@ -149,6 +153,8 @@ type Probes struct {
 	// is the backtrace option (verify_pointers alone takes none).
 	btMin, btMax    uint64
 	allocBacktraces bool
+	// noBatch: the batch site stays unprobed (ProbeConfig.NoBatch, record).
+	noBatch bool
 	multi           bool // uprobe_multi links
 	record          bool
 	verify          bool
@@ -290,6 +296,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
 		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
+		noBatch: cfg.NoBatch || cfg.Record,
 		links: map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
 		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
@@ -675,7 +682,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// Without the probe that drains a thread's batch at its end,
 		// the batch site stays unprobed: the shim then reports each
 		// call at the other sites.
-		if !p.batchReady() {
+		if p.noBatch || !p.batchReady() {
 			eps = shimSites[:2]
 		}
 	case !hasMalloc && hasNew:
@@ -797,10 +804,10 @@ func (p *Probes) Attach(pid int, lib string) error {
 }
 
 // BatchDepth reports whether the probes take the shim's batches (not with
-// record_allocs, whose records go one call at a time with its times), and
-// the frames each batched allocation carries.
+// NoBatch, nor with record_allocs, whose records go one call at a time
+// with its times), and the frames each batched allocation carries.
 func (p *Probes) BatchDepth() (int, bool) {
-	return p.stackDepth, p.objs.BatchDrain != nil && !p.record
+	return p.stackDepth, p.objs.BatchDrain != nil && !p.noBatch
 }
 
 // batchReady attaches, the first time, the probe at the end of every

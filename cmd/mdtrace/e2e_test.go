@@ -203,7 +203,7 @@ var launchModes = []struct {
 }{
 	{"sites", "--shim=", "mdshim_site_alloc mdshim_site_free mdshim_site_batch in "},
 	{"no-preload", "--no-preload", "malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /"},
-	{"no-batch", "--no-batch", "mdshim_site_alloc mdshim_site_free mdshim_site_batch in "},
+	{"no-batch", "--no-batch", "mdshim_site_alloc mdshim_site_free in "},
 }
 
 // modeFlag is the flag of a launch mode.
@@ -550,7 +550,7 @@ func TestAttachShimmed(t *testing.T) {
 	needRoot(t)
 	pid, stderr, report := attachToAttachee(t, []string{"LD_PRELOAD=" + shimBin()})
 	shim, _ := filepath.EvalSymlinks(shimBin())
-	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free mdshim_site_batch in " + shim + "\n"
+	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free in " + shim + "\n"
 	if !strings.Contains(stderr, want) {
 		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", stderr, want)
 	}

@@ -147,6 +147,10 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		// written. A preloaded shim aborts by itself.
 		AbortOnError: cfg.Has(tracer.AbortOnError),
 		Program:      flags.Program,
+		// Batches need every block seen from the start, as a launched
+		// command's are: in an attached process the frees of older
+		// blocks would each be kept for an allocation that never comes.
+		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 	})
 	if err != nil {
 		return 1, err
@@ -310,7 +314,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
 	}
-	if depth, ok := s.probes.BatchDepth(); ok && !s.flags.NoBatch && s.flags.SampleBytes == 0 {
+	if depth, ok := s.probes.BatchDepth(); ok {
 		// Each thread hands its calls over a batch at a time.
 		env = append(env, fmt.Sprintf("MDSHIM_BATCH=%d", depth))
 	}
