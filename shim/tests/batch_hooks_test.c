@@ -27,20 +27,6 @@
 
 enum { BLOCKS = 20000, THREADS = 4, THREAD_BLOCKS = 5000, THREAD_KEPT = 10 };
 
-static struct site_model_counts diff(struct site_model_counts a, struct site_model_counts b)
-{
-	return (struct site_model_counts){
-		.allocs = b.allocs - a.allocs,
-		.frees = b.frees - a.frees,
-		.unknown_frees = b.unknown_frees - a.unknown_frees,
-		.double_allocs = b.double_allocs - a.double_allocs,
-		.live = b.live - a.live,
-		.batches = b.batches - a.batches,
-		.framed = b.framed - a.framed,
-		.bad_events = b.bad_events - a.bad_events,
-	};
-}
-
 /*
  * sync_realloc hands the thread's batch over: a realloc does, before its
  * own call. Through a volatile, or the compiler makes it a malloc.
@@ -79,7 +65,7 @@ static void large(void)
 
 	p = malloc(MD_BATCH_HELD_BYTES + 1);
 	free(p);
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	CHECK(c.batches == 1 && c.allocs == 1 && c.frees == 1 && c.live == 0,
 	      "after a free of %d bytes: %ld batches, %ld allocations, %ld frees, %ld live; want 1, 1, 1, 0",
 	      MD_BATCH_HELD_BYTES + 1, c.batches, c.allocs, c.frees, c.live);
@@ -97,7 +83,7 @@ static void exact(void)
 	for (int i = 0; i < BLOCKS; i++)
 		free(blocks[i]);
 	r = sync_realloc();
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	/* The realloc's block goes to the unbatched sites, after the batch. */
 	CHECK(c.allocs == BLOCKS + 1 && c.frees == BLOCKS && c.live == 1, "%ld allocations, %ld frees, %ld live; want %d, %d, 1",
 	      c.allocs, c.frees, c.live, BLOCKS + 1, BLOCKS);
@@ -151,7 +137,7 @@ static void threads(void)
 		pthread_create(&t[i], NULL, worker, kept[i]);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	CHECK(c.unknown_frees == 0 && c.double_allocs == 0 && c.bad_events == 0, "threads: %ld unknown frees, %ld double allocations, %ld bad events",
 	      c.unknown_frees, c.double_allocs, c.bad_events);
 	for (int i = 0; i < THREADS; i++)

@@ -64,21 +64,6 @@ static double chance(size_t size)
 	return md_sample_bytes == 0 ? 1 : -expm1(-(double)size / (double)md_sample_bytes);
 }
 
-static struct site_model_counts diff(struct site_model_counts a, struct site_model_counts b)
-{
-	return (struct site_model_counts){
-		.allocs = b.allocs - a.allocs,
-		.frees = b.frees - a.frees,
-		.unknown_frees = b.unknown_frees - a.unknown_frees,
-		.double_allocs = b.double_allocs - a.double_allocs,
-		.restored = b.restored - a.restored,
-		.live = b.live - a.live,
-		.bytes = b.bytes - a.bytes,
-		.est_blocks = b.est_blocks - a.est_blocks,
-		.est_bytes = b.est_bytes - a.est_bytes,
-	};
-}
-
 /* within checks that got is within five standard deviations of mean. */
 static void within(const char *what, double got, double mean, double var)
 {
@@ -96,7 +81,7 @@ static void pairs(bool sampling)
 
 	for (long i = 0; i < PAIRS; i++)
 		pair(size_of(i));
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	for (long i = 0; i < PAIRS; i++) {
 		double s = (double)size_of(i), p = chance(size_of(i));
 
@@ -175,7 +160,7 @@ static void held(bool sampling)
 		CHECK(blocks[i] != NULL, "block %d: no memory", i);
 	}
 	live = check_held("allocated", blocks, sizes, sampling);
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	CHECK(c.live == live && c.allocs == live, "allocated: %ld live in the model, %ld reported, want %ld", c.live,
 	      c.allocs, live);
 
@@ -185,8 +170,8 @@ static void held(bool sampling)
 		CHECK(blocks[i] != NULL, "realloc %d: no memory", i);
 	}
 	live = check_held("reallocated", blocks, sizes, sampling);
-	CHECK(diff(c0, site_model_counts()).live == live, "reallocated: %ld live in the model, want %ld",
-	      diff(c0, site_model_counts()).live, live);
+	CHECK(site_model_diff(c0, site_model_counts()).live == live, "reallocated: %ld live in the model, want %ld",
+	      site_model_diff(c0, site_model_counts()).live, live);
 
 	/* A failed realloc leaves the old block as it was, reported or not. */
 	for (int i = 0; i < HELD; i++)
@@ -210,8 +195,8 @@ static void held(bool sampling)
 	fail_reallocs = 0;
 	CHECK(getenv("LIBC_DEBUG_MALLOC_OPTIONS") != NULL || failed == HELD, "%ld reallocs failed, want %d", failed,
 	      HELD);
-	CHECK(diff(c0, site_model_counts()).restored == restored, "%ld blocks restored, want %ld",
-	      diff(c0, site_model_counts()).restored, restored);
+	CHECK(site_model_diff(c0, site_model_counts()).restored == restored, "%ld blocks restored, want %ld",
+	      site_model_diff(c0, site_model_counts()).restored, restored);
 	check_held("after the failed reallocs", blocks, sizes, sampling);
 
 	/* realloc(p, 0) frees p, as free does. */
@@ -222,7 +207,7 @@ static void held(bool sampling)
 	}
 	for (int i = 0; i < HELD; i++)
 		free(blocks[i]);
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	CHECK(c.unknown_frees == 0 && c.double_allocs == 0 && c.live == 0,
 	      "held: %ld unknown frees, %ld blocks reported twice, %ld left", c.unknown_frees, c.double_allocs, c.live);
 	if (!sampling) {
@@ -261,7 +246,7 @@ static void threads(void)
 		pthread_create(&th[t], NULL, thread_main, (void *)t);
 	for (int t = 0; t < THREADS; t++)
 		pthread_join(th[t], NULL);
-	c = diff(c0, site_model_counts());
+	c = site_model_diff(c0, site_model_counts());
 	CHECK(c.unknown_frees == 0 && c.double_allocs == 0, "threads: %ld unknown frees, %ld blocks reported twice",
 	      c.unknown_frees, c.double_allocs);
 	for (int t = 0; t < THREADS; t++)

@@ -188,6 +188,25 @@ struct site_model_counts site_model_counts(void)
 	return c;
 }
 
+struct site_model_counts site_model_diff(struct site_model_counts a, struct site_model_counts b)
+{
+	return (struct site_model_counts){
+		.allocs = b.allocs - a.allocs,
+		.frees = b.frees - a.frees,
+		.unknown_frees = b.unknown_frees - a.unknown_frees,
+		.double_allocs = b.double_allocs - a.double_allocs,
+		.restored = b.restored - a.restored,
+		.live = b.live - a.live,
+		.bytes = b.bytes - a.bytes,
+		.est_blocks = b.est_blocks - a.est_blocks,
+		.est_bytes = b.est_bytes - a.est_bytes,
+		.batches = b.batches - a.batches,
+		.framed = b.framed - a.framed,
+		.bad_events = b.bad_events - a.bad_events,
+		.last_frame = b.last_frame,
+	};
+}
+
 bool site_model_live(const void *p, size_t *size)
 {
 	size_t i;

@@ -26,6 +26,9 @@ struct site_model_counts {
 
 struct site_model_counts site_model_counts(void);
 
+/* site_model_diff is what the probes saw between counts a and later counts b. */
+struct site_model_counts site_model_diff(struct site_model_counts a, struct site_model_counts b);
+
 /* site_model_live reports whether p is in the table and, if size is not NULL, its size. */
 bool site_model_live(const void *p, size_t *size);
 
