@@ -154,13 +154,13 @@ type Probes struct {
 	btMin, btMax    uint64
 	allocBacktraces bool
 	// noBatch: the batch site stays unprobed (ProbeConfig.NoBatch, record).
-	noBatch bool
-	multi           bool // uprobe_multi links
-	record          bool
-	verify          bool
-	exitLink        link.Link // the thread exit tracepoint, with record
-	drainLink       link.Link // the thread exit probe that drains batches
-	execLink        link.Link // the exec tracepoint that keeps the gens map
+	noBatch   bool
+	multi     bool // uprobe_multi links
+	record    bool
+	verify    bool
+	exitLink  link.Link // the thread exit tracepoint, with record
+	drainLink link.Link // the thread exit probe that drains batches
+	execLink  link.Link // the exec tracepoint that keeps the gens map
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 
@@ -297,7 +297,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
 		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
 		noBatch: cfg.NoBatch || cfg.Record,
-		links: map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
+		links:   map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
 		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
