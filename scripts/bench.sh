@@ -6,8 +6,10 @@
 # interleaved, and the median counts; the valgrind rows, the slowest, run
 # SLOW_ROUNDS times.
 #
-# There are two floors for mdtrace without its shim: empty probes on the
-# first instructions of malloc and free ("x floor"), and the same where
+# The floors of mdtrace with its shim are empty probes on its sites, with
+# and without batching ("site floor", "batch floor"). There are two floors
+# for mdtrace without its shim: empty probes on the first instructions of
+# malloc and free ("x floor"), and the same where
 # mdtrace probes ("x pfloor"): free past its null test, where the kernel
 # emulates the instruction instead of single-stepping it. The first pays
 # for the single step (about 85% of a pair here) and mdtrace does not; the
@@ -63,12 +65,13 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mdtrace-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-order=(native floor pointfloor sitefloor attach sites nobatch sample4k sample64k shimsites shimsample record checks shim jenative jeattach heaptrack memcheck massif)
+order=(native floor pointfloor sitefloor batchfloor attach sites nobatch sample4k sample64k shimsites shimsample record checks shim jenative jeattach heaptrack memcheck massif)
 declare -A label=(
 	[native]="native"
 	[floor]="floor: empty probes on malloc, free"
 	[pointfloor]="  the same at mdtrace's probe points"
 	[sitefloor]="site floor: empty probes on shim sites"
+	[batchfloor]="  the same, the shim batching"
 	[attach]="attach style: --no-preload bt=16"
 	[sites]="launch, sites: backtrace=16"
 	[nobatch]="  the same, --no-batch"
@@ -93,7 +96,7 @@ declare -A library=([jenative]=$jemalloc [jeattach]=$jemalloc)
 # The rows that trace the first process only: the empty probes, heaptrack
 # (its preload library leaves the children alone) and valgrind as run here
 # (with --trace-children=yes it takes 280 ms a child on these machines).
-declare -A nochildren=([floor]=1 [pointfloor]=1 [sitefloor]=1 [heaptrack]=1 [memcheck]=1 [massif]=1)
+declare -A nochildren=([floor]=1 [pointfloor]=1 [sitefloor]=1 [batchfloor]=1 [heaptrack]=1 [memcheck]=1 [massif]=1)
 # The rows that run SLOW_ROUNDS times.
 declare -A slow=([memcheck]=1 [massif]=1)
 
@@ -107,6 +110,7 @@ run_config() {
 	floor) bin/mdbench -- "$@" ;;
 	pointfloor) bin/mdbench --probe-points -- "$@" ;;
 	sitefloor) bin/mdbench --sites "$shim" -- "$@" ;;
+	batchfloor) bin/mdbench --sites "$shim" --batch -- "$@" ;;
 	attach) bin/mdtrace --no-preload -o backtrace=16 --log /dev/null -- "$@" ;;
 	sites) bin/mdtrace -o backtrace=16 --log /dev/null -- "$@" ;;
 	nobatch) bin/mdtrace --no-batch -o backtrace=16 --log /dev/null -- "$@" ;;
@@ -373,6 +377,8 @@ for wl in "${workloads[@]}"; do
 	# cost nothing: the probes' own costs.
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  bound: floor at probe points / site floor" \
 		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/sitefloor]:-}")x"
+	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  the same, batching: / batch floor" \
+		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/batchfloor]:-}")x"
 done
 for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \

@@ -13,9 +13,11 @@
 // shim (--no-preload). With --sites, the shim is preloaded into the command
 // (LD_PRELOAD, no options) and the probes are entry probes on its two probe
 // sites, mdshim_site_alloc and mdshim_site_free: the floor of mdtrace with
-// its shim.
+// its shim. --batch adds its batch site, mdshim_site_batch, and has the
+// shim batch as mdtrace has it (MDSHIM_BATCH=16): the floor of the batches,
+// the shim's own work and one probe hit per batch.
 //
-//	mdbench [--probe-points | --sites SHIM] -- COMMAND [ARGS]
+//	mdbench [--probe-points | --sites SHIM [--batch]] -- COMMAND [ARGS]
 package main
 
 import (
@@ -45,11 +47,12 @@ var siteSymbols = []string{"mdshim_site_alloc", "mdshim_site_free"}
 func main() {
 	fs := flag.NewFlagSet("mdbench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: mdbench [--probe-points | --sites SHIM] -- COMMAND [ARGS]")
+		fmt.Fprintln(os.Stderr, "usage: mdbench [--probe-points | --sites SHIM [--batch]] -- COMMAND [ARGS]")
 		fs.PrintDefaults()
 	}
 	sites := fs.String("sites", "", "preload the shim at `PATH` (libmdshim.so) and probe its two probe sites instead of malloc and free")
 	points := fs.Bool("probe-points", false, "probe malloc and free where mdtrace probes them instead of at their first instructions")
+	batch := fs.Bool("batch", false, "with --sites, have the shim batch its calls and probe its batch site too")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -66,8 +69,11 @@ func main() {
 	case *sites != "" && *points:
 		fmt.Fprintln(os.Stderr, "mdbench: --sites and --probe-points do not go together")
 		os.Exit(2)
+	case *batch && *sites == "":
+		fmt.Fprintln(os.Stderr, "mdbench: --batch goes with --sites")
+		os.Exit(2)
 	case *sites != "":
-		code, err = runSites(args, *sites)
+		code, err = runSites(args, *sites, *batch)
 	default:
 		code, err = run(args, *points)
 	}
@@ -202,9 +208,10 @@ func run(argv []string, points bool) (int, error) {
 }
 
 // runSites runs argv with the shim preloaded, without options, and empty
-// entry probes on its two probe sites. It fails when the command ended
-// without the shim mapped: its probes could not have been hit.
-func runSites(argv []string, shim string) (int, error) {
+// entry probes on its two probe sites, and with batch on its batch site,
+// the shim batching. It fails when the command ended without the shim
+// mapped: its probes could not have been hit.
+func runSites(argv []string, shim string, batch bool) (int, error) {
 	shim, err := filepath.Abs(shim)
 	if err != nil {
 		return 1, err
@@ -213,7 +220,14 @@ func runSites(argv []string, shim string) (int, error) {
 		return 1, fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
 	}
 	var sites []fn
-	for _, sym := range siteSymbols {
+	symbols := siteSymbols
+	env := tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"=")
+	if batch {
+		symbols = append(symbols, "mdshim_site_batch")
+		// MDSHIM_CTL: as under mdtrace, whose socket is not needed here.
+		env = append(env, "MDSHIM_BATCH=16", "MDSHIM_CTL=/nonexistent")
+	}
+	for _, sym := range symbols {
 		off, err := tracer.FuncOffset(shim, sym)
 		if err != nil {
 			return 1, err
@@ -226,7 +240,7 @@ func runSites(argv []string, shim string) (int, error) {
 	}
 	defer p.Close()
 	mapped := false
-	proc, err := tracer.Launch(argv, tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"="), nil, tracer.Hooks{
+	proc, err := tracer.Launch(argv, env, nil, tracer.Hooks{
 		Ready: func(pid int) error {
 			return p.attach(pid, shim, sites, nil)
 		},
