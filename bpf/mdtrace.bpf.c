@@ -1107,6 +1107,22 @@ static __always_inline bool backtrace_for(u64 size)
 	return alloc_backtraces && backtrace_on && size >= bt_min_size && size <= bt_max_size;
 }
 
+/* Adds a live allocation; false if the table had no room (counted). */
+static __always_inline bool insert_keyed(const struct alloc_key *key, const struct alloc_info *info)
+{
+	if (put_block(key, info, BPF_ANY) == 0)
+		return true;
+	count(COUNTER_TABLE_FULL);
+	table_full = 1;
+	/*
+	 * A block freed before at this address is live again, if untracked:
+	 * its free is not a use after free.
+	 */
+	if (verify)
+		bpf_map_delete_elem(&freed, key);
+	return false;
+}
+
 /*
  * Adds a live allocation of the current process with its backtrace's id;
  * false if the table had no room (counted).
@@ -1121,17 +1137,8 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 
 	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
 		info.size |= ALLOC_ZYGOTE;
-	if (put_block(&key, &info, BPF_ANY) != 0) {
-		count(COUNTER_TABLE_FULL);
-		table_full = 1;
-		/*
-		 * A block freed before at this address is live again, if
-		 * untracked: its free is not a use after free.
-		 */
-		if (verify)
-			bpf_map_delete_elem(&freed, &key);
+	if (!insert_keyed(&key, &info))
 		return false;
-	}
 	count(COUNTER_ALLOCS);
 	return true;
 }
@@ -1539,6 +1546,13 @@ struct batch_space {
 	u64 addr;
 	u64 seq;	/* the sequence word of the last batch applied */
 	u64 seq_addr;	/* and where that batch is */
+	/*
+	 * While a batch is applied: its process's part of a block's key,
+	 * the zygote flag of its blocks, and the counts added at its end.
+	 */
+	u32 tgid, gen;
+	u64 zygote;
+	s64 allocs, frees, unknown, early;
 	u64 hdr[2];	/* a batch's header, read with its words */
 	u64 w[2 * (BATCH_MASK + 1)];
 };
@@ -1649,11 +1663,12 @@ static __always_inline void raise_orphan_epoch(u64 epoch)
 }
 
 /* The pair of a kept free and its block's allocation is accounted for. */
-static __always_inline void pair_matched(void)
+/* The pair of a kept free and its block's allocation is accounted for. */
+static __always_inline void pair_matched(struct batch_space *sp)
 {
-	count_by(COUNTER_UNKNOWN_FREES, -1ULL);
-	count(COUNTER_FREES);
-	count(COUNTER_FREES_EARLY);
+	sp->unknown--;
+	sp->frees++;
+	sp->early++;
 }
 
 /*
@@ -1673,17 +1688,28 @@ static __always_inline struct alloc_key orphan_key(const struct alloc_key *key, 
 	return k;
 }
 
-static __always_inline void batch_free_event(u64 ptr, u64 epoch)
+static __always_inline struct alloc_key batch_key(const struct batch_space *sp, u64 ptr)
 {
-	struct alloc_key key = block_key(ptr), kept;
+	struct alloc_key key = {
+		.tgid = sp->tgid,
+		.gen = sp->gen,
+		.ptr = ptr,
+	};
+
+	return key;
+}
+
+static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u64 epoch)
+{
+	struct alloc_key key = batch_key(sp, ptr), kept;
 	u32 way;
 
 	if (delete_block(&key, 0) == 0) {
-		count(COUNTER_FREES);
+		sp->frees++;
 		return;
 	}
 	/* Its allocation may be in a batch still to come: kept aside. */
-	count(COUNTER_UNKNOWN_FREES);
+	sp->unknown++;
 	raise_orphan_epoch(epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		kept = orphan_key(&key, way);
@@ -1697,7 +1723,7 @@ static __always_inline void batch_free_event(u64 ptr, u64 epoch)
 	full_barrier();
 	/* The allocation, handed over meanwhile, may have missed it. */
 	if (delete_block(&key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0)
-		pair_matched();
+		pair_matched(sp);
 }
 
 /*
@@ -1726,15 +1752,18 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 
 static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 written)
 {
-	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)], id = 0;
+	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)];
 	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
-	struct alloc_key key = block_key(ptr);
+	struct alloc_key key = batch_key(sp, ptr);
+	struct alloc_info info = {
+		.size = size | sp->zygote,
+	};
 	u64 saved = 0;
 
 	if (take_kept_free(&key, written)) {
 		/* Freed by a thread whose batch came first. */
-		count(COUNTER_ALLOCS);
-		pair_matched();
+		sp->allocs++;
+		pair_matched(sp);
 		return;
 	}
 	if (backtrace_for(size) && stack_depth > 0) {
@@ -1746,18 +1775,19 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 				saved = sp->w[end];
 				sp->w[end] = 0;
 			}
-			id = stack_id_of((struct stack *)&sp->w[f], nr);
+			info.stack_id = stack_id_of((struct stack *)&sp->w[f], nr);
 			if (nr < stack_depth)
 				sp->w[end] = saved;
 		}
 	}
-	if (!insert_block(ptr, size, id))
+	if (!insert_keyed(&key, &info))
 		return;
+	sp->allocs++;
 	full_barrier();
 	/* A free handed over meanwhile may have missed the block. */
 	if (take_kept_free(&key, written)) {
 		delete_block(&key, 0);
-		pair_matched();
+		pair_matched(sp);
 	}
 }
 
@@ -1777,7 +1807,7 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 	kind = w0 & 0xff;
 	nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 	if (kind == BATCH_FREE && at + 2 <= used) {
-		batch_free_event(sp->w[masked(at + 1, BATCH_MASK)], epoch);
+		batch_free_event(sp, sp->w[masked(at + 1, BATCH_MASK)], epoch);
 		return at + 2;
 	}
 	if (kind == BATCH_ALLOC && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
@@ -1796,6 +1826,7 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
  */
 static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 used, u64 epoch)
 {
+	struct alloc_key key;
 	u32 i, at = 0;
 
 	if (used == 0)
@@ -1809,11 +1840,20 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 		return true;
 	sp->seq = sp->hdr[0];
 	sp->seq_addr = addr;
+	key = block_key(0);
+	sp->tgid = key.tgid;
+	sp->gen = key.gen;
+	sp->zygote = have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
+	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
 		if (at >= used)
 			break;
 	}
+	count_by(COUNTER_ALLOCS, sp->allocs);
+	count_by(COUNTER_FREES, sp->frees);
+	count_by(COUNTER_UNKNOWN_FREES, sp->unknown);
+	count_by(COUNTER_FREES_EARLY, sp->early);
 	return true;
 }
 

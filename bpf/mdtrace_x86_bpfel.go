@@ -31,6 +31,13 @@ type MdtraceBatchSpace struct {
 	Addr    uint64
 	Seq     uint64
 	SeqAddr uint64
+	Tgid    uint32
+	Gen     uint32
+	Zygote  uint64
+	Allocs  int64
+	Frees   int64
+	Unknown int64
+	Early   int64
 	Hdr     [2]uint64
 	W       [1024]uint64
 }
