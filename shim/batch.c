@@ -55,7 +55,7 @@ static __thread struct md_batch_thread *t_batch __attribute__((tls_model("initia
 
 static bool probed(void)
 {
-	return *(const volatile uint8_t *)(uintptr_t)mdshim_site_batch != 0x0f;
+	return md_site_probed((const void *)(uintptr_t)mdshim_site_batch);
 }
 
 /*
@@ -137,6 +137,9 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	struct md_batch_thread *bt = g_registry, *next;
+
+	/* The sites first, if this handler runs before site.c's. */
+	md_sites_after_fork();
 
 	for (; bt != NULL; bt = next) {
 		next = bt->next;

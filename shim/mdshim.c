@@ -1017,8 +1017,7 @@ static int powerof2(size_t x)
  * site only while it is probed: a call that nobody watches costs about a
  * nanosecond, a fifth of what the shim's hooks cost beyond glibc.
  */
-#define SITE_NOP_BYTE 0x0f
-#define SITE_PROBED(site) (*(const volatile uint8_t *)(uintptr_t)(site) != SITE_NOP_BYTE)
+#define SITE_PROBED(site) md_site_probed((const void *)(uintptr_t)(site))
 #define SITE_ALLOC(...)                                    \
 	do {                                               \
 		if (SITE_PROBED(mdshim_site_alloc))        \

@@ -195,6 +195,20 @@ enum md_site_call {
  * the old block comes back; one of an unreported block whose new block is
  * sampled reports the new block as MD_CALL_MALLOC.
  */
+/*
+ * md_site_probed reports whether mdtrace probes a site: a probe replaces
+ * its first byte, the start of a 5-byte NOP (0f 1f 44 00 00). A site that
+ * is not probed costs nothing to skip. md_sites_dead is set in a fork
+ * child whose sites could not be made safe to call (md_sites_after_fork).
+ */
+extern int md_sites_dead __attribute__((visibility("hidden")));
+void md_sites_after_fork(void);
+
+static inline bool md_site_probed(const void *site)
+{
+	return *(const volatile uint8_t *)site != 0x0f && !md_sites_dead;
+}
+
 void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
 		       uint64_t start_ns) __attribute__((visibility("protected")));
 void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("protected")));

@@ -557,6 +557,49 @@ func TestAttachShimmed(t *testing.T) {
 	golden(t, "attachee_leak_report.txt", report)
 }
 
+// TestForkFromThread: a child forked by a thread other than the main one,
+// which mdtrace does not follow, allocates and ends normally, though it
+// copied its parent's probed sites (the kernel's optimized probes call a
+// page that a fork does not copy).
+func TestForkFromThread(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", "/dev/null", "--", prog("forkcheck"), "thread")
+			if r.code != 0 || r.stdout != "child: exit 7\nchild: exit 7\n" {
+				t.Errorf("exit status %d, output:\n%s\nwant two children ending with exit 7; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestAttachShimmedForks: a process with the shim, attached without
+// --follow-forks, forks children while mdtrace traces it and after it has
+// gone: each allocates and ends normally.
+func TestAttachShimmedForks(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := startEnv(t, []string{"LD_PRELOAD=" + shimBin()}, prog("forkcheck"), "wait")
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--backtrace", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	for range 3 {
+		io.WriteString(target.stdin, "fork\n")
+		target.expectLine(t, "child: exit 7")
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	io.WriteString(target.stdin, "fork\n")
+	target.expectLine(t, "child: exit 7")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("forkcheck exit status %d", code)
+	}
+}
+
 func TestAttachInterrupted(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
