@@ -179,14 +179,19 @@ sample() {
 		fi
 		;;
 	sqlite3 | true)
-		local args=(sqlite3 -batch -init /dev/null :memory:) input=$sql
+		# sqlite3's timer gives each statement's CPU time (user and
+		# system, which holds the probes'): their sum, in
+		# $tmp/cpu.CONFIG, is the program's work without its start and
+		# exit, or mdtrace's.
+		local args=(sqlite3 -batch -init /dev/null -cmd ".timer on" :memory:) input=$sql
 		if [[ $wl == true ]]; then
 			args=(/bin/true) input=/dev/null
 		fi
 		t0=$EPOCHREALTIME
-		if run_config "$cfg" "${args[@]}" <"$input" >/dev/null 2>"$tmp/err.$cfg"; then
+		if run_config "$cfg" "${args[@]}" <"$input" >"$tmp/out.$cfg" 2>"$tmp/err.$cfg"; then
 			t1=$EPOCHREALTIME
 			awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", (b - a) * 1000}'
+			awk '/^Run Time:/ {t += $6 + $8} END {printf "%.2f\n", t * 1000}' "$tmp/out.$cfg" >"$tmp/cpu.$cfg"
 		else
 			echo fail
 		fi
@@ -255,6 +260,7 @@ bench() {
 			fi
 			samples[$cfg]+="$s "
 			if [[ $wl == sqlite3 ]]; then
+				samples[$cfg/cpu]+="$(cat "$tmp/cpu.$cfg") "
 				# The tool's own start and exit, on a program that does
 				# next to nothing.
 				s=$(sample true "$cfg")
@@ -271,6 +277,8 @@ bench() {
 			if [[ $wl == sqlite3 ]]; then
 				med[true/$cfg]=$(median <<<"${samples[$cfg/true]:-}")
 				runs[true/$cfg]=${samples[$cfg/true]:-}
+				med[cpu/$cfg]=$(median <<<"${samples[$cfg/cpu]:-}")
+				runs[cpu/$cfg]=${samples[$cfg/cpu]:-}
 			fi
 		fi
 	done
@@ -279,7 +287,7 @@ bench() {
 	echo "${title[$wl]}, median of $ROUNDS rounds (* of $SLOW_ROUNDS)"
 	local fmt='%-40s %10s %9s %8s %9s %11s %7s%s\n' extra=""
 	if [[ $wl == sqlite3 ]]; then
-		extra=" on true"
+		extra=" on true  stmt cpu"
 	fi
 	printf "$fmt" "" "${unit[$wl]}" "x native" "x floor" "x pfloor" "x sitefloor" "spread" "$extra"
 	local name m
@@ -295,7 +303,7 @@ bench() {
 		m=${med[$wl/$cfg]}
 		extra=""
 		if [[ $wl == sqlite3 ]]; then
-			extra=$(printf ' %8s' "${med[true/$cfg]:-?}")
+			extra=$(printf ' %8s %9s' "${med[true/$cfg]:-?}" "${med[cpu/$cfg]:-?}")
 		fi
 		printf "${fmt/10s/10.1f}" "$name" "$m" "$(ratio "$m" "$native")" \
 			"$(ratio "$m" "$floor")" "$(ratio "$m" "$pointfloor")" "$(ratio "$m" "$sitefloor")" "$(spread <<<"${samples[$cfg]}")" "$extra"
@@ -343,6 +351,13 @@ target() {
 			net=$(paired "$a" "$b" "${runs[true/$3]}" "${runs[true/$4]}")
 			net=${net:+(${net}x without start and exit)}
 		fi
+		# The statements' CPU time less the native run's: what the
+		# calls cost, with no start or exit at all.
+		if [[ $wl == sqlite3 && -n ${runs[cpu/$3]:-} && -n ${runs[cpu/$4]:-} && -n ${runs[cpu/native]:-} && $4 != native ]]; then
+			local calls
+			calls=$(paired "${runs[cpu/$3]}" "${runs[cpu/$4]}" "${runs[cpu/native]}" "${runs[cpu/native]}")
+			net+="${calls:+ (${calls}x on the statement CPU time over native)}"
+		fi
 	fi
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
@@ -359,7 +374,8 @@ for wl in "${workloads[@]}" newpairs procs; do
 done
 echo
 echo "* valgrind rows: median of $SLOW_ROUNDS rounds. spread: (max - min) / median. sqlite3's \"on true\":"
-echo "  ms for the same configuration running /bin/true, its start and exit alone."
+echo "  ms for the same configuration running /bin/true, its start and exit alone; \"stmt cpu\": ms of CPU"
+echo "  (user and system) of sqlite3's statements by its own timer, the program's work without any start or exit."
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); other work on the machine makes the figures noisy."
 
 echo

@@ -532,7 +532,6 @@ static __attribute__((noinline, cold)) void report_guard(void *ptr, size_t size,
 	md_unlock();
 }
 
-/* check_guard checks a guard, which is almost always intact. */
 /* all_bytes reports whether p[0..n) are all v, quicker for the short runs of guards. */
 static INLINE bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 {
@@ -552,6 +551,7 @@ static INLINE bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
 	return (w[0] | w[1]) == 0;
 }
 
+/* check_guard checks a guard, which is almost always intact. */
 static INLINE void check_guard(void *ptr, size_t size, const char *which,
 							      const uint8_t *guard, size_t len,
 							      long first_index, uint8_t expected)
