@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <malloc.h>
 #include <signal.h>
@@ -43,6 +44,7 @@ extern void __libc_free(void *ptr);
 #define CTL_MAGIC 0x3174646dU /* "mdt1" little endian */
 #define CTL_OP_LEAK_INFO 1
 #define CTL_OP_SIGNAL 2
+#define CTL_OP_ADOPT 3
 #define CTL_STATUS_OK 0
 #define CTL_STATUS_NOT_TRACKED 1
 #define CTL_REQUEST_SIZE 16
@@ -310,6 +312,57 @@ void md_ctl_init(const struct md_config *cfg)
 		install(cfg, SIG_LOG_STATS);
 	if (cfg->options & MD_CHECK_UNREACHABLE_ON_SIGNAL)
 		install(cfg, SIG_CHECK_UNREACHABLE);
+}
+
+/* ---- fork children ---- */
+
+/* traced reports whether a debugger traces this process (TracerPid in /proc/self/status). */
+static bool traced(void)
+{
+	char buf[4096], *p;
+	ssize_t n = 0, r;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return true;
+	while (n < (ssize_t)sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - (size_t)n)) > 0)
+		n += r;
+	close(fd);
+	buf[n] = '\0';
+	p = strstr(buf, "TracerPid:");
+	if (p == NULL)
+		return true;
+	p += strlen("TracerPid:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p != '0';
+}
+
+/* How long a fork child waits for mdtrace to follow it. */
+#define CTL_ADOPT_TIMEOUT_MS 10000
+
+void md_ctl_adopt(void)
+{
+	uint8_t req[CTL_REQUEST_SIZE], ans[8];
+	struct pollfd pfd;
+	int fd;
+
+	if (!__atomic_load_n(&g_ctl_ready, __ATOMIC_ACQUIRE) || g_ctl_addrlen == 0 || traced())
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	while (connect(fd, (const struct sockaddr *)&g_ctl_addr, g_ctl_addrlen) != 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return;
+		}
+	}
+	make_request(req, CTL_OP_ADOPT, 0);
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	if (send_all(fd, req, sizeof(req)) == 0 && poll(&pfd, 1, CTL_ADOPT_TIMEOUT_MS) == 1)
+		recv_all(fd, ans, sizeof(ans));
+	close(fd);
 }
 
 /* ---- allocator stats ---- */

@@ -365,6 +365,14 @@ void md_ptrtab_fork_child(struct md_ptrtab *t);
  */
 void md_ctl_init(const struct md_config *cfg);
 
+/*
+ * md_ctl_adopt, in a fork child that nothing traces, asks mdtrace to follow
+ * it and waits until it does or declines (bounded): ptrace reports only the
+ * forks of the threads mdtrace traces, the main ones. It does nothing
+ * without mdtrace or when the child is traced already.
+ */
+void md_ctl_adopt(void);
+
 extern unsigned int md_ctl_pending __attribute__((visibility("hidden")));
 void md_ctl_poll_slow(void) __attribute__((visibility("hidden")));
 

@@ -20,9 +20,11 @@
  * child has the page: mdtrace probes it before it runs. So in a child,
  * before anything else of the shim's runs, a site that calls a page that
  * is not there gets its NOP back, or, where the code cannot be written,
- * the sites are not called again in this process.
+ * the sites are not called again in this process. Then, under mdtrace, a
+ * child that nothing traces asks mdtrace to follow it (md_ctl_adopt).
  */
 int md_sites_dead;
+static int g_fork_from_thread;
 
 static void site_after_fork(uint8_t *site)
 {
@@ -50,16 +52,34 @@ static void site_after_fork(uint8_t *site)
 
 void md_sites_after_fork(void)
 {
+	static pid_t done;
 	int saved = errno;
+	pid_t self = getpid();
 
+	/* Once per process: the batches' handler calls it too. */
+	if (done == self)
+		return;
+	done = self;
 	site_after_fork((uint8_t *)(uintptr_t)mdshim_site_alloc);
 	site_after_fork((uint8_t *)(uintptr_t)mdshim_site_free);
 	site_after_fork((uint8_t *)(uintptr_t)mdshim_site_batch);
+	/*
+	 * A child mdtrace did not hear of asks to be followed: ptrace reports
+	 * the forks of the main thread, which mdtrace traces, not the others'.
+	 */
+	if (g_fork_from_thread)
+		md_ctl_adopt();
 	errno = saved;
+}
+
+/* Whether the thread that forks is not its process's main thread. */
+static void sites_before_fork(void)
+{
+	g_fork_from_thread = gettid() != getpid();
 }
 
 /* Registered first of the shim's fork handlers: see md_sites_after_fork. */
 __attribute__((constructor(101))) static void sites_start(void)
 {
-	pthread_atfork(NULL, NULL, md_sites_after_fork);
+	pthread_atfork(sites_before_fork, NULL, md_sites_after_fork);
 }

@@ -1,6 +1,7 @@
-// forkcheck forks children that allocate, from threads mdtrace does not
-// follow, or while mdtrace is attached without following forks: each
-// child mallocs and frees, then exits with status 7, and must not crash.
+// forkcheck forks children that allocate, from threads ptrace does not
+// report, or while mdtrace is attached without following forks: each child
+// mallocs and frees, keeps one block of 777 bytes (child_work), then exits
+// with status 7, and must not crash.
 //
 //   forkcheck thread   a second thread forks one child (twice: once
 //                      before its first allocation, once after)
@@ -18,10 +19,13 @@
 
 #define NOINLINE __attribute__((noinline))
 
+void *child_kept;
+
 NOINLINE void child_work(void)
 {
 	free(malloc(100));
 	free(malloc(5000));
+	child_kept = malloc(777);
 }
 
 static void fork_one(void)

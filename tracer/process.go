@@ -79,6 +79,7 @@ type Process struct {
 	launched bool
 	hooks    Hooks
 	detachq  chan chan error
+	adoptq   chan adoption
 	done     chan struct{}
 	status   ExitStatus
 	err      error
@@ -140,7 +141,52 @@ func Attach(pid int, hooks Hooks) (*Process, error) {
 }
 
 func newProcess(h Hooks) *Process {
-	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), done: make(chan struct{})}
+	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), adoptq: make(chan adoption),
+		done: make(chan struct{})}
+}
+
+// adoption is a request to follow a child that ptrace did not report.
+type adoption struct {
+	parent, child int
+	reply         chan error
+}
+
+// Adopt follows child, a process forked by a thread of parent, a traced
+// process, that ptrace did not report (it reports the forks of the threads
+// it traces, the main ones): it is traced from now on and the Fork hook is
+// called, as for a child ptrace reported. child must be waiting for it (the
+// shim's fork handler asks mdtrace and waits). It fails when forks are not
+// followed, when parent is not traced here, and once the process is gone.
+func (p *Process) Adopt(parent, child int) error {
+	if p.hooks.Fork == nil {
+		return errors.New("forks are not followed")
+	}
+	a := adoption{parent, child, make(chan error, 1)}
+	select {
+	case p.adoptq <- a:
+		return <-a.reply
+	case <-p.done:
+		return ErrProcessGone
+	}
+}
+
+// adopt carries out an adoption on the control goroutine.
+func (p *Process) adopt(a adoption) error {
+	switch {
+	case !p.tracees[a.parent]:
+		return fmt.Errorf("process %d is not traced", a.parent)
+	case p.tracees[a.child]:
+		return nil
+	case len(p.tracees) >= maxFollowedProcess:
+		return fmt.Errorf("%d processes followed already", len(p.tracees))
+	}
+	if err := ptrace(unix.PTRACE_SEIZE, a.child, 0, p.options()); err != nil {
+		return fmt.Errorf("tracing process %d, forked from %d: %w", a.child, a.parent, err)
+	}
+	p.tracees[a.child] = true
+	p.followed++
+	p.hooks.Fork(a.parent, a.child, false)
+	return nil
 }
 
 // options are the ptrace options of every tracee.
@@ -355,6 +401,8 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 		select {
 		case <-sigchld:
 		case <-tick.C:
+		case a := <-p.adoptq:
+			a.reply <- p.adopt(a)
 		case reply := <-p.detachq:
 			reply <- p.detachAll()
 			return

@@ -13,7 +13,11 @@ package main
 // backtrace_size, followed by overall_size bytes: the buffer of
 // spec/leak_info_api.md. Op 2 (signal, arg the signal number) is answered
 // with the magic alone once mdtrace has acted on it. Each connection carries one request, and only a process mdtrace
-// traces, by the pid the kernel gives for the peer (SO_PEERCRED), is served.
+// traces, by the pid the kernel gives for the peer (SO_PEERCRED), is served,
+// except for op 3 (adopt, arg 0): a fork child that nothing traces, forked
+// by a thread of a traced process other than its main one (ptrace reports
+// the forks of the threads it traces), asks to be followed and waits for
+// the answer, u32 magic and u32 status (0: followed, 2: not).
 
 import (
 	"crypto/rand"
@@ -34,8 +38,10 @@ const (
 	ctlMagic            = 0x3174646d // "mdt1" little endian
 	ctlOpLeakInfo       = 1
 	ctlOpSignal         = 2
+	ctlOpAdopt          = 3
 	ctlStatusOK         = 0
 	ctlStatusNotTracked = 1 // the backtrace option is off
+	ctlStatusRefused    = 2 // adopt: the peer is not followed
 	ctlRequestSize      = 16
 	ctlAnswerHeaderSize = 40
 	ctlEnv              = "MDSHIM_CTL"
@@ -60,6 +66,10 @@ type ctlHandler interface {
 	leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64)
 	// signal acts on signal sig, received by process pid.
 	signal(pid, sig int)
+	// adoptChild follows process pid, a child that a traced process forked
+	// from a thread ptrace does not report, which waits for it; false if
+	// it is not followed.
+	adoptChild(pid int) bool
 	// refused reports a connection closed without carrying out a request:
 	// its peer is not a traced process, its request is malformed or
 	// incomplete, or the answer could not be sent. pid is the peer's, 0 if
@@ -198,10 +208,6 @@ func (s *ctlServer) handle(c *net.UnixConn) {
 		s.refuse(0, "control socket: the peer's credentials: %v", err)
 		return
 	}
-	if !s.allowed(pid) {
-		s.refuse(pid, "control socket: process %d is not traced", pid)
-		return
-	}
 	var req [ctlRequestSize]byte
 	c.SetReadDeadline(time.Now().Add(ctlReadTimeout))
 	if n, err := io.ReadFull(c, req[:]); err != nil {
@@ -217,6 +223,16 @@ func (s *ctlServer) handle(c *net.UnixConn) {
 		s.refuse(pid, "control socket: process %d sent a bad magic number %#08x", pid, magic)
 	case zero != 0:
 		s.refuse(pid, "control socket: process %d sent a bad request (last word %#x)", pid, zero)
+	case op == ctlOpAdopt && arg == 0:
+		// The peer is not traced yet: its parent must be.
+		status := uint32(ctlStatusOK)
+		if !s.h.adoptChild(pid) {
+			status = ctlStatusRefused
+		}
+		c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
+		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, ctlMagic), status))
+	case !s.allowed(pid):
+		s.refuse(pid, "control socket: process %d is not traced", pid)
 	case op == ctlOpLeakInfo && arg == 0:
 		s.answerLeakInfo(c, pid)
 	case op == ctlOpSignal && arg >= 1 && arg <= 64:

@@ -35,6 +35,7 @@ type fakeCtl struct {
 	signals  [][2]int
 	refusals []string
 	refPIDs  []int
+	adopted  []int
 	events   chan string
 }
 
@@ -61,6 +62,14 @@ func (f *fakeCtl) signal(pid, sig int) {
 	f.signals = append(f.signals, [2]int{pid, sig})
 	f.mu.Unlock()
 	f.events <- "signal"
+}
+
+func (f *fakeCtl) adoptChild(pid int) bool {
+	f.mu.Lock()
+	f.adopted = append(f.adopted, pid)
+	f.mu.Unlock()
+	f.events <- "adopt"
+	return false
 }
 
 func (f *fakeCtl) refused(pid int, reason string) {
@@ -262,6 +271,29 @@ func TestCtlRefusedPeer(t *testing.T) {
 	}
 }
 
+// TestCtlAdopt: a fork child asks to be followed, from a process that is
+// not traced (it is not yet): the handler decides, and the answer carries
+// its decision.
+func TestCtlAdopt(t *testing.T) {
+	h := newFakeCtl()
+	s := startCtl(t, func(int) bool { return false }, h)
+	c := dialCtl(t, s)
+	c.Write(ctlRequest(ctlMagic, ctlOpAdopt, 0, 0))
+	got := readAll(t, c)
+	if e := h.event(t); e != "adopt" {
+		t.Fatalf("callback %s, want adopt", e)
+	}
+	want := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, ctlMagic), ctlStatusRefused)
+	if !bytes.Equal(got, want) {
+		t.Errorf("answer % x, want % x", got, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.adopted) != 1 || h.adopted[0] != os.Getpid() {
+		t.Errorf("adopt calls %v, want one for this process, %d", h.adopted, os.Getpid())
+	}
+}
+
 func TestCtlBadRequest(t *testing.T) {
 	cases := []struct {
 		name, reason string
@@ -269,7 +301,8 @@ func TestCtlBadRequest(t *testing.T) {
 	}{
 		{"bad magic", "bad magic number 0x3174646e", ctlRequest(ctlMagic+1, ctlOpLeakInfo, 0, 0)},
 		{"big endian magic", "bad magic number", []byte{0x31, 0x74, 0x64, 0x6d, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
-		{"unknown op", "op 3", ctlRequest(ctlMagic, 3, 0, 0)},
+		{"unknown op", "op 4", ctlRequest(ctlMagic, 4, 0, 0)},
+		{"adopt arg", "op 3, arg 1", ctlRequest(ctlMagic, ctlOpAdopt, 1, 0)},
 		{"op 0", "op 0", ctlRequest(ctlMagic, 0, 0, 0)},
 		{"leak info arg", "op 1, arg 5", ctlRequest(ctlMagic, ctlOpLeakInfo, 5, 0)},
 		{"signal 0", "op 2, arg 0", ctlRequest(ctlMagic, ctlOpSignal, 0, 0)},

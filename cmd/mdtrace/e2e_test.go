@@ -557,17 +557,33 @@ func TestAttachShimmed(t *testing.T) {
 	golden(t, "attachee_leak_report.txt", report)
 }
 
-// TestForkFromThread: a child forked by a thread other than the main one,
-// which mdtrace does not follow, allocates and ends normally, though it
-// copied its parent's probed sites (the kernel's optimized probes call a
-// page that a fork does not copy).
+// TestForkFromThread: children forked by a thread other than the main one,
+// whose forks ptrace does not report, allocate and end normally though
+// they copied their parent's probed sites (the kernel's optimized probes
+// call a page that a fork does not copy). With the shim they ask mdtrace
+// to follow them and are reported; without it they run untraced.
 func TestForkFromThread(t *testing.T) {
 	needRoot(t)
 	for _, mode := range launchModes {
 		t.Run(mode.name, func(t *testing.T) {
-			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", "/dev/null", "--", prog("forkcheck"), "thread")
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("forkcheck"), "thread")
 			if r.code != 0 || r.stdout != "child: exit 7\nchild: exit 7\n" {
 				t.Errorf("exit status %d, output:\n%s\nwant two children ending with exit 7; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			want := 2
+			if mode.name == "no-preload" {
+				want = 0
+			}
+			if n := strings.Count(r.stderr, ", forked from "); n != want {
+				t.Errorf("%d children traced, want %d; stderr:\n%s", n, want, r.stderr)
+			}
+			log := readFile(t, logPath)
+			if n := strings.Count(log, "leaked block of size 777 "); n != want {
+				t.Errorf("%d leaks of 777 bytes reported, want %d", n, want)
+			}
+			if n := strings.Count(log, "(child_work+"); n != want {
+				t.Errorf("%d leaks from child_work, want %d", n, want)
 			}
 		})
 	}

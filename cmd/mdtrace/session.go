@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -637,6 +639,42 @@ func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSiz
 	snap.SampleBytes = s.flags.SampleBytes
 	buf, overall, infoSize, total, btSize = snap.LeakInfo()
 	return 0, buf, overall, infoSize, total, btSize
+}
+
+// adoptChild follows process pid, a child forked by a thread of a traced
+// process that ptrace did not report, when forks are followed (launch
+// mode, --follow-forks). The child waits in the shim's fork handler.
+func (s *session) adoptChild(pid int) bool {
+	if s.flags.PID != 0 && !s.flags.FollowForks {
+		return false
+	}
+	ppid, err := parentPID(pid)
+	if err != nil || s.proc == nil || s.traced(ppid) == nil {
+		return false
+	}
+	if err := s.proc.Adopt(ppid, pid); err != nil {
+		s.notice("process %d, forked from %d by a thread ptrace does not follow: %v", pid, ppid, err)
+		return false
+	}
+	return true
+}
+
+// parentPID is the parent of process pid (field 4 of /proc/PID/stat).
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+	}
+	return strconv.Atoi(f[1])
 }
 
 // refused reports a request on the control socket that was not answered.
