@@ -1534,6 +1534,8 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 #define BATCH_EPOCH_SHIFT 20
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2
+/* A fork child's copy of calls made before the fork: not a zygote child's. */
+#define BATCH_INHERITED 4
 /* The most events in a batch: every event takes two words at least. */
 #define BATCH_EVENTS (BATCH_WORDS / 2)
 
@@ -1824,7 +1826,7 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
  * last (a thread killed inside its hand-over, before it could empty the
  * batch). False if it could not be read (counted).
  */
-static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 used, u64 epoch)
+static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 used, u64 epoch, bool inherited)
 {
 	struct alloc_key key;
 	u32 i, at = 0;
@@ -1843,7 +1845,7 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	key = block_key(0);
 	sp->tgid = key.tgid;
 	sp->gen = key.gen;
-	sp->zygote = have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
+	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
 	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
@@ -1877,17 +1879,18 @@ static __always_inline void batch_site(struct pt_regs *ctx)
 	if (epoch > last_epoch)
 		last_epoch = epoch;
 	if (flags & BATCH_RETIRE) {
-		apply_batch(sp, addr, used, epoch);
+		apply_batch(sp, addr, used, epoch, false);
 		sp->addr = 0;
 		bpf_map_delete_elem(&batch_threads, &tid);
 		return;
 	}
-	if (sp->addr != addr) {
+	/* Another thread's batch, copied by a fork, is not this thread's buffer. */
+	if (sp->addr != addr && (!(flags & BATCH_INHERITED) || (flags & BATCH_REGISTER))) {
 		sp->addr = addr;
 		if (bpf_map_update_elem(&batch_threads, &tid, &bt, BPF_ANY) != 0)
 			count(COUNTER_BATCH_LOST);
 	}
-	apply_batch(sp, addr, used, epoch);
+	apply_batch(sp, addr, used, epoch, flags & BATCH_INHERITED);
 }
 
 /*
@@ -1911,7 +1914,7 @@ int batch_drain(void *ctx)
 	if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)sp->addr) != 0)
 		count(COUNTER_BATCH_LOST);
 	else
-		apply_batch(sp, sp->addr, hdr[1], last_epoch + 2);
+		apply_batch(sp, sp->addr, hdr[1], last_epoch + 2, false);
 	sp->addr = 0;
 	bpf_map_delete_elem(&batch_threads, &tid);
 	__sync_fetch_and_add(&batches_drained, 1);

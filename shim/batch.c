@@ -145,7 +145,7 @@ static void fork_child(void)
 		next = bt->next;
 		if (bt == t_batch)
 			continue;
-		flush(bt, 0);
+		flush(bt, MD_BATCH_INHERITED);
 		unregister(bt);
 		munmap(bt, sizeof(*bt));
 	}
@@ -153,7 +153,7 @@ static void fork_child(void)
 	/* The probes know the child's thread by its own buffer again. */
 	bt = t_batch;
 	if (bt != NULL && bt != RETIRED)
-		flush(bt, MD_BATCH_REGISTER);
+		flush(bt, MD_BATCH_REGISTER | MD_BATCH_INHERITED);
 }
 
 /* At exit, the exiting thread's last calls go before the process's report. */

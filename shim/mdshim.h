@@ -222,7 +222,9 @@ void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("
  * is being handed over and emptied; used words of events follow, each
  * event a word of kind, frame count and epoch, then the block's address,
  * and for an allocation its size and its frames. REGISTER tells the probes
- * of a thread's new buffer, RETIRE of its end.
+ * of a thread's new buffer, RETIRE of its end, INHERITED that a fork child
+ * hands over calls made before the fork (its blocks are not a zygote
+ * child's own).
  */
 #define MD_BATCH_WORDS 440
 #define MD_BATCH_HELD 48
@@ -234,6 +236,7 @@ void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("
 #define MD_BATCH_EPOCH_SHIFT 20
 #define MD_BATCH_REGISTER 1
 #define MD_BATCH_RETIRE 2
+#define MD_BATCH_INHERITED 4
 
 struct md_batch {
 	uint64_t seq;

@@ -224,9 +224,10 @@ func TestHandoffLeaks(t *testing.T) {
 	for _, mode := range launchModes {
 		for _, end := range []string{"exit", "_exit", "fork"} {
 			t.Run(mode.name+"/"+end, func(t *testing.T) {
-				logPath := filepath.Join(t.TempDir(), "log")
-				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath,
-					"--", prog("handoff"), "10000", "3", "2", "4", end)
+				dir := t.TempDir()
+				logPath := filepath.Join(dir, "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+					"--log", logPath, "--", prog("handoff"), "10000", "3", "2", "4", end)
 				if r.code != 0 || r.stdout != "handoff 10000 3 2 4\n" {
 					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
 				}
@@ -246,6 +247,21 @@ func TestHandoffLeaks(t *testing.T) {
 				}{{"leaked block of size 4000 ", 12}, {"leaked block of size 3000 ", 2}, {"(handoff_keep+", 12}, {"(handoff_main+", 2}, {"(handoff_make+", 0}, {"(handoff_churn+", 0}} {
 					if n := strings.Count(log, want.what); n != procs*want.n {
 						t.Errorf("%d lines with %q, want %d", n, want.what, procs*want.n)
+					}
+				}
+				// The kept blocks were allocated before any fork: in the
+				// child's heap dump too they are not a zygote child's (z 0),
+				// whether its parent's table or its copy of a thread's batch
+				// brought them.
+				dumps, _ := filepath.Glob(dir + "/heap.*.exit.txt")
+				if len(dumps) != procs {
+					t.Fatalf("heap dumps %v, want %d", dumps, procs)
+				}
+				for _, d := range dumps {
+					for line := range strings.SplitSeq(readFile(t, d), "\n") {
+						if f := strings.Fields(line); len(f) > 3 && f[0] == "z" && f[2] == "sz" && f[3] == "4000" && f[1] != "0" {
+							t.Errorf("%s: %q: a block kept before the fork, marked as the zygote child's", d, line)
+						}
 					}
 				}
 			})
