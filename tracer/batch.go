@@ -211,47 +211,9 @@ func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 	}
 }
 
-// orphansOf returns the frees the probes keep aside for process tgid, by
-// address, with their epochs.
-func (p *Probes) orphansOf(tgid int) map[uint64]uint64 {
-	mine := p.blocksOf(tgid)
-	out := map[uint64]uint64{}
-	var (
-		key   bpf.MdtraceAllocKey
-		epoch uint64
-		it    = p.objs.Orphans.Iterate()
-	)
-	for it.Next(&key, &epoch) {
-		if mine(&key) {
-			out[key.Ptr] = epoch
-		}
-	}
-	return out
-}
-
-// dropOrphans deletes the frees kept aside for the blocks drop picks,
-// those of processes that ended or executed another program: no
-// allocation will come for them.
-func (p *Probes) dropOrphans(drop func(*bpf.MdtraceAllocKey) bool) {
-	var (
-		key   bpf.MdtraceAllocKey
-		epoch uint64
-		gone  []bpf.MdtraceAllocKey
-		it    = p.objs.Orphans.Iterate()
-	)
-	for it.Next(&key, &epoch) {
-		if drop(&key) {
-			gone = append(gone, key)
-		}
-	}
-	for _, k := range gone {
-		p.objs.Orphans.Delete(k)
-	}
-}
-
-// copyOrphans gives process child a copy of the frees kept aside for the
-// blocks parents picks.
-func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int) error {
+// keptFrees returns the frees the probes keep aside for the blocks pick
+// picks, with their epochs.
+func (p *Probes) keptFrees(pick func(*bpf.MdtraceAllocKey) bool) ([]bpf.MdtraceAllocKey, []uint64) {
 	var (
 		key    bpf.MdtraceAllocKey
 		epoch  uint64
@@ -260,15 +222,42 @@ func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int)
 		it     = p.objs.Orphans.Iterate()
 	)
 	for it.Next(&key, &epoch) {
-		if parents(&key) {
-			k := key
-			k.Tgid = uint32(child)
-			keys = append(keys, k)
+		if pick(&key) {
+			keys = append(keys, key)
 			epochs = append(epochs, epoch)
 		}
 	}
-	for i := range keys {
-		if err := p.objs.Orphans.Put(keys[i], epochs[i]); err != nil {
+	return keys, epochs
+}
+
+// orphansOf returns the frees the probes keep aside for process tgid, by
+// address, with their epochs.
+func (p *Probes) orphansOf(tgid int) map[uint64]uint64 {
+	keys, epochs := p.keptFrees(p.blocksOf(tgid))
+	out := make(map[uint64]uint64, len(keys))
+	for i, k := range keys {
+		out[k.Ptr] = epochs[i]
+	}
+	return out
+}
+
+// dropOrphans deletes the frees kept aside for the blocks drop picks,
+// those of processes that ended or executed another program: no
+// allocation will come for them.
+func (p *Probes) dropOrphans(drop func(*bpf.MdtraceAllocKey) bool) {
+	keys, _ := p.keptFrees(drop)
+	for _, k := range keys {
+		p.objs.Orphans.Delete(k)
+	}
+}
+
+// copyOrphans gives process child a copy of the frees kept aside for the
+// blocks parents picks.
+func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int) error {
+	keys, epochs := p.keptFrees(parents)
+	for i, k := range keys {
+		k.Tgid = uint32(child)
+		if err := p.objs.Orphans.Put(k, epochs[i]); err != nil {
 			return err
 		}
 	}

@@ -183,10 +183,15 @@ func (p *Process) adopt(a adoption) error {
 	if err := ptrace(unix.PTRACE_SEIZE, a.child, 0, p.options()); err != nil {
 		return fmt.Errorf("tracing process %d, forked from %d: %w", a.child, a.parent, err)
 	}
-	p.tracees[a.child] = true
-	p.followed++
-	p.hooks.Fork(a.parent, a.child, false)
+	p.follow(a.parent, a.child, false)
 	return nil
+}
+
+// follow makes child, traced now, one of the tracees, and calls the Fork hook.
+func (p *Process) follow(parent, child int, vfork bool) {
+	p.tracees[child] = true
+	p.followed++
+	p.hooks.Fork(parent, child, vfork)
 }
 
 // options are the ptrace options of every tracee.
@@ -470,9 +475,7 @@ func (p *Process) forked(parent int, vfork bool) {
 		ptrace(unix.PTRACE_DETACH, child, 0, 0)
 		return
 	}
-	p.tracees[child] = true
-	p.followed++
-	p.hooks.Fork(parent, child, vfork)
+	p.follow(parent, child, vfork)
 }
 
 func isStopSignal(s syscall.Signal) bool {
@@ -561,21 +564,39 @@ const pfKthread = 0x00200000
 // kernelThread reports whether pid is a kernel thread, which has no
 // /proc/PID/exe, as a process that has exited has none.
 func kernelThread(pid int) bool {
+	f, err := StatFields(pid)
+	// f[0] is the state (field 3); the flags are field 9.
+	if err != nil || len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread != 0
+}
+
+// StatFields returns the fields of /proc/PID/stat that follow the command
+// name: the state (field 3) first, then the parent (field 4), and so on.
+func StatFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return nil, err
 	}
 	// The command name may hold spaces and parentheses: the fields
 	// start after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return false
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is the state (field 3); the flags are field 9.
-	if len(f) < 7 {
-		return false
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// ParentPID returns the parent of process pid.
+func ParentPID(pid int) (int, error) {
+	f, err := StatFields(pid)
+	if err != nil {
+		return 0, err
 	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err == nil && flags&pfKthread != 0
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+	}
+	return strconv.Atoi(f[1])
 }

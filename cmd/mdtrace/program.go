@@ -207,17 +207,8 @@ func tracedByMdtrace(pid int) bool {
 // processAlive reports whether pid is a process that has not exited: not
 // gone, not a zombie.
 func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i] == ')' {
-			return i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-		}
-	}
-	return false
+	f, err := tracer.StatFields(pid)
+	return err == nil && len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // readyProgram starts tracing a matched process, which runs on: it is

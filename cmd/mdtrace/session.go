@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -648,7 +646,7 @@ func (s *session) adoptChild(pid int) bool {
 	if s.flags.PID != 0 && !s.flags.FollowForks {
 		return false
 	}
-	ppid, err := parentPID(pid)
+	ppid, err := tracer.ParentPID(pid)
 	if err != nil || s.proc == nil || s.traced(ppid) == nil {
 		return false
 	}
@@ -657,24 +655,6 @@ func (s *session) adoptChild(pid int) bool {
 		return false
 	}
 	return true
-}
-
-// parentPID is the parent of process pid (field 4 of /proc/PID/stat).
-func parentPID(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, in parentheses, may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
-	}
-	return strconv.Atoi(f[1])
 }
 
 // refused reports a request on the control socket that was not answered.
