@@ -91,17 +91,22 @@ static void unregister(struct md_batch_thread *bt)
 		bt->next->prev = bt->prev;
 }
 
+/* flush_busy is flush outside a batched call: a nested call meanwhile goes unbatched. */
+static void flush_busy(struct md_batch_thread *bt, uint64_t flags)
+{
+	bt->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	flush(bt, flags);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	bt->busy = 0;
+}
+
 void md_batch_sync(void)
 {
 	struct md_batch_thread *bt = t_batch;
 
-	if (bt != NULL && bt != RETIRED && !bt->busy && (bt->b.used != 0 || bt->nheld != 0)) {
-		bt->busy = 1;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		flush(bt, 0);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		bt->busy = 0;
-	}
+	if (bt != NULL && bt != RETIRED && !bt->busy && (bt->b.used != 0 || bt->nheld != 0))
+		flush_busy(bt, 0);
 }
 
 /* The key's destructor: the thread ends, its last batch goes. */
@@ -191,29 +196,23 @@ static struct md_batch_thread *thread_batch(void)
 {
 	struct md_batch_thread *bt = t_batch;
 	uintptr_t lo, hi;
+	bool known;
 	void *m;
 
 	if (__builtin_expect(bt != NULL, 1))
 		return bt == RETIRED ? NULL : bt;
 	md_internal_begin();
-	if (!md_stack_bounds(&lo, &hi)) {
-		md_internal_end();
-		t_batch = RETIRED;
-		return NULL;
-	}
+	known = md_stack_bounds(&lo, &hi);
 	md_internal_end();
-	m = mmap(NULL, sizeof(*bt), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED) {
-		t_batch = RETIRED;
-		return NULL;
-	}
+	m = known ? mmap(NULL, sizeof(*bt), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+	if (m == MAP_FAILED)
+		goto unbatched;
 	bt = m;
 	bt->lo = lo;
 	bt->hi = hi;
 	if (pthread_setspecific(g_key, bt) != 0) {
 		munmap(bt, sizeof(*bt));
-		t_batch = RETIRED;
-		return NULL;
+		goto unbatched;
 	}
 	pthread_mutex_lock(&g_registry_lock);
 	bt->next = g_registry;
@@ -222,10 +221,12 @@ static struct md_batch_thread *thread_batch(void)
 	g_registry = bt;
 	pthread_mutex_unlock(&g_registry_lock);
 	t_batch = bt;
-	bt->busy = 1;
-	flush(bt, MD_BATCH_REGISTER);
-	bt->busy = 0;
+	flush_busy(bt, MD_BATCH_REGISTER);
 	return bt;
+
+unbatched:
+	t_batch = RETIRED;
+	return NULL;
 }
 
 /*
@@ -273,14 +274,12 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 	bt = thread_batch();
 	if (bt == NULL || bt->busy)
 		return NULL;
-	bt->busy = 1;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (fp < bt->lo || fp >= bt->hi) {
-		flush(bt, 0);
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		bt->busy = 0;
+		flush_busy(bt, 0);
 		return NULL;
 	}
+	bt->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (bt->b.used + need > MD_BATCH_WORDS)
 		flush(bt, 0);
 	return bt;

@@ -1038,6 +1038,14 @@ static int powerof2(size_t x)
 	} while (0)
 
 /*
+ * BATCHED reports whether the thread's batch took the allocation r of size
+ * bytes (batch.c; a failed one needs no report): the hook then returns it.
+ * A macro, so that the frame the batch walks from is the hook's.
+ */
+#define BATCHED(r, size) \
+	(md_batch_on && ((r) == NULL || md_batch_alloc(__builtin_frame_address(0), (r), (size))))
+
+/*
  * site_start is the start time of a call for the probe sites: only while
  * mdtrace records calls, so that tracing alone costs no clock read.
  */
@@ -1106,7 +1114,7 @@ void *malloc(size_t size)
 	} else {
 		start = site_start();
 		r = __libc_malloc(size);
-		if (md_batch_on && (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, size)))
+		if (BATCHED(r, size))
 			return r;
 	}
 	if (site_new(r, size))
@@ -1164,8 +1172,7 @@ void *calloc(size_t nmemb, size_t size)
 	} else {
 		start = site_start();
 		r = __libc_calloc(nmemb, size);
-		if (md_batch_on &&
-		    (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, nmemb * size)))
+		if (BATCHED(r, nmemb * size))
 			return r;
 	}
 	if (site_new(r, nmemb * size))
@@ -1254,7 +1261,7 @@ static INLINE void *do_memalign(size_t alignment, size_t size)
 	} else {
 		start = site_start();
 		r = __libc_memalign(alignment, size);
-		if (md_batch_on && (r == NULL || md_batch_alloc(__builtin_frame_address(0), r, size)))
+		if (BATCHED(r, size))
 			return r;
 	}
 	if (site_new(r, size))
