@@ -1633,8 +1633,9 @@ static __always_inline u32 masked(u32 i, const u32 mask)
  * itself seen (the free its kept entry, the allocation its block in the
  * table), then, past a full barrier, looks for the other. Whoever deletes
  * the kept free accounts for the pair.
+ *
+ * A word per CPU for full_barrier's atomic add: no other CPU touches it.
  */
-/* A word per CPU for full_barrier's atomic add: no other CPU touches it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -1651,20 +1652,22 @@ static __always_inline void full_barrier(void)
 		__sync_fetch_and_add(f, 1);
 }
 
-/* Raises orphan_epoch to at least epoch (an allocation's filter). */
-static __always_inline void raise_orphan_epoch(u64 epoch)
+/*
+ * Raises *v to at least epoch, with other CPUs raising it too: a plain
+ * compare and store could lower it.
+ */
+static __always_inline void raise_epoch(volatile u64 *v, u64 epoch)
 {
 	u64 cur;
 	int i;
 
 	for (i = 0; i < 8; i++) {
-		cur = orphan_epoch;
-		if (cur >= epoch || __sync_val_compare_and_swap(&orphan_epoch, cur, epoch) == cur)
+		cur = *v;
+		if (cur >= epoch || __sync_val_compare_and_swap(v, cur, epoch) == cur)
 			return;
 	}
 }
 
-/* The pair of a kept free and its block's allocation is accounted for. */
 /* The pair of a kept free and its block's allocation is accounted for. */
 static __always_inline void pair_matched(struct batch_space *sp)
 {
@@ -1712,7 +1715,7 @@ static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u6
 	}
 	/* Its allocation may be in a batch still to come: kept aside. */
 	sp->unknown++;
-	raise_orphan_epoch(epoch);
+	raise_epoch(&orphan_epoch, epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		kept = orphan_key(&key, way);
 		if (bpf_map_update_elem(&orphans, &kept, &epoch, BPF_NOEXIST) == 0)
@@ -1876,8 +1879,7 @@ static __always_inline void batch_site(struct pt_regs *ctx)
 		count(COUNTER_BATCH_LOST);
 		return;
 	}
-	if (epoch > last_epoch)
-		last_epoch = epoch;
+	raise_epoch(&last_epoch, epoch);
 	if (flags & BATCH_RETIRE) {
 		apply_batch(sp, addr, used, epoch, false);
 		sp->addr = 0;
