@@ -881,6 +881,13 @@ enum stack_at {
 #define WALK_CHUNK 1024
 struct walk_buf {
 	u8 b[WALK_CHUNK + 16];
+	/*
+	 * The walk's state, kept here rather than on the BPF stack: loaded
+	 * from a map, its values are unknown to the verifier, so that it
+	 * checks a step of the walk once instead of once per frame.
+	 */
+	u64 fp, sp, base, len;
+	u32 nr;
 };
 
 struct {
@@ -900,6 +907,49 @@ struct {
 /* No code is mapped in the first page. */
 #define USER_BOTTOM 4096ULL
 
+/* A frame-pointer walk in progress (walk_frames): where it goes, its state. */
+struct walk {
+	struct stack *st;
+	struct walk_buf *w;
+};
+
+/*
+ * One frame of the walk, a step of bpf_loop: the verifier checks it a few
+ * times, whatever the depth, where an unrolled loop of 256 frames is more
+ * than it takes. Returns 1 when the walk ends.
+ */
+static long walk_step(u64 i, void *data)
+{
+	struct walk *c = data;
+	struct walk_buf *w = c->w;
+	u64 fp = w->fp, next, ret, off, len;
+	u32 nr = w->nr;
+
+	if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || (fp & 7) || fp < w->sp || fp - w->sp >= STACK_SPAN)
+		return 1;
+	if (fp < w->base || fp + 16 > w->base + w->len) {
+		/* The record is aligned: it does not cross its page. */
+		len = page_size - (fp & (page_size - 1));
+		if (len > WALK_CHUNK)
+			len = WALK_CHUNK;
+		if (len < 16 || bpf_probe_read_user(w->b, len, (void *)fp) != 0)
+			return 1;
+		w->base = fp;
+		w->len = len;
+	}
+	off = (fp - w->base) & (WALK_CHUNK - 1);
+	next = *(u64 *)&w->b[off];
+	ret = *(u64 *)&w->b[off + 8];
+	if (ret < USER_BOTTOM || ret >= USER_TOP)
+		return 1;
+	c->st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
+	w->nr = nr + 1;
+	if (next <= fp)
+		return 1;
+	w->fp = next;
+	return 0;
+}
+
 /*
  * Walks the frame-pointer chain of the current thread into st->ips, with
  * the allocator's caller first (see enum stack_at), as the kernel's user
@@ -915,54 +965,37 @@ struct {
 static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
 				       const struct thread_state *ts)
 {
-	u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), base = 0, len = 0, next, ret, off;
-	u32 zero = 0, i, nr = 0;
+	u32 zero = 0;
+	struct walk c = { .st = st };
 	struct walk_buf *w = bpf_map_lookup_elem(&walk_scratch, &zero);
 
 	if (!w)
 		return 0;
+	c.w = w;
+	w->fp = PT_REGS_FP(ctx);
+	w->sp = PT_REGS_SP(ctx);
+	w->base = w->len = 0;
+	w->nr = 0;
 	switch (at) {
 	case AT_RETURN:
 		st->ips[0] = PT_REGS_IP(ctx);
-		nr = 1;
+		w->nr = 1;
 		break;
 	case AT_ENTRY:
 		if (bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0)
 			return 0;
-		nr = 1;
+		w->nr = 1;
 		break;
 	case AT_NEW:
 		if (!ts)
 			return 0;
 		st->ips[0] = ts->new_ret;
-		fp = ts->new_fp;
-		nr = 1;
+		w->fp = ts->new_fp;
+		w->nr = 1;
 		break;
 	}
-	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || (fp & 7) || fp < sp || fp - sp >= STACK_SPAN)
-			break;
-		if (fp < base || fp + 16 > base + len) {
-			/* The record is aligned: it does not cross its page. */
-			len = page_size - (fp & (page_size - 1));
-			if (len > WALK_CHUNK)
-				len = WALK_CHUNK;
-			if (len < 16 || bpf_probe_read_user(w->b, len, (void *)fp) != 0)
-				break;
-			base = fp;
-		}
-		off = (fp - base) & (WALK_CHUNK - 1);
-		next = *(u64 *)&w->b[off];
-		ret = *(u64 *)&w->b[off + 8];
-		if (ret < USER_BOTTOM || ret >= USER_TOP)
-			break;
-		st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
-		nr++;
-		if (next <= fp)
-			break;
-		fp = next;
-	}
-	return nr;
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &c, 0);
+	return w->nr;
 }
 
 /*
@@ -1763,6 +1796,7 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 	struct alloc_info info = {
 		.size = size | sp->zygote,
 	};
+	struct batch_space *own;
 	u64 saved = 0;
 
 	if (take_kept_free(&key, written)) {
@@ -1772,17 +1806,24 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		return;
 	}
 	if (backtrace_for(size) && stack_depth > 0) {
-		if (nr == 0) {
+		/*
+		 * The frames are stored from the thread's space as the map
+		 * value it is: batch_event, a global function, gets sp as
+		 * plain memory, which kernels before 6.x refuse as the value
+		 * of a map update.
+		 */
+		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+		if (nr == 0 || !own) {
 			count(COUNTER_STACK_ERROR);
 		} else {
 			/* The word after the frames is the next event's: a zero ends them meanwhile. */
 			if (nr < stack_depth) {
-				saved = sp->w[end];
-				sp->w[end] = 0;
+				saved = own->w[end];
+				own->w[end] = 0;
 			}
-			info.stack_id = stack_id_of((struct stack *)&sp->w[f], nr);
+			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr);
 			if (nr < stack_depth)
-				sp->w[end] = saved;
+				own->w[end] = saved;
 		}
 	}
 	if (!insert_keyed(&key, &info))
@@ -1897,14 +1938,11 @@ static __always_inline void batch_site(struct pt_regs *ctx)
 
 /*
  * A thread ends, however it ends (pthread_exit, the end of its process, a
- * signal): what its batch still holds goes to the table. The tracepoint
- * comes before the kernel lets go of the thread's memory (since 6.x; where
- * it does not, the read fails and is counted). Every batch written so far
- * has an epoch up to the newest seen, or the one after, being handed over:
- * a free kept from here is later than all.
+ * signal): what its batch still holds goes to the table. Every batch
+ * written so far has an epoch up to the newest seen, or the one after,
+ * being handed over: a free kept from here is later than all.
  */
-SEC("raw_tp/sched_process_exit")
-int batch_drain(void *ctx)
+static __always_inline void drain_thread(void)
 {
 	struct batch_space *sp;
 	u64 hdr[2];
@@ -1912,7 +1950,7 @@ int batch_drain(void *ctx)
 
 	sp = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
 	if (!sp || !sp->addr)
-		return 0;
+		return;
 	if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)sp->addr) != 0)
 		count(COUNTER_BATCH_LOST);
 	else
@@ -1920,6 +1958,25 @@ int batch_drain(void *ctx)
 	sp->addr = 0;
 	bpf_map_delete_elem(&batch_threads, &tid);
 	__sync_fetch_and_add(&batches_drained, 1);
+}
+
+/*
+ * The drain at the entry of do_exit, where the thread's memory is still
+ * there on every kernel. The sched_process_exit tracepoint comes after the
+ * kernel lets go of it on older kernels (6.1, 6.12); it is the drain where
+ * kprobes cannot be used.
+ */
+SEC("kprobe/do_exit")
+int batch_drain_kprobe(void *ctx)
+{
+	drain_thread();
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int batch_drain(void *ctx)
+{
+	drain_thread();
 	return 0;
 }
 

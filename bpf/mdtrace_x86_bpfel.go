@@ -117,8 +117,14 @@ type MdtraceThreadState struct {
 }
 
 type MdtraceWalkBuf struct {
-	_ structs.HostLayout
-	B [1040]uint8
+	_    structs.HostLayout
+	B    [1040]uint8
+	Fp   uint64
+	Sp   uint64
+	Base uint64
+	Len  uint64
+	Nr   uint32
+	_    [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -153,6 +159,7 @@ const (
 	MdtraceProgAllocReturn       = "alloc_return"
 	MdtraceProgAllocSite         = "alloc_site"
 	MdtraceProgBatchDrain        = "batch_drain"
+	MdtraceProgBatchDrainKprobe  = "batch_drain_kprobe"
 	MdtraceProgExecGen           = "exec_gen"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
 	MdtraceProgProgramExec       = "program_exec"
@@ -237,6 +244,7 @@ type MdtraceProgramSpecs struct {
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
 	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
 	BatchDrain       *ebpf.ProgramSpec `ebpf:"batch_drain"`
+	BatchDrainKprobe *ebpf.ProgramSpec `ebpf:"batch_drain_kprobe"`
 	ExecGen          *ebpf.ProgramSpec `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
@@ -431,6 +439,7 @@ type MdtracePrograms struct {
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
 	BatchDrain       *ebpf.Program `ebpf:"batch_drain"`
+	BatchDrainKprobe *ebpf.Program `ebpf:"batch_drain_kprobe"`
 	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
 	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
@@ -444,6 +453,7 @@ func (p *MdtracePrograms) Close() error {
 		p.AllocReturn,
 		p.AllocSite,
 		p.BatchDrain,
+		p.BatchDrainKprobe,
 		p.ExecGen,
 		p.LibrariesChanged,
 		p.ProgramExec,

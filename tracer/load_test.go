@@ -125,3 +125,51 @@ func TestForgetSkipsTakenOut(t *testing.T) {
 		t.Errorf("estimate %d, %v; want 30", n, ok)
 	}
 }
+
+// TestLoadVariants: the kernel verifies the programs as every mode and
+// every option that changes their constants loads them, and the drain at
+// a thread's end attaches. The kernel matrix runs it on other kernels.
+func TestLoadVariants(t *testing.T) {
+	needBPF(t)
+	if err := CheckKernel(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range LoadVariants() {
+		t.Run(v.Name, func(t *testing.T) {
+			p, err := LoadProbes(v.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.DrainPoint(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestFeatures: every feature the probes need is there on a kernel that
+// loads them, and each is named with the kernel that brought it.
+func TestFeatures(t *testing.T) {
+	needBPF(t)
+	for _, f := range Features() {
+		if f.Name == "" || f.Since == "" || f.For == "" {
+			t.Errorf("%+v: a feature needs a name, a first kernel and a use", f)
+		}
+		if f.Err != nil {
+			t.Errorf("%s: the probe could not tell: %v", f.Name, f.Err)
+		}
+		if f.Required() && !f.Have {
+			t.Errorf("%s is missing, yet the programs load", f.Name)
+		}
+	}
+	i := slices.IndexFunc(Features(), func(f Feature) bool { return f.Name == "bpf_loop" })
+	if i < 0 {
+		t.Fatal("no feature bpf_loop")
+	}
+	e := (&MissingFeatureError{Release: "5.15.0", Feature: Features()[i]}).Error()
+	want := "this kernel (5.15.0) lacks bpf_loop, which mdtrace needs for walking the loader's list of libraries, program mode's name match; it came in Linux 5.17 (mdtrace --check lists what this kernel has)"
+	if e != want {
+		t.Errorf("missing feature:\n%s\nwant\n%s", e, want)
+	}
+}

@@ -154,13 +154,14 @@ type Probes struct {
 	btMin, btMax    uint64
 	allocBacktraces bool
 	// noBatch: the batch site stays unprobed (ProbeConfig.NoBatch, record).
-	noBatch   bool
-	multi     bool // uprobe_multi links
-	record    bool
-	verify    bool
-	exitLink  link.Link // the thread exit tracepoint, with record
-	drainLink link.Link // the thread exit probe that drains batches
-	execLink  link.Link // the exec tracepoint that keeps the gens map
+	noBatch     bool
+	multi       bool // uprobe_multi links
+	record      bool
+	verify      bool
+	exitLink    link.Link // the thread exit tracepoint, with record
+	drainLink   link.Link // the thread exit probe that drains batches
+	drainKprobe bool      // drainLink is the kprobe on do_exit, not the tracepoint
+	execLink    link.Link // the exec tracepoint that keeps the gens map
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 
@@ -214,6 +215,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	if cfg.BacktraceMaxSize == 0 {
 		cfg.BacktraceMaxSize = math.MaxUint64
+	}
+	if err := CheckKernel(); err != nil {
+		return nil, err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("removing the memlock limit: %w", err)
@@ -311,7 +315,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if err := p.load(spec, cfg.Program != ""); err != nil {
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("loading the BPF programs: %+v", verr)
+			return nil, &VerifierError{Release: KernelRelease(), Err: verr}
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
@@ -822,7 +826,14 @@ func (p *Probes) batchReady() bool {
 	if p.objs.BatchDrain == nil {
 		return false
 	}
-	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.BatchDrain})
+	// At the entry of do_exit the thread's memory is there on every
+	// kernel; the exit tracepoint comes after the kernel let go of it on
+	// older ones (6.1, 6.12), and serves where kprobes cannot be used.
+	l, err := link.Kprobe("do_exit", p.objs.BatchDrainKprobe, nil)
+	p.drainKprobe = err == nil
+	if err != nil {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: p.objs.BatchDrain})
+	}
 	if err != nil {
 		return false
 	}

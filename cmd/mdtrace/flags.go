@@ -68,6 +68,8 @@ type Flags struct {
 	DebugDirs []string
 	Version   bool
 	Help      bool
+	// Check reports what the kernel supports and exits.
+	Check bool
 	// Command is the program to launch and its arguments.
 	Command []string
 }
@@ -141,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
+	fs.BoolVar(&f.Check, "check", false, "say what this kernel has of what mdtrace uses, and what mdtrace does without it; load the BPF programs as each mode does; exit 0 if mdtrace can run here")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
 
@@ -199,6 +202,12 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return f, nil
 	}
 	if f.Version {
+		return f, nil
+	}
+	if f.Check {
+		if fs.NArg() > 0 || fs.NFlag() > 1 {
+			return nil, &usageError{"--check takes no other flag and no command"}
+		}
 		return f, nil
 	}
 	f.Command = fs.Args()

@@ -32,6 +32,9 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mdtrace %s\n", version)
 		return 0
 	}
+	if flags.Check {
+		return runCheck(stdout, stderr)
+	}
 	if flags.All {
 		status, err := runAll(flags, stdout, stderr)
 		if err != nil {

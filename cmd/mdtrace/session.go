@@ -152,6 +152,10 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		// blocks would each be kept for an allocation that never comes.
 		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 	})
+	var verr *tracer.VerifierError
+	if errors.As(err, &verr) && cfg.Has(tracer.Verbose) {
+		fmt.Fprintln(stderr, verr.Log())
+	}
 	if err != nil {
 		return 1, err
 	}

@@ -28,6 +28,8 @@ func TestDeepBacktraces(t *testing.T) {
 			{64, 40, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 41), []string{"main"})},
 			{16, 40, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 15))},
 			{200, 250, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 199))},
+			// The most Android allows: every frame kept.
+			{256, 300, slices.Concat([]string{"bottom"}, slices.Repeat([]string{"recurse"}, 255))},
 		} {
 			t.Run(fmt.Sprintf("%s/backtrace=%d/depth=%d", mode.name, tc.frames, tc.depth), func(t *testing.T) {
 				r := runMdtrace(t, modeFlag(mode.flag), "-o", fmt.Sprintf("backtrace=%d leak_track", tc.frames), "--", prog("deep"), fmt.Sprint(tc.depth), "100")
