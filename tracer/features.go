@@ -54,7 +54,7 @@ var featureList = []struct {
 	{Feature{Name: "bpf_loop", Since: "5.17", For: "walking the loader's list of libraries, program mode's name match"},
 		func() (bool, error) { return have(features.HaveProgramHelper(ebpf.Kprobe, asm.FnLoop)) }},
 	{Feature{Name: "kprobes (CONFIG_KPROBES)", Since: "4.1", For: "handing a thread's last batch over at do_exit",
-		Without: "the sched_process_exit tracepoint, which older kernels (6.1, 6.12) reach after the thread's memory is gone: the calls in a thread's last unflushed batch are lost, counted and said (--no-batch loses none)"},
+		Without: "the sched_process_exit tracepoint, which older kernels (6.1) reach after the thread's memory is gone: the calls in a thread's last unflushed batch are lost, counted and said (--no-batch loses none)"},
 		haveKprobe},
 	{Feature{Name: "uprobe_multi links", Since: "6.6", For: "attaching every probe of a file with one link",
 		Without: "one link per probe: attaching takes longer, tracing costs the same"},
@@ -67,21 +67,26 @@ var featureList = []struct {
 		func() (bool, error) { return haveKernelSymbol("arch_uprobe_optimize") }},
 }
 
-var (
-	featuresOnce sync.Once
-	featureState []Feature
-)
-
-// Features probes the running kernel for each feature mdtrace uses, once.
-func Features() []Feature {
-	featuresOnce.Do(func() {
-		for _, f := range featureList {
+// featureState is each feature's probe, run once when first asked.
+var featureState = func() []func() Feature {
+	fs := make([]func() Feature, len(featureList))
+	for i, f := range featureList {
+		fs[i] = sync.OnceValue(func() Feature {
 			g := f.Feature
 			g.Have, g.Err = f.probe()
-			featureState = append(featureState, g)
-		}
-	})
-	return featureState
+			return g
+		})
+	}
+	return fs
+}()
+
+// Features probes the running kernel for each feature mdtrace uses.
+func Features() []Feature {
+	var fs []Feature
+	for _, f := range featureState {
+		fs = append(fs, f())
+	}
+	return fs
 }
 
 // MissingFeatureError is a kernel without a feature mdtrace needs.
@@ -100,11 +105,15 @@ func (e *MissingFeatureError) Error() string {
 }
 
 // CheckKernel returns a MissingFeatureError for the first feature mdtrace
-// needs that the running kernel lacks, nil when it has them all.
+// needs that the running kernel lacks, nil when it has them all. LoadProbes
+// asks it when the kernel refuses the programs.
 func CheckKernel() error {
-	for _, f := range Features() {
-		if f.Required() && !f.Have {
-			return &MissingFeatureError{Release: KernelRelease(), Feature: f}
+	for i, f := range featureList {
+		if !f.Required() {
+			continue
+		}
+		if g := featureState[i](); !g.Have {
+			return &MissingFeatureError{Release: KernelRelease(), Feature: g}
 		}
 	}
 	return nil

@@ -216,9 +216,6 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if cfg.BacktraceMaxSize == 0 {
 		cfg.BacktraceMaxSize = math.MaxUint64
 	}
-	if err := CheckKernel(); err != nil {
-		return nil, err
-	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("removing the memlock limit: %w", err)
 	}
@@ -313,6 +310,13 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
 	if err := p.load(spec, cfg.Program != ""); err != nil {
+		// A kernel without a feature the programs need is said as
+		// such, not as the verifier's or the loader's words. The
+		// features are probed only then: the probes cost more than a
+		// start-up should.
+		if ferr := CheckKernel(); ferr != nil {
+			return nil, ferr
+		}
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, &VerifierError{Release: KernelRelease(), Err: verr}
@@ -828,7 +832,7 @@ func (p *Probes) batchReady() bool {
 	}
 	// At the entry of do_exit the thread's memory is there on every
 	// kernel; the exit tracepoint comes after the kernel let go of it on
-	// older ones (6.1, 6.12), and serves where kprobes cannot be used.
+	// older ones (6.1), and serves where kprobes cannot be used.
 	l, err := link.Kprobe("do_exit", p.objs.BatchDrainKprobe, nil)
 	p.drainKprobe = err == nil
 	if err != nil {
