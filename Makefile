@@ -4,6 +4,7 @@
 #   make test      every test: unit, golden and real-eBPF integration (as root)
 #   make bench     side-by-side overhead measurements
 #   make generate  rebuild the committed BPF objects with clang
+#   make test-kernels  the smoke suite under other kernels (KERNELS="6.1 6.12", OLD_KERNELS=5.10)
 #
 # The targets install what they need (Debian packages) when it is missing.
 
@@ -24,7 +25,7 @@ LIBDIR := /usr/lib/x86_64-linux-gnu
 # fixed in Go 1.27). 200000 inputs take 3 to 30 s a target here.
 FUZZTIME ?= 200000x
 
-.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean
+.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean smoke-build test-kernels
 
 all: build
 
@@ -106,3 +107,25 @@ bench: deps build testprogs
 clean:
 	rm -rf bin
 	$(MAKE) -s -C testdata clean
+
+# The kernel matrix: Debian's packaged kernels booted under QEMU with this
+# machine's files (vagrant/qemu-run), each running the smoke suite
+# (vagrant/smoke) on binaries built here.
+# OLD_KERNELS are older than mdtrace supports: each mode must stop there
+# with one line naming what the kernel lacks.
+KERNELS ?= 6.1 6.12
+OLD_KERNELS ?= 5.10
+smoke-build: build testprogs
+	@mkdir -p bin/smoke
+	CGO_ENABLED=0 $(GO) test -c -o bin/smoke/tracer.test ./tracer
+	CGO_ENABLED=0 $(GO) test -c -o bin/smoke/e2e.test ./cmd/mdtrace
+
+test-kernels: smoke-build
+	@for k in $(KERNELS); do \
+		echo "=== kernel $$k"; \
+		vagrant/qemu-run -k $$k -t 1800 -- vagrant/smoke || exit 1; \
+	done; \
+	for k in $(OLD_KERNELS); do \
+		echo "=== kernel $$k (unsupported)"; \
+		vagrant/qemu-run -k $$k -t 600 -- vagrant/smoke --unsupported || exit 1; \
+	done

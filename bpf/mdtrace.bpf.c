@@ -1963,7 +1963,7 @@ static __always_inline void drain_thread(void)
 /*
  * The drain at the entry of do_exit, where the thread's memory is still
  * there on every kernel. The sched_process_exit tracepoint comes after the
- * kernel lets go of it on older kernels (6.1, 6.12); it is the drain where
+ * kernel lets go of it on older kernels (6.1); it is the drain where
  * kprobes cannot be used.
  */
 SEC("kprobe/do_exit")

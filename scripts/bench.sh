@@ -362,7 +362,9 @@ target() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
 
-echo "malloc debug overhead, side by side; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+echo "malloc debug overhead, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+# The figures depend on the kernel: say which speed-ups this one has.
+bin/mdtrace --check 2>/dev/null | grep -E '^  (yes|no ) +(uprobe_multi|optimized uprobes|kprobes)' | sed 's/^  /  kernel feature: /' || true
 workloads=(pairs pairs_mt)
 if command -v sqlite3 >/dev/null 2>&1; then
 	workloads+=(sqlite3)
