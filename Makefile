@@ -81,7 +81,7 @@ FUZZ_TMP := $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo $${
 FUZZ     := TMPDIR=$(FUZZ_TMP) $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s
 
 fuzz:
-	$(FUZZ) -fuzz '^FuzzParseConfig$$' ./tracer
+	$(FUZZ) -fuzz '^FuzzParseConfig$$' ./options
 	$(FUZZ) -fuzz '^FuzzProbePoint$$' ./tracer
 	$(FUZZ) -fuzz '^FuzzParseMaps$$' ./stacks
 	$(FUZZ) -fuzz '^FuzzOpenELF$$' ./stacks

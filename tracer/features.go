@@ -219,24 +219,26 @@ type LoadVariant struct {
 // LoadVariants are the configurations every supported kernel must load:
 // each mode and each option that changes a constant of the programs.
 func LoadVariants() []LoadVariant {
+	// Android's default depth.
+	const variantDepth = 16
 	yes, no := true, false
 	small := uint32(1 << 16)
 	return []LoadVariant{
-		{"launch: backtrace leak_track", ProbeConfig{StackDepth: DefaultBacktraceFrames, UnknownIsError: true, MaxAllocs: small}, true},
-		{"attach: backtrace", ProbeConfig{StackDepth: DefaultBacktraceFrames, NoBatch: true, MaxAllocs: small}, true},
+		{"launch: backtrace leak_track", ProbeConfig{StackDepth: variantDepth, UnknownIsError: true, MaxAllocs: small}, true},
+		{"attach: backtrace", ProbeConfig{StackDepth: variantDepth, NoBatch: true, MaxAllocs: small}, true},
 		{"no backtrace", ProbeConfig{MaxAllocs: small}, false},
 		{"backtrace=1", ProbeConfig{StackDepth: 1, MaxAllocs: small}, false},
-		{"backtrace=256", ProbeConfig{StackDepth: MaxBacktraceFrames, MaxAllocs: small}, true},
-		{"backtrace_min_size, backtrace_max_size", ProbeConfig{StackDepth: DefaultBacktraceFrames, BacktraceMinSize: 100, BacktraceMaxSize: 1000, MaxAllocs: small}, false},
-		{"backtrace_enable_on_signal", ProbeConfig{StackDepth: DefaultBacktraceFrames, BacktraceOff: true, MaxAllocs: small}, false},
+		{"backtrace=256", ProbeConfig{StackDepth: MaxStackDepth, MaxAllocs: small}, true},
+		{"backtrace_min_size, backtrace_max_size", ProbeConfig{StackDepth: variantDepth, BacktraceMinSize: 100, BacktraceMaxSize: 1000, MaxAllocs: small}, false},
+		{"backtrace_enable_on_signal", ProbeConfig{StackDepth: variantDepth, BacktraceOff: true, MaxAllocs: small}, false},
 		{"record_allocs", ProbeConfig{Record: true, MaxAllocs: small}, true},
-		{"record_allocs backtrace", ProbeConfig{Record: true, StackDepth: DefaultBacktraceFrames, MaxAllocs: small}, false},
-		{"verify_pointers abort_on_error", ProbeConfig{Verify: true, UnknownIsError: true, AbortOnError: true, StackDepth: DefaultBacktraceFrames, NoAllocBacktraces: true, MaxAllocs: small}, true},
-		{"verify_pointers, attached", ProbeConfig{Verify: true, StackDepth: DefaultBacktraceFrames, NoAllocBacktraces: true, NoBatch: true, MaxAllocs: small}, false},
-		{"program mode", ProbeConfig{StackDepth: DefaultBacktraceFrames, Program: "prog", NoBatch: true, MaxAllocs: small}, true},
-		{"one link per probe", ProbeConfig{StackDepth: DefaultBacktraceFrames, PerProbeLinks: true, MaxAllocs: small}, false},
-		{"preemptible kernel", ProbeConfig{StackDepth: DefaultBacktraceFrames, Preemptible: &yes, MaxAllocs: small}, false},
-		{"kernel without preemption", ProbeConfig{StackDepth: DefaultBacktraceFrames, Preemptible: &no, MaxAllocs: small}, false},
+		{"record_allocs backtrace", ProbeConfig{Record: true, StackDepth: variantDepth, MaxAllocs: small}, false},
+		{"verify_pointers abort_on_error", ProbeConfig{Verify: true, UnknownIsError: true, AbortOnError: true, StackDepth: variantDepth, NoAllocBacktraces: true, MaxAllocs: small}, true},
+		{"verify_pointers, attached", ProbeConfig{Verify: true, StackDepth: variantDepth, NoAllocBacktraces: true, NoBatch: true, MaxAllocs: small}, false},
+		{"program mode", ProbeConfig{StackDepth: variantDepth, Program: "prog", NoBatch: true, MaxAllocs: small}, true},
+		{"one link per probe", ProbeConfig{StackDepth: variantDepth, PerProbeLinks: true, MaxAllocs: small}, false},
+		{"preemptible kernel", ProbeConfig{StackDepth: variantDepth, Preemptible: &yes, MaxAllocs: small}, false},
+		{"kernel without preemption", ProbeConfig{StackDepth: variantDepth, Preemptible: &no, MaxAllocs: small}, false},
 	}
 }
 

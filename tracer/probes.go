@@ -89,6 +89,10 @@ type Counters struct {
 	FreesEarly     uint64 // frees that came before their block's batch, matched when it came (not a loss)
 }
 
+// MaxStackDepth is the most frames a backtrace the probes take can have
+// (MAX_STACK_DEPTH in bpf/mdtrace.bpf.c), Android's most.
+const MaxStackDepth = 256
+
 // ProbeConfig sets what the BPF programs record.
 type ProbeConfig struct {
 	// StackDepth is the number of frames per backtrace; 0 takes none.
@@ -201,8 +205,8 @@ type Probes struct {
 
 // LoadProbes loads the BPF programs and maps into the kernel.
 func LoadProbes(cfg ProbeConfig) (*Probes, error) {
-	if cfg.StackDepth < 0 || cfg.StackDepth > MaxBacktraceFrames {
-		return nil, fmt.Errorf("backtrace depth %d out of range 0..%d", cfg.StackDepth, MaxBacktraceFrames)
+	if cfg.StackDepth < 0 || cfg.StackDepth > MaxStackDepth {
+		return nil, fmt.Errorf("backtrace depth %d out of range 0..%d", cfg.StackDepth, MaxStackDepth)
 	}
 	if cfg.MaxAllocs == 0 {
 		cfg.MaxAllocs = DefaultMaxAllocs

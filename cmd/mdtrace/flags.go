@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -150,12 +151,12 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	// Every malloc debug option is also a kebab-case flag; a bare
 	// --option (or --option=default) takes the option's default value.
 	const noValue = "default"
-	kebab := map[string]tracer.OptionInfo{}
-	for _, o := range tracer.Options {
+	kebab := map[string]options.OptionInfo{}
+	for _, o := range options.Options {
 		name := strings.ReplaceAll(o.Name, "_", "-")
 		kebab[name] = o
 		switch o.Value {
-		case tracer.ValueNone:
+		case options.ValueNone:
 			fs.Bool(name, false, o.Help)
 		default:
 			kind := "STRING"
@@ -163,7 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 				kind = "N"
 			}
 			fs.Var(&optionValue{kind: kind}, name, o.Help)
-			if o.Value == tracer.ValueOptional {
+			if o.Value == options.ValueOptional {
 				fs.Lookup(name).NoOptDefVal = noValue
 			}
 		}
@@ -173,7 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	err := fs.ParseAll(args, func(fl *pflag.Flag, value string) error {
 		if o, ok := kebab[fl.Name]; ok {
 			switch {
-			case o.Value == tracer.ValueNone:
+			case o.Value == options.ValueNone:
 				if value != "true" && value != "false" {
 					return fmt.Errorf("value set for option '%s' which does not take a value", o.Name)
 				}
@@ -321,8 +322,8 @@ var errUnsupported = errors.New("not supported yet")
 
 // parseOptions parses the option string and refuses options mdtrace does
 // not implement yet, and shim options for a process it attaches to.
-func parseOptions(s string, noShim string) (*tracer.Config, error) {
-	cfg, err := tracer.ParseConfig(s)
+func parseOptions(s string, noShim string) (*options.Config, error) {
+	cfg, err := options.ParseConfig(s)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +339,7 @@ func parseOptions(s string, noShim string) (*tracer.Config, error) {
 }
 
 // checkPreload refuses --no-preload with options only the shim implements.
-func checkPreload(flags *Flags, cfg *tracer.Config) error {
+func checkPreload(flags *Flags, cfg *options.Config) error {
 	if !flags.NoPreload {
 		return nil
 	}
@@ -352,7 +353,7 @@ func checkPreload(flags *Flags, cfg *tracer.Config) error {
 
 // checkSampling refuses --sample-bytes with the options that need every
 // call.
-func checkSampling(flags *Flags, cfg *tracer.Config) error {
+func checkSampling(flags *Flags, cfg *options.Config) error {
 	if flags.SampleBytes == 0 {
 		return nil
 	}
@@ -366,18 +367,18 @@ func checkSampling(flags *Flags, cfg *tracer.Config) error {
 
 // checkInterval refuses --interval without the backtrace option, outside
 // --all: the periodic output is a heap dump.
-func checkInterval(flags *Flags, cfg *tracer.Config) error {
-	if flags.Top > 0 && !cfg.Has(tracer.Backtrace) {
+func checkInterval(flags *Flags, cfg *options.Config) error {
+	if flags.Top > 0 && !cfg.Has(options.Backtrace) {
 		return errors.New("--top lists allocation sites by their backtraces: it needs the backtrace option")
 	}
-	if flags.Interval > 0 && !cfg.Has(tracer.Backtrace) {
+	if flags.Interval > 0 && !cfg.Has(options.Backtrace) {
 		return errors.New("--interval writes heap dumps of the traced processes: it needs the backtrace option")
 	}
 	return nil
 }
 
 // needsShim reports whether the options need the shim preloaded.
-func needsShim(cfg *tracer.Config) bool {
+func needsShim(cfg *options.Config) bool {
 	for _, name := range cfg.Set {
 		if shimOptions[name] {
 			return true

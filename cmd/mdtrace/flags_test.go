@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -46,9 +47,9 @@ func TestCommandKeepsItsFlags(t *testing.T) {
 }
 
 func TestEveryOptionIsAFlag(t *testing.T) {
-	for _, o := range tracer.Options {
+	for _, o := range options.Options {
 		arg := "--" + strings.ReplaceAll(o.Name, "_", "-")
-		if o.Value == tracer.ValueRequired {
+		if o.Value == options.ValueRequired {
 			arg += "=5"
 		}
 		f, err := parseFlags([]string{arg, "-p", "1"}, io.Discard)
@@ -57,22 +58,22 @@ func TestEveryOptionIsAFlag(t *testing.T) {
 			continue
 		}
 		want := o.Name
-		if o.Value == tracer.ValueRequired {
+		if o.Value == options.ValueRequired {
 			want += "=5"
 		}
 		if f.Options != want {
 			t.Errorf("%s gives %q, want %q", arg, f.Options, want)
 		}
-		if _, err := tracer.ParseConfig(f.Options); err != nil {
+		if _, err := options.ParseConfig(f.Options); err != nil {
 			t.Errorf("%s: %v", arg, err)
 		}
 	}
 }
 
 func TestUnsupportedOptions(t *testing.T) {
-	for _, o := range tracer.Options {
+	for _, o := range options.Options {
 		s := o.Name
-		if o.Value == tracer.ValueRequired {
+		if o.Value == options.ValueRequired {
 			s += "=5"
 		}
 		_, err := parseOptions(s, "")

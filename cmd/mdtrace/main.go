@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -61,9 +62,9 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
-		var cerr *tracer.ConfigError
+		var cerr *options.ConfigError
 		if errors.As(err, &cerr) {
-			for _, l := range tracer.UsageLines {
+			for _, l := range options.UsageLines {
 				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
 			}
 		}

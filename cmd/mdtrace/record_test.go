@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/tracer"
 )
@@ -203,13 +204,13 @@ func TestRecordAllocsSignal46(t *testing.T) {
 	m.expectLine(t, "record: done")
 	waitFile(t, dir+"/ready")
 	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
-	m.cmd.Process.Signal(syscall.Signal(tracer.RecordAllocsSignal))
+	m.cmd.Process.Signal(syscall.Signal(options.RecordAllocsSignal))
 	waitFile(t, dir+"/rec")
 	recs := readRecords(t, dir+"/rec")
 	golden(t, "record_sequence_sites.txt", normalizeRecords(t, markedSequence(t, recs, pid), pid))
 	// The records were cleared: a second signal has nothing to write.
 	os.Remove(dir + "/rec")
-	m.cmd.Process.Signal(syscall.Signal(tracer.RecordAllocsSignal))
+	m.cmd.Process.Signal(syscall.Signal(options.RecordAllocsSignal))
 	for i := 0; i < 100 && !strings.Contains(readFile(t, dir+"/log"), "No alloc entries to write."); i++ {
 		waitFile(t, dir+"/log")
 		sleepBriefly()

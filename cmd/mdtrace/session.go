@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -27,7 +28,7 @@ import (
 // session is one run of mdtrace on one process.
 type session struct {
 	flags  *Flags
-	cfg    *tracer.Config
+	cfg    *options.Config
 	stderr io.Writer
 	log    *output.Log
 	// logToStderr is set when the log is standard error, so that summaries
@@ -100,7 +101,7 @@ func (s *session) live() []*proc {
 const launchGrace = time.Second
 
 // run traces the process the flags name and returns the exit status.
-func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
+func run(flags *Flags, cfg *options.Config, stderr io.Writer) (int, error) {
 	if err := checkPrivileges(); err != nil {
 		return 1, err
 	}
@@ -123,11 +124,11 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	verify := slices.Contains(cfg.Set, "verify_pointers")
 	depth := 0
 	switch {
-	case cfg.Has(tracer.Backtrace):
+	case cfg.Has(options.Backtrace):
 		depth = cfg.BacktraceFrames
 	case verify:
 		// Failure and free backtraces.
-		depth = tracer.DefaultBacktraceFrames
+		depth = options.DefaultBacktraceFrames
 	}
 	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
@@ -136,8 +137,8 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
 		BacktraceOff:      !s.btOn,
 		MaxAllocs:         flags.MaxAllocs,
-		Record:            cfg.Has(tracer.RecordAllocs),
-		NoAllocBacktraces: !cfg.Has(tracer.Backtrace),
+		Record:            cfg.Has(options.RecordAllocs),
+		NoAllocBacktraces: !cfg.Has(options.Backtrace),
 		Verify:            verify,
 		// A launched command's every block is seen: unknown pointers
 		// are errors. An attached process has blocks from before.
@@ -145,7 +146,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		// Probes on the allocator send SIGABRT to the thread; the
 		// process is held at its exit until the error block is
 		// written. A preloaded shim aborts by itself.
-		AbortOnError: cfg.Has(tracer.AbortOnError),
+		AbortOnError: cfg.Has(options.AbortOnError),
 		Program:      flags.Program,
 		// Batches need every block seen from the start, as a launched
 		// command's are: in an attached process the frees of older
@@ -153,7 +154,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 	})
 	var verr *tracer.VerifierError
-	if errors.As(err, &verr) && cfg.Has(tracer.Verbose) {
+	if errors.As(err, &verr) && cfg.Has(options.Verbose) {
 		fmt.Fprintln(stderr, verr.Log())
 	}
 	if err != nil {
@@ -161,7 +162,7 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	}
 	defer probes.Close()
 	s.probes = probes
-	if cfg.Has(tracer.RecordAllocs) {
+	if cfg.Has(options.RecordAllocs) {
 		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries); err != nil {
 			return 1, err
 		}
@@ -189,9 +190,9 @@ func run(flags *Flags, cfg *tracer.Config, stderr io.Writer) (int, error) {
 	// launched command is held stopped.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
-		syscall.Signal(tracer.BacktraceEnableSignal), syscall.Signal(tracer.RecordAllocsSignal),
-		syscall.Signal(tracer.BacktraceDumpSignal), syscall.Signal(tracer.CheckUnreachableSignal),
-		syscall.Signal(tracer.LogAllocatorStatsSignal))
+		syscall.Signal(options.BacktraceEnableSignal), syscall.Signal(options.RecordAllocsSignal),
+		syscall.Signal(options.BacktraceDumpSignal), syscall.Signal(options.CheckUnreachableSignal),
+		syscall.Signal(options.LogAllocatorStatsSignal))
 	defer signal.Stop(sigs)
 
 	if flags.Program != "" {
@@ -314,7 +315,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	}
 	s.ctl = ctl
 	env = append(env, ctl.Env())
-	if s.cfg.Has(tracer.RecordAllocs) {
+	if s.cfg.Has(options.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
 	}
@@ -417,7 +418,7 @@ func (s *session) ready(pid int) error {
 		}
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
-	if pts := s.probes.ProbePoints(pid); len(pts) > 0 && s.cfg.Has(tracer.Verbose) {
+	if pts := s.probes.ProbePoints(pid); len(pts) > 0 && s.cfg.Has(options.Verbose) {
 		// Where each probe went, and which ones trap twice: what a
 		// traced call costs depends on it.
 		var list []string
@@ -578,21 +579,21 @@ func (s *session) handleSignal(sig syscall.Signal) bool {
 // procs, as Android does when the signal reaches the process.
 func (s *session) debugSignal(sig int, procs []*proc) {
 	switch sig {
-	case tracer.BacktraceDumpSignal:
-		if !s.cfg.Has(tracer.Backtrace) {
+	case options.BacktraceDumpSignal:
+		if !s.cfg.Has(options.Backtrace) {
 			s.notice("signal %d ignored: heap dumps need the backtrace option", sig)
 			return
 		}
 		for _, p := range procs {
 			s.dump(p, fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, p.pid))
 		}
-	case tracer.RecordAllocsSignal:
+	case options.RecordAllocsSignal:
 		if s.rec == nil {
 			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
 			return
 		}
 		s.rec.WriteAll(s.cfg.RecordAllocsFile, s.pid, true)
-	case tracer.BacktraceEnableSignal:
+	case options.BacktraceEnableSignal:
 		if !s.cfg.BacktraceEnableOnSignal {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
 			return
@@ -604,8 +605,8 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 		if err := s.probes.SetBacktrace(on); err != nil {
 			s.notice("toggling backtraces: %v", err)
 		}
-	case tracer.LogAllocatorStatsSignal:
-		if !s.cfg.Has(tracer.LogAllocatorStatsOnSignal) {
+	case options.LogAllocatorStatsSignal:
+		if !s.cfg.Has(options.LogAllocatorStatsOnSignal) {
 			s.notice("signal %d ignored: logging allocator stats needs the log_allocator_stats_on_signal option", sig)
 			return
 		}
@@ -629,7 +630,7 @@ func (s *session) signal(pid, sig int) {
 
 // leakInfo answers the shim's get_malloc_leak_info for process pid.
 func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
-	if !s.cfg.Has(tracer.Backtrace) {
+	if !s.cfg.Has(options.Backtrace) {
 		return 1, nil, 0, 0, 0, 0
 	}
 	snap, err := s.probes.Snapshot(pid)
@@ -679,11 +680,11 @@ func (s *session) finish(p *proc) {
 	if s.rec != nil && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
 	}
-	if s.cfg.Has(tracer.LogAllocatorStatsOnExit) && s.ctl == nil {
+	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.ctl == nil {
 		// A preloaded shim logs glibc's statistics itself.
 		s.logStats(p)
 	}
-	if !s.cfg.Has(tracer.LeakTrack) && !(s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
+	if !s.cfg.Has(options.LeakTrack) && !(s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
 		return
 	}
 	snap, maps, err := s.snapshot(p)
@@ -691,9 +692,9 @@ func (s *session) finish(p *proc) {
 		s.notice("%v", err)
 		return
 	}
-	if s.cfg.Has(tracer.LeakTrack) {
+	if s.cfg.Has(options.LeakTrack) {
 		report := output.LeakReport
-		if s.cfg.Has(tracer.BacktraceFull) {
+		if s.cfg.Has(options.BacktraceFull) {
 			report = output.LeakReportFull
 		}
 		report(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps))
@@ -703,7 +704,7 @@ func (s *session) finish(p *proc) {
 				snap.SampleBytes, len(snap.Allocs), est.Blocks, est.Bytes)
 		}
 	}
-	if s.cfg.Has(tracer.Backtrace) && s.cfg.BacktraceDumpOnExit {
+	if s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
 	}
 	if s.flags.Folded != "" {
@@ -837,7 +838,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 		BacktraceSize: s.cfg.BacktraceFrames,
 		Records:       snap.UniqueList(false),
 	}
-	if s.cfg.Has(tracer.BacktraceFull) {
+	if s.cfg.Has(options.BacktraceFull) {
 		d.BtInfo = s.frames(p, maps)
 	}
 	if maps != nil {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mdtrace/mdtrace/tracer"
+	"github.com/mdtrace/mdtrace/options"
 )
 
 // TestSignal45TogglesBacktraces: with backtrace_enable_on_signal alone,
@@ -37,9 +37,9 @@ func TestSignal45TogglesBacktraces(t *testing.T) {
 				waitFile(t, dir+"/ready")
 				pid := strings.TrimSpace(readFile(t, dir+"/ready"))
 				if toggle {
-					m.cmd.Process.Signal(syscall.Signal(tracer.BacktraceEnableSignal))
+					m.cmd.Process.Signal(syscall.Signal(options.BacktraceEnableSignal))
 				}
-				m.cmd.Process.Signal(syscall.Signal(tracer.BacktraceDumpSignal))
+				m.cmd.Process.Signal(syscall.Signal(options.BacktraceDumpSignal))
 				waitFile(t, fmt.Sprintf("%s/h.%s.txt", dir, pid))
 				io.WriteString(m.stdin, "go\n")
 				m.expectLine(t, "done")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -17,7 +18,7 @@ import (
 // debug is on. A preloaded shim given the options logs its own, naming the
 // traced process, to which the same signals may be sent.
 func (s *session) logVerbose(p *proc) {
-	if !s.cfg.Has(tracer.Verbose) || s.ctl != nil {
+	if !s.cfg.Has(options.Verbose) || s.ctl != nil {
 		return
 	}
 	me := os.Getpid()
@@ -25,19 +26,19 @@ func (s *session) logVerbose(p *proc) {
 		s.log.Infof(p.pid, p.pid, "%s: Run: 'kill -%d %d' to %s.", p.prog, sig, me, what)
 	}
 	if s.cfg.BacktraceEnableOnSignal {
-		run(tracer.BacktraceEnableSignal, "enable backtracing")
+		run(options.BacktraceEnableSignal, "enable backtracing")
 	}
-	if s.cfg.Has(tracer.Backtrace) {
-		run(tracer.BacktraceDumpSignal, "dump the backtrace")
+	if s.cfg.Has(options.Backtrace) {
+		run(options.BacktraceDumpSignal, "dump the backtrace")
 	}
-	if s.cfg.Has(tracer.RecordAllocs) {
-		run(tracer.RecordAllocsSignal, "dump the allocation records")
+	if s.cfg.Has(options.RecordAllocs) {
+		run(options.RecordAllocsSignal, "dump the allocation records")
 	}
-	if s.cfg.Has(tracer.LogAllocatorStatsOnSignal) {
-		run(tracer.LogAllocatorStatsSignal, "log allocator stats")
+	if s.cfg.Has(options.LogAllocatorStatsOnSignal) {
+		run(options.LogAllocatorStatsSignal, "log allocator stats")
 	}
-	if s.cfg.Has(tracer.CheckUnreachableOnSignal) {
-		run(tracer.CheckUnreachableSignal, "check for unreachable memory")
+	if s.cfg.Has(options.CheckUnreachableOnSignal) {
+		run(options.CheckUnreachableSignal, "check for unreachable memory")
 	}
 	s.log.Infof(p.pid, p.pid, "%s: malloc debug enabled", p.prog)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -80,7 +81,7 @@ func TestAllocatorStatsSignal49(t *testing.T) {
 	m := start(t, mdtraceBin, "--no-preload", "-o", "log_allocator_stats_on_signal", "--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("leaky"), "hold")
 	m.expectLine(t, "leaky: done")
 	waitFile(t, dir+"/ready")
-	m.cmd.Process.Signal(syscall.Signal(tracer.LogAllocatorStatsSignal))
+	m.cmd.Process.Signal(syscall.Signal(options.LogAllocatorStatsSignal))
 	for i := 0; i < 200 && !strings.Contains(readFile(t, dir+"/log"), "live blocks by size"); i++ {
 		sleepBriefly()
 	}

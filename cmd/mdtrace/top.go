@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
-	"github.com/mdtrace/mdtrace/tracer"
 )
 
 // periodic is what each --interval does: the top view with --top, else a
@@ -22,7 +22,7 @@ func (s *session) periodic() {
 		s.showTop(os.Stdout)
 		return
 	}
-	s.debugSignal(tracer.BacktraceDumpSignal, s.live())
+	s.debugSignal(options.BacktraceDumpSignal, s.live())
 }
 
 // showTop writes the top view of every traced process to f, replacing the
