@@ -118,7 +118,7 @@ OLD_KERNELS ?= 5.10
 smoke-build: build testprogs
 	@mkdir -p bin/smoke
 	CGO_ENABLED=0 $(GO) test -c -o bin/smoke/tracer.test ./tracer
-	CGO_ENABLED=0 $(GO) test -c -o bin/smoke/e2e.test ./cmd/mdtrace
+	CGO_ENABLED=0 $(GO) test -c -o bin/smoke/e2e.test ./test/e2e
 
 test-kernels: smoke-build
 	@for k in $(KERNELS); do \

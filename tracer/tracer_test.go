@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/internal/fixture"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/stacks"
 )
@@ -30,24 +30,8 @@ func needProbes(t *testing.T) {
 	}
 }
 
-var buildOnce sync.Once
-
-// testProg builds the C test programs once and returns the path of one.
-func testProg(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := filepath.Abs("../testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	buildOnce.Do(func() {
-		out, err = exec.Command("make", "-s", "-C", dir).CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("building test programs: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, name)
-}
+// testProg returns the path of testdata's program name, built once.
+func testProg(t *testing.T, name string) string { return fixture.Program(t, name) }
 
 // leakSite is an allocation the test expects to be live at exit.
 type leakSite struct {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/internal/fixture"
 	"github.com/mdtrace/mdtrace/leak"
 )
 
@@ -478,7 +479,7 @@ func TestCtlNameAndEnv(t *testing.T) {
 // message) and its pid.
 func shimCommand(t *testing.T, s *ctlServer, options string, args ...string) (stdout string, log []string, pid int, err error) {
 	t.Helper()
-	cmd := exec.Command(prog("leakinfo"), args...)
+	cmd := exec.Command(fixture.Program(t, "leakinfo"), args...)
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
 		case "LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS", "MDSHIM_CTL", "MDSHIM_LOG_FD", "MDSHIM_RECORD":
@@ -486,7 +487,7 @@ func shimCommand(t *testing.T, s *ctlServer, options string, args ...string) (st
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
-	cmd.Env = append(cmd.Env, "LD_PRELOAD="+shimBin(), "LIBC_DEBUG_MALLOC_OPTIONS="+options)
+	cmd.Env = append(cmd.Env, "LD_PRELOAD="+fixture.Shim(t), "LIBC_DEBUG_MALLOC_OPTIONS="+options)
 	if s != nil {
 		cmd.Env = append(cmd.Env, s.Env())
 	}

@@ -1,0 +1,174 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// attachToAttachee starts attachee with env added, traces it with
+// "mdtrace -p PID -o 'backtrace leak_track'" through its run to its exit,
+// and returns its pid, mdtrace's standard error and its leak report.
+func attachToAttachee(t *testing.T, env []string) (pid, stderr, report string) {
+	t.Helper()
+	pid, stderr, log := attachAndRun(t, env, "done", prog("attachee"))
+	msgs := logMessages(t, log, pid)
+	return pid, stderr, normalizeLeakReport(t, msgs, prog("attachee"))
+}
+
+// attachAndRun starts argv with env added, waits for its "ready" line,
+// attaches "mdtrace -p PID -o 'backtrace leak_track'", then lets it go
+// (a line on its standard input) until it writes done and exits. It
+// returns its pid, mdtrace's standard error and log.
+func attachAndRun(t *testing.T, env []string, done string, argv ...string) (pid, stderr, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	target := startEnv(t, env, argv[0], argv[1:]...)
+	target.expectLine(t, "ready")
+	pid = fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, done)
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("%s exit status %d", argv[0], code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	return pid, m.stderr.String(), readFile(t, dir+"/log")
+}
+
+func TestAttach(t *testing.T) {
+	needRoot(t)
+	_, _, report := attachToAttachee(t, nil)
+	golden(t, "attachee_leak_report.txt", report)
+}
+
+// TestAttachShimmed attaches to a process that preloads the shim itself:
+// mdtrace probes the shim's sites, which the shim calls only once they are
+// probed, and the report is the one probes on glibc give.
+func TestAttachShimmed(t *testing.T) {
+	needRoot(t)
+	pid, stderr, report := attachToAttachee(t, []string{"LD_PRELOAD=" + shimBin()})
+	shim, _ := filepath.EvalSymlinks(shimBin())
+	want := "mdtrace: tracing process " + pid + " (" + prog("attachee") + "): mdshim_site_alloc mdshim_site_free in " + shim + "\n"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", stderr, want)
+	}
+	golden(t, "attachee_leak_report.txt", report)
+}
+
+// TestForkFromThread: children forked by a thread other than the main one,
+// whose forks ptrace does not report, allocate and end normally though
+// they copied their parent's probed sites (the kernel's optimized probes
+// call a page that a fork does not copy). With the shim they ask mdtrace
+// to follow them and are reported; without it they run untraced.
+func TestForkFromThread(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("forkcheck"), "thread")
+			if r.code != 0 || r.stdout != "child: exit 7\nchild: exit 7\n" {
+				t.Errorf("exit status %d, output:\n%s\nwant two children ending with exit 7; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			want := 2
+			if mode.name == "no-preload" {
+				want = 0
+			}
+			if n := strings.Count(r.stderr, ", forked from "); n != want {
+				t.Errorf("%d children traced, want %d; stderr:\n%s", n, want, r.stderr)
+			}
+			log := readFile(t, logPath)
+			if n := strings.Count(log, "leaked block of size 777 "); n != want {
+				t.Errorf("%d leaks of 777 bytes reported, want %d", n, want)
+			}
+			if n := strings.Count(log, "(child_work+"); n != want {
+				t.Errorf("%d leaks from child_work, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestAttachShimmedForks: a process with the shim, attached without
+// --follow-forks, forks children while mdtrace traces it and after it has
+// gone: each allocates and ends normally.
+func TestAttachShimmedForks(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := startEnv(t, []string{"LD_PRELOAD=" + shimBin()}, prog("forkcheck"), "wait")
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--backtrace", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	for range 3 {
+		io.WriteString(target.stdin, "fork\n")
+		target.expectLine(t, "child: exit 7")
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	io.WriteString(target.stdin, "fork\n")
+	target.expectLine(t, "child: exit 7")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("forkcheck exit status %d", code)
+	}
+}
+
+func TestAttachInterrupted(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--leak-track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	// The report is written at the interrupt; the process runs on, untraced.
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	want := "+++ testdata/attachee leaked block of size 3003 at 0xPTR (leak 1 of 3)\n" +
+		"+++ testdata/attachee leaked block of size 3002 at 0xPTR (leak 2 of 3)\n" +
+		"+++ testdata/attachee leaked block of size 3001 at 0xPTR (leak 3 of 3)\n"
+	if got := normalizeLeakReport(t, msgs, prog("attachee")); got != want {
+		t.Errorf("report:\n%s\nwant:\n%s", got, want)
+	}
+	status := readFile(t, "/proc/"+pid+"/status")
+	if !strings.Contains(status, "TracerPid:\t0\n") {
+		t.Errorf("the process is still traced after mdtrace exited")
+	}
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d after the detach", code)
+	}
+}
+
+func TestExecReplacesTheProgram(t *testing.T) {
+	needRoot(t)
+	// The shell's blocks die with its image; leaky's are reported under
+	// leaky's name.
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", "sh", "-c", "exec "+prog("leaky")+" 5")
+			if r.code != 5 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			msgs := logMessages(t, readFile(t, logPath), "")
+			golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+		})
+	}
+}

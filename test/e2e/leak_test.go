@@ -1,0 +1,172 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHandoffLeaks: blocks passed between threads, which each hand their
+// calls over a batch at a time in the default mode, and a process that
+// ends while its threads' batches hold calls, with exit and with _exit, or
+// forks a child then, which ends at once.
+// Every mode reports the same leaks of the program's own.
+func TestHandoffLeaks(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		for _, end := range []string{"exit", "_exit", "fork"} {
+			t.Run(mode.name+"/"+end, func(t *testing.T) {
+				dir := t.TempDir()
+				logPath := filepath.Join(dir, "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+					"--log", logPath, "--", prog("handoff"), "10000", "3", "2", "4", end)
+				if r.code != 0 || r.stdout != "handoff 10000 3 2 4\n" {
+					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+				}
+				// With fork, the child's report too: its copy of the
+				// parent's blocks, and of the other threads' last calls.
+				procs := 1
+				if end == "fork" {
+					procs = 2
+				}
+				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != procs {
+					t.Errorf("stderr, want only the tracing lines:\n%s", r.stderr)
+				}
+				log := readFile(t, logPath)
+				for _, want := range []struct {
+					what string
+					n    int
+				}{{"leaked block of size 4000 ", 12}, {"leaked block of size 3000 ", 2}, {"(handoff_keep+", 12}, {"(handoff_main+", 2}, {"(handoff_make+", 0}, {"(handoff_churn+", 0}} {
+					if n := strings.Count(log, want.what); n != procs*want.n {
+						t.Errorf("%d lines with %q, want %d", n, want.what, procs*want.n)
+					}
+				}
+				// The kept blocks were allocated before any fork: in the
+				// child's heap dump too they are not a zygote child's (z 0),
+				// whether its parent's table or its copy of a thread's batch
+				// brought them.
+				dumps, _ := filepath.Glob(dir + "/heap.*.exit.txt")
+				if len(dumps) != procs {
+					t.Fatalf("heap dumps %v, want %d", dumps, procs)
+				}
+				for _, d := range dumps {
+					for line := range strings.SplitSeq(readFile(t, d), "\n") {
+						if f := strings.Fields(line); len(f) > 3 && f[0] == "z" && f[2] == "sz" && f[3] == "4000" && f[1] != "0" {
+							t.Errorf("%s: %q: a block kept before the fork, marked as the zygote child's", d, line)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestLaunchLeakReport gives the same report, byte for byte, in both launch
+// modes: every kind of allocation function, a failed realloc and
+// reallocarray, and a leak made by a constructor before main.
+func TestLaunchLeakReport(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("leaky"), "3")
+			if r.code != 3 {
+				t.Fatalf("exit status %d, want the command's 3; stderr:\n%s", r.code, r.stderr)
+			}
+			if r.stdout != "leaky: done\n" {
+				t.Errorf("the command's output = %q", r.stdout)
+			}
+			if !strings.Contains(r.stderr, mode.probe) {
+				t.Errorf("stderr lacks %q:\n%s", mode.probe, r.stderr)
+			}
+			log, _ := os.ReadFile(logPath)
+			msgs := logMessages(t, string(log), "")
+			golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
+			// Every leak has its backtrace, the leaking function first, then main.
+			if n := strings.Count(string(log), "Backtrace at time of allocation:"); n != 13 {
+				t.Errorf("%d backtraces, want 13", n)
+			}
+		})
+	}
+}
+
+func TestLeakTrackWithoutBacktrace(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "--leak-track", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	log, _ := os.ReadFile(logPath)
+	msgs := logMessages(t, string(log), "")
+	got := normalizeLeakReport(t, msgs, prog("leaky"))
+	want := ""
+	for i, size := range []int{4096, 1024, 1013, 1012, 1011, 1009, 1008, 1006, 1005, 1004, 1003, 1002, 1001} {
+		want += fmt.Sprintf("+++ testdata/leaky leaked block of size %d at 0xPTR (leak %d of 13)\n", size, i+1)
+	}
+	if got != want {
+		t.Errorf("leak report:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestBacktraceSizeFilter(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "bt leak_track bt_min_sz=1005 bt_max_sz=1010", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	log, _ := os.ReadFile(logPath)
+	msgs := logMessages(t, string(log), "")
+	// Only sizes 1005..1010 have a backtrace; all 12 leaks are reported.
+	var withBT []string
+	for i, m := range msgs {
+		if m == "Backtrace at time of allocation:" {
+			withBT = append(withBT, strings.Fields(msgs[i-1])[6])
+		}
+	}
+	if got := strings.Join(withBT, " "); got != "1009 1008 1006 1005" {
+		t.Errorf("sizes with a backtrace: %s, want 1009 1008 1006 1005", got)
+	}
+	if n := strings.Count(string(log), "leaked block"); n != 13 {
+		t.Errorf("%d leaks, want 13", n)
+	}
+}
+
+func TestFullTableIsReported(t *testing.T) {
+	needRoot(t)
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "--leak-track", "--max-allocs", "4", "--log", logPath, "--", prog("leaky"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	lineRe := regexp.MustCompile(`(?m)^mdtrace: (\d+) allocations were not tracked: the live table was full \(--max-allocs 4\)$`)
+	m := lineRe.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no loss line on stderr:\n%s", r.stderr)
+	}
+	// The same line is in the log. The smallest table, two buckets of 16
+	// slots, overflows with leaky's 10,000 blocks: which of its 13 leaks
+	// found a slot depends on their addresses, so on ASLR, but every leak
+	// reported is one of leaky's, in a consistent report.
+	log := readFile(t, logPath)
+	if !strings.Contains(log, "E malloc_debug: "+m[0]+"\n") {
+		t.Errorf("the log lacks %q:\n%s", m[0], log)
+	}
+	n := strings.Count(log, "leaked block")
+	if n == 0 || n > 13 {
+		t.Errorf("%d leaks reported from a table of 32 slots; want 1 to 13 of leaky's 13", n)
+	}
+	if want := fmt.Sprintf("(leak %d of %d)\n", n, n); !strings.Contains(log, want) {
+		t.Errorf("the report does not end with %q:\n%s", want, log)
+	}
+}
+
+func sleepBriefly() { time.Sleep(50 * time.Millisecond) }
