@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/ctl"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
@@ -51,7 +52,7 @@ type session struct {
 	// report can wait for it while holding mu.
 	mu    sync.Mutex
 	pmu   sync.Mutex
-	ctl   *ctlServer    // the shim's control socket, in launch mode with the shim
+	ctl   *ctl.Server   // the shim's control socket, in launch mode with the shim
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
 	// systemLib is, in program mode, the system's libc, whose probes have
@@ -309,12 +310,12 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	env := tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"="+s.flags.Options)
 	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
 	// through its control socket.
-	ctl, err := listenCtl(func(pid int) bool { return s.traced(pid) != nil }, s)
+	srv, err := ctl.Listen(func(pid int) bool { return s.traced(pid) != nil }, s)
 	if err != nil {
 		return nil, nil, err
 	}
-	s.ctl = ctl
-	env = append(env, ctl.Env())
+	s.ctl = srv
+	env = append(env, srv.Env())
 	if s.cfg.Has(options.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, "MDSHIM_RECORD=1")
@@ -622,14 +623,14 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 
 // signal is a malloc debug signal that reached a shimmed process, which
 // passed it on: it acts on that process.
-func (s *session) signal(pid, sig int) {
+func (s *session) Signal(pid, sig int) {
 	if p := s.traced(pid); p != nil {
 		s.debugSignal(sig, []*proc{p})
 	}
 }
 
 // leakInfo answers the shim's get_malloc_leak_info for process pid.
-func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
+func (s *session) LeakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
 	if !s.cfg.Has(options.Backtrace) {
 		return 1, nil, 0, 0, 0, 0
 	}
@@ -647,7 +648,7 @@ func (s *session) leakInfo(pid int) (status uint32, buf []byte, overall, infoSiz
 // adoptChild follows process pid, a child forked by a thread of a traced
 // process that ptrace did not report, when forks are followed (launch
 // mode, --follow-forks). The child waits in the shim's fork handler.
-func (s *session) adoptChild(pid int) bool {
+func (s *session) AdoptChild(pid int) bool {
 	if s.flags.PID != 0 && !s.flags.FollowForks {
 		return false
 	}
@@ -663,7 +664,7 @@ func (s *session) adoptChild(pid int) bool {
 }
 
 // refused reports a request on the control socket that was not answered.
-func (s *session) refused(pid int, reason string) {
+func (s *session) Refused(pid int, reason string) {
 	s.notice("refused a request on the shim's control socket from process %d: %s", pid, reason)
 }
 

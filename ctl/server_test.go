@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package ctl
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 	"github.com/mdtrace/mdtrace/leak"
 )
 
-// fakeCtl is a ctlHandler that answers with fixed leak info and records
+// fakeCtl is a Handler that answers with fixed leak info and records
 // every call.
 type fakeCtl struct {
 	status                         uint32
@@ -42,7 +42,7 @@ type fakeCtl struct {
 
 func newFakeCtl() *fakeCtl { return &fakeCtl{events: make(chan string, 64)} }
 
-func (f *fakeCtl) leakInfo(pid int) (uint32, []byte, uint64, uint64, uint64, uint64) {
+func (f *fakeCtl) LeakInfo(pid int) (uint32, []byte, uint64, uint64, uint64, uint64) {
 	f.mu.Lock()
 	f.leaks = append(f.leaks, pid)
 	status, buf, overall, infoSize, total, btSz := f.status, f.buf, f.overall, f.infoSize, f.total, f.btSz
@@ -58,14 +58,14 @@ func (f *fakeCtl) calls() (leaks []int, signals [][2]int, refusals []string) {
 	return slices.Clone(f.leaks), slices.Clone(f.signals), slices.Clone(f.refusals)
 }
 
-func (f *fakeCtl) signal(pid, sig int) {
+func (f *fakeCtl) Signal(pid, sig int) {
 	f.mu.Lock()
 	f.signals = append(f.signals, [2]int{pid, sig})
 	f.mu.Unlock()
 	f.events <- "signal"
 }
 
-func (f *fakeCtl) adoptChild(pid int) bool {
+func (f *fakeCtl) AdoptChild(pid int) bool {
 	f.mu.Lock()
 	f.adopted = append(f.adopted, pid)
 	f.mu.Unlock()
@@ -73,7 +73,7 @@ func (f *fakeCtl) adoptChild(pid int) bool {
 	return false
 }
 
-func (f *fakeCtl) refused(pid int, reason string) {
+func (f *fakeCtl) Refused(pid int, reason string) {
 	f.mu.Lock()
 	f.refusals = append(f.refusals, reason)
 	f.refPIDs = append(f.refPIDs, pid)
@@ -103,9 +103,9 @@ func (f *fakeCtl) noEvent(t *testing.T) {
 	}
 }
 
-func startCtl(t *testing.T, allowed func(int) bool, h ctlHandler) *ctlServer {
+func startCtl(t *testing.T, allowed func(int) bool, h Handler) *Server {
 	t.Helper()
-	s, err := listenCtl(allowed, h)
+	s, err := Listen(allowed, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func startCtl(t *testing.T, allowed func(int) bool, h ctlHandler) *ctlServer {
 
 func allowSelf(pid int) bool { return pid == os.Getpid() }
 
-func dialCtl(t *testing.T, s *ctlServer) *net.UnixConn {
+func dialCtl(t *testing.T, s *Server) *net.UnixConn {
 	t.Helper()
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: "@" + s.Name(), Net: "unix"})
 	if err != nil {
@@ -193,16 +193,16 @@ func TestCtlLeakInfo(t *testing.T) {
 }
 
 func TestCtlLeakInfoEmptyAndNotTracked(t *testing.T) {
-	for _, status := range []uint32{ctlStatusOK, ctlStatusNotTracked} {
+	for _, status := range []uint32{StatusOK, StatusNotTracked} {
 		h := newFakeCtl()
 		h.status = status
 		// Sizes given with status 1 are not sent.
-		if status == ctlStatusNotTracked {
+		if status == StatusNotTracked {
 			h.infoSize, h.total, h.btSz = 48, 1234, 4
 		}
 		s := startCtl(t, allowSelf, h)
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(ctlMagic, ctlOpLeakInfo, 0, 0))
+		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0))
 		want := make([]byte, 40)
 		copy(want, []byte{0x6d, 0x64, 0x74, 0x31, byte(status)})
 		if got := readAll(t, c); !bytes.Equal(got, want) {
@@ -218,7 +218,7 @@ func TestCtlSignal(t *testing.T) {
 	s := startCtl(t, allowSelf, h)
 	for _, sig := range []int{47, 45, 46, 48} {
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(ctlMagic, ctlOpSignal, uint32(sig), 0))
+		c.Write(ctlRequest(Magic, OpSignal, uint32(sig), 0))
 		// The acknowledgement: the magic alone, after the handler acted.
 		if got := readAll(t, c); !bytes.Equal(got, []byte{0x6d, 0x64, 0x74, 0x31}) {
 			t.Errorf("signal %d answered with % x, want the magic", sig, got)
@@ -247,7 +247,7 @@ func TestCtlRefusedPeer(t *testing.T) {
 		mu.Unlock()
 		return false
 	}, h)
-	for _, req := range [][]byte{ctlRequest(ctlMagic, ctlOpLeakInfo, 0, 0), ctlRequest(ctlMagic, ctlOpSignal, 47, 0)} {
+	for _, req := range [][]byte{ctlRequest(Magic, OpLeakInfo, 0, 0), ctlRequest(Magic, OpSignal, 47, 0)} {
 		c := dialCtl(t, s)
 		c.Write(req)
 		if got := readAll(t, c); len(got) != 0 {
@@ -279,12 +279,12 @@ func TestCtlAdopt(t *testing.T) {
 	h := newFakeCtl()
 	s := startCtl(t, func(int) bool { return false }, h)
 	c := dialCtl(t, s)
-	c.Write(ctlRequest(ctlMagic, ctlOpAdopt, 0, 0))
+	c.Write(ctlRequest(Magic, OpAdopt, 0, 0))
 	got := readAll(t, c)
 	if e := h.event(t); e != "adopt" {
 		t.Fatalf("callback %s, want adopt", e)
 	}
-	want := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, ctlMagic), ctlStatusRefused)
+	want := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), StatusRefused)
 	if !bytes.Equal(got, want) {
 		t.Errorf("answer % x, want % x", got, want)
 	}
@@ -300,16 +300,16 @@ func TestCtlBadRequest(t *testing.T) {
 		name, reason string
 		req          []byte
 	}{
-		{"bad magic", "bad magic number 0x3174646e", ctlRequest(ctlMagic+1, ctlOpLeakInfo, 0, 0)},
+		{"bad magic", "bad magic number 0x3174646e", ctlRequest(Magic+1, OpLeakInfo, 0, 0)},
 		{"big endian magic", "bad magic number", []byte{0x31, 0x74, 0x64, 0x6d, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
-		{"unknown op", "op 4", ctlRequest(ctlMagic, 4, 0, 0)},
-		{"adopt arg", "op 3, arg 1", ctlRequest(ctlMagic, ctlOpAdopt, 1, 0)},
-		{"op 0", "op 0", ctlRequest(ctlMagic, 0, 0, 0)},
-		{"leak info arg", "op 1, arg 5", ctlRequest(ctlMagic, ctlOpLeakInfo, 5, 0)},
-		{"signal 0", "op 2, arg 0", ctlRequest(ctlMagic, ctlOpSignal, 0, 0)},
-		{"signal 65", "op 2, arg 65", ctlRequest(ctlMagic, ctlOpSignal, 65, 0)},
-		{"huge signal", "op 2, arg 4294967295", ctlRequest(ctlMagic, ctlOpSignal, 0xffffffff, 0)},
-		{"last word", "last word 0x1", ctlRequest(ctlMagic, ctlOpLeakInfo, 0, 1)},
+		{"unknown op", "op 4", ctlRequest(Magic, 4, 0, 0)},
+		{"adopt arg", "op 3, arg 1", ctlRequest(Magic, OpAdopt, 1, 0)},
+		{"op 0", "op 0", ctlRequest(Magic, 0, 0, 0)},
+		{"leak info arg", "op 1, arg 5", ctlRequest(Magic, OpLeakInfo, 5, 0)},
+		{"signal 0", "op 2, arg 0", ctlRequest(Magic, OpSignal, 0, 0)},
+		{"signal 65", "op 2, arg 65", ctlRequest(Magic, OpSignal, 65, 0)},
+		{"huge signal", "op 2, arg 4294967295", ctlRequest(Magic, OpSignal, 0xffffffff, 0)},
+		{"last word", "last word 0x1", ctlRequest(Magic, OpLeakInfo, 0, 1)},
 	}
 	h := newFakeCtl()
 	s := startCtl(t, allowSelf, h)
@@ -340,7 +340,7 @@ func TestCtlShortRequest(t *testing.T) {
 	s := startCtl(t, allowSelf, h)
 	for _, n := range []int{0, 1, 8, 15} {
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(ctlMagic, ctlOpLeakInfo, 0, 0)[:n])
+		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0)[:n])
 		c.CloseWrite()
 		if got := readAll(t, c); len(got) != 0 {
 			t.Errorf("%d bytes: answered with % x", n, got)
@@ -359,8 +359,8 @@ func TestCtlShortRequest(t *testing.T) {
 }
 
 func TestCtlRequestTimeout(t *testing.T) {
-	defer func(d time.Duration) { ctlReadTimeout = d }(ctlReadTimeout)
-	ctlReadTimeout = 100 * time.Millisecond
+	defer func(d time.Duration) { readTimeout = d }(readTimeout)
+	readTimeout = 100 * time.Millisecond
 	h := newFakeCtl()
 	s := startCtl(t, allowSelf, h)
 	c := dialCtl(t, s)
@@ -390,7 +390,7 @@ func TestCtlInconsistentLeakInfo(t *testing.T) {
 		h.buf, h.overall, h.infoSize, h.total, h.btSz = tc.buf, tc.overall, tc.infoSize, tc.total, tc.btSz
 		s := startCtl(t, allowSelf, h)
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(ctlMagic, ctlOpLeakInfo, 0, 0))
+		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0))
 		if got := readAll(t, c); len(got) != 0 {
 			t.Errorf("%s: answered with % x", tc.name, got)
 		}
@@ -404,7 +404,7 @@ func TestCtlInconsistentLeakInfo(t *testing.T) {
 func TestCtlCloseWithOpenConnection(t *testing.T) {
 	before := runtime.NumGoroutine()
 	h := newFakeCtl()
-	s, err := listenCtl(allowSelf, h)
+	s, err := Listen(allowSelf, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,18 +466,18 @@ func TestCtlNameAndEnv(t *testing.T) {
 	if a.Env() != "MDSHIM_CTL="+a.Name() {
 		t.Errorf("Env() = %q", a.Env())
 	}
-	if _, err := listenCtl(nil, h); err == nil {
-		t.Error("listenCtl accepted a nil peer check")
+	if _, err := Listen(nil, h); err == nil {
+		t.Error("Listen accepted a nil peer check")
 	}
-	if _, err := listenCtl(allowSelf, nil); err == nil {
-		t.Error("listenCtl accepted a nil handler")
+	if _, err := Listen(allowSelf, nil); err == nil {
+		t.Error("Listen accepted a nil handler")
 	}
 }
 
 // shimCommand runs prog under the shim with options and the control
 // socket of s, and returns its stdout, its log lines (priority letter and
 // message) and its pid.
-func shimCommand(t *testing.T, s *ctlServer, options string, args ...string) (stdout string, log []string, pid int, err error) {
+func shimCommand(t *testing.T, s *Server, options string, args ...string) (stdout string, log []string, pid int, err error) {
 	t.Helper()
 	cmd := exec.Command(fixture.Program(t, "leakinfo"), args...)
 	for _, kv := range os.Environ() {
@@ -561,7 +561,7 @@ func TestCtlShimLeakInfo(t *testing.T) {
 
 	// Not tracked by mdtrace: Android's line, zeros.
 	h.mu.Lock()
-	h.status = ctlStatusNotTracked
+	h.status = StatusNotTracked
 	h.mu.Unlock()
 	out, log, _, _ = shimCommand(t, s, "backtrace")
 	zeros := "overall_size=0 info_size=0 total_memory=0 backtrace_size=0 entries=0\nnull_check=ok\n"

@@ -1,9 +1,7 @@
 //go:build linux
 
-package main
-
-// The control channel of the shim (shim/ctl.c): the process mdtrace
-// launches reaches mdtrace on an abstract unix socket, named in its
+// Package ctl is the control channel of the shim (shim/ctl.c): the process
+// mdtrace launches reaches mdtrace on an abstract unix socket, named in its
 // environment by MDSHIM_CTL, to fetch its live allocations for Android's
 // get_malloc_leak_info and to pass on Android's malloc debug signals.
 //
@@ -12,12 +10,13 @@ package main
 // u32 magic, u32 status, u64 overall_size, info_size, total_memory and
 // backtrace_size, followed by overall_size bytes: the buffer of
 // spec/leak_info_api.md. Op 2 (signal, arg the signal number) is answered
-// with the magic alone once mdtrace has acted on it. Each connection carries one request, and only a process mdtrace
-// traces, by the pid the kernel gives for the peer (SO_PEERCRED), is served,
+// with the magic alone once mdtrace has acted on it. Each connection
+// carries one request, and only a process mdtrace traces, by the pid the kernel gives for the peer (SO_PEERCRED), is served,
 // except for op 3 (adopt, arg 0): a fork child that nothing traces, forked
 // by a thread of a traced process other than its main one (ptrace reports
 // the forks of the threads it traces), asks to be followed and waits for
 // the answer, u32 magic and u32 status (0: followed, 2: not).
+package ctl
 
 import (
 	"crypto/rand"
@@ -35,54 +34,54 @@ import (
 )
 
 const (
-	ctlMagic            = 0x3174646d // "mdt1" little endian
-	ctlOpLeakInfo       = 1
-	ctlOpSignal         = 2
-	ctlOpAdopt          = 3
-	ctlStatusOK         = 0
-	ctlStatusNotTracked = 1 // the backtrace option is off
-	ctlStatusRefused    = 2 // adopt: the peer is not followed
-	ctlRequestSize      = 16
-	ctlAnswerHeaderSize = 40
-	ctlEnv              = "MDSHIM_CTL"
+	Magic            = 0x3174646d // "mdt1" little endian
+	OpLeakInfo       = 1
+	OpSignal         = 2
+	OpAdopt          = 3
+	StatusOK         = 0
+	StatusNotTracked = 1 // the backtrace option is off
+	StatusRefused    = 2 // adopt: the peer is not followed
+	requestSize      = 16
+	answerHeaderSize = 40
+	EnvName              = "MDSHIM_CTL"
 )
 
 var (
-	// ctlReadTimeout bounds the wait for a request; the shim sends it
+	// readTimeout bounds the wait for a request; the shim sends it
 	// right after connecting.
-	ctlReadTimeout = 10 * time.Second
-	// ctlWriteTimeout bounds the sending of an answer; the shim gives up
+	readTimeout = 10 * time.Second
+	// writeTimeout bounds the sending of an answer; the shim gives up
 	// after 30 seconds without progress.
-	ctlWriteTimeout = 30 * time.Second
+	writeTimeout = 30 * time.Second
 )
 
-// ctlHandler carries out the requests of the control channel. Its methods
+// Handler carries out the requests of the control channel. Its methods
 // may be called from several goroutines at once.
-type ctlHandler interface {
-	// leakInfo returns get_malloc_leak_info's answer for process pid:
-	// status ctlStatusOK with the buffer and its sizes (as
+type Handler interface {
+	// LeakInfo returns get_malloc_leak_info's answer for process pid:
+	// status StatusOK with the buffer and its sizes (as
 	// (*leak.Snapshot).LeakInfo gives them; overall must be len(buf)), or
-	// ctlStatusNotTracked without the backtrace option.
-	leakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64)
-	// signal acts on signal sig, received by process pid.
-	signal(pid, sig int)
-	// adoptChild follows process pid, a child that a traced process forked
+	// StatusNotTracked without the backtrace option.
+	LeakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64)
+	// Signal acts on signal sig, received by process pid.
+	Signal(pid, sig int)
+	// AdoptChild follows process pid, a child that a traced process forked
 	// from a thread ptrace does not report, which waits for it; false if
 	// it is not followed.
-	adoptChild(pid int) bool
-	// refused reports a connection closed without carrying out a request:
+	AdoptChild(pid int) bool
+	// Refused reports a connection closed without carrying out a request:
 	// its peer is not a traced process, its request is malformed or
 	// incomplete, or the answer could not be sent. pid is the peer's, 0 if
 	// unknown.
-	refused(pid int, reason string)
+	Refused(pid int, reason string)
 }
 
-// ctlServer is the listening end of the control channel.
-type ctlServer struct {
+// Server is the listening end of the control channel.
+type Server struct {
 	name    string
 	ln      *net.UnixListener
 	allowed func(pid int) bool
-	h       ctlHandler
+	h       Handler
 
 	mu     sync.Mutex
 	closed bool
@@ -92,10 +91,10 @@ type ctlServer struct {
 	err    error // of closing the listener
 }
 
-// listenCtl listens on a new abstract unix socket with a random name.
+// Listen listens on a new abstract unix socket with a random name.
 // allowed decides which peers, by pid, are served; h carries out the
 // requests. Both are required.
-func listenCtl(allowed func(pid int) bool, h ctlHandler) (*ctlServer, error) {
+func Listen(allowed func(pid int) bool, h Handler) (*Server, error) {
 	if allowed == nil || h == nil {
 		return nil, errors.New("control socket: no peer check or no handler")
 	}
@@ -112,7 +111,7 @@ func listenCtl(allowed func(pid int) bool, h ctlHandler) (*ctlServer, error) {
 			}
 			return nil, fmt.Errorf("control socket: %w", err)
 		}
-		s := &ctlServer{
+		s := &Server{
 			name:    name,
 			ln:      ln,
 			allowed: allowed,
@@ -127,14 +126,14 @@ func listenCtl(allowed func(pid int) bool, h ctlHandler) (*ctlServer, error) {
 }
 
 // Name is the socket's abstract name, without the leading NUL.
-func (s *ctlServer) Name() string { return s.name }
+func (s *Server) Name() string { return s.name }
 
 // Env is the environment entry that tells the shim the socket's name.
-func (s *ctlServer) Env() string { return ctlEnv + "=" + s.name }
+func (s *Server) Env() string { return EnvName + "=" + s.name }
 
 // Close stops accepting, closes the open connections and waits for their
 // handlers to return. It may be called more than once.
-func (s *ctlServer) Close() error {
+func (s *Server) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -149,13 +148,13 @@ func (s *ctlServer) Close() error {
 	return s.err
 }
 
-func (s *ctlServer) isClosed() bool {
+func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
 }
 
-func (s *ctlServer) serve() {
+func (s *Server) serve() {
 	defer s.wg.Done()
 	var delay time.Duration
 	for {
@@ -188,14 +187,14 @@ func (s *ctlServer) serve() {
 }
 
 // refuse reports a connection ended early, unless Close ended it.
-func (s *ctlServer) refuse(pid int, format string, args ...any) {
+func (s *Server) refuse(pid int, format string, args ...any) {
 	if s.isClosed() {
 		return
 	}
-	s.h.refused(pid, fmt.Sprintf(format, args...))
+	s.h.Refused(pid, fmt.Sprintf(format, args...))
 }
 
-func (s *ctlServer) handle(c *net.UnixConn) {
+func (s *Server) handle(c *net.UnixConn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -208,10 +207,10 @@ func (s *ctlServer) handle(c *net.UnixConn) {
 		s.refuse(0, "control socket: the peer's credentials: %v", err)
 		return
 	}
-	var req [ctlRequestSize]byte
-	c.SetReadDeadline(time.Now().Add(ctlReadTimeout))
+	var req [requestSize]byte
+	c.SetReadDeadline(time.Now().Add(readTimeout))
 	if n, err := io.ReadFull(c, req[:]); err != nil {
-		s.refuse(pid, "control socket: process %d sent %d of %d request bytes: %v", pid, n, ctlRequestSize, err)
+		s.refuse(pid, "control socket: process %d sent %d of %d request bytes: %v", pid, n, requestSize, err)
 		return
 	}
 	magic := binary.LittleEndian.Uint32(req[0:])
@@ -219,39 +218,39 @@ func (s *ctlServer) handle(c *net.UnixConn) {
 	arg := binary.LittleEndian.Uint32(req[8:])
 	zero := binary.LittleEndian.Uint32(req[12:])
 	switch {
-	case magic != ctlMagic:
+	case magic != Magic:
 		s.refuse(pid, "control socket: process %d sent a bad magic number %#08x", pid, magic)
 	case zero != 0:
 		s.refuse(pid, "control socket: process %d sent a bad request (last word %#x)", pid, zero)
-	case op == ctlOpAdopt && arg == 0:
+	case op == OpAdopt && arg == 0:
 		// The peer is not traced yet: its parent must be.
-		status := uint32(ctlStatusOK)
-		if !s.h.adoptChild(pid) {
-			status = ctlStatusRefused
+		status := uint32(StatusOK)
+		if !s.h.AdoptChild(pid) {
+			status = StatusRefused
 		}
-		c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
-		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, ctlMagic), status))
+		c.SetWriteDeadline(time.Now().Add(writeTimeout))
+		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), status))
 	case !s.allowed(pid):
 		s.refuse(pid, "control socket: process %d is not traced", pid)
-	case op == ctlOpLeakInfo && arg == 0:
+	case op == OpLeakInfo && arg == 0:
 		s.answerLeakInfo(c, pid)
-	case op == ctlOpSignal && arg >= 1 && arg <= 64:
-		s.h.signal(pid, int(arg))
+	case op == OpSignal && arg >= 1 && arg <= 64:
+		s.h.Signal(pid, int(arg))
 		// The acknowledgement lets the shim's handler return: what the
 		// signal asked for is done.
-		c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
-		c.Write(binary.LittleEndian.AppendUint32(nil, ctlMagic))
+		c.SetWriteDeadline(time.Now().Add(writeTimeout))
+		c.Write(binary.LittleEndian.AppendUint32(nil, Magic))
 	default:
 		s.refuse(pid, "control socket: process %d sent a bad request (op %d, arg %d)", pid, op, arg)
 	}
 }
 
-func (s *ctlServer) answerLeakInfo(c *net.UnixConn, pid int) {
-	status, buf, overall, infoSize, total, btSize := s.h.leakInfo(pid)
-	ans := make([]byte, ctlAnswerHeaderSize, ctlAnswerHeaderSize+len(buf))
-	binary.LittleEndian.PutUint32(ans[0:], ctlMagic)
+func (s *Server) answerLeakInfo(c *net.UnixConn, pid int) {
+	status, buf, overall, infoSize, total, btSize := s.h.LeakInfo(pid)
+	ans := make([]byte, answerHeaderSize, answerHeaderSize+len(buf))
+	binary.LittleEndian.PutUint32(ans[0:], Magic)
 	binary.LittleEndian.PutUint32(ans[4:], status)
-	if status == ctlStatusOK {
+	if status == StatusOK {
 		if overall != uint64(len(buf)) ||
 			overall != 0 && (infoSize == 0 || infoSize != 16+8*btSize || overall%infoSize != 0) {
 			s.refuse(pid, "control socket: inconsistent leak info for process %d (buffer of %d bytes, overall_size %d, info_size %d, backtrace_size %d)",
@@ -264,7 +263,7 @@ func (s *ctlServer) answerLeakInfo(c *net.UnixConn, pid int) {
 		binary.LittleEndian.PutUint64(ans[32:], btSize)
 		ans = append(ans, buf...)
 	}
-	c.SetWriteDeadline(time.Now().Add(ctlWriteTimeout))
+	c.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := c.Write(ans); err != nil {
 		s.refuse(pid, "control socket: answering process %d: %v", pid, err)
 	}
