@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/record"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -29,7 +30,7 @@ type recorder struct {
 	sync, stop func()
 
 	mu   sync.Mutex
-	recs *recordStore
+	recs *record.Store
 	// perPID counts the records kept of each process: each has its own
 	// record file.
 	perPID map[int32]uint64
@@ -43,7 +44,7 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, rd: rd, max: max, recs: newRecordStore(defaultRecordMemLimit), perPID: map[int32]uint64{}}
+	r := &recorder{s: s, rd: rd, max: max, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
 	var ev tracer.Record
 	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
 		err := rd.Next(deadline, &ev)
@@ -69,7 +70,7 @@ func (r *recorder) add(ev *tracer.Record) {
 	if err != nil && !r.spillFailed {
 		r.spillFailed = true
 		r.s.notice("%v: records stay in memory", err)
-		r.recs.memLimit = int(r.max) + 1
+		r.recs.KeepInMemory(int(r.max) + 1)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/record"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkRecorder(b *testing.B) {
 	var add, write time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		r := &recorder{max: n, recs: newRecordStore(defaultRecordMemLimit), perPID: map[int32]uint64{}}
+		r := &recorder{max: n, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
 		t0 := time.Now()
 		for i := range events {
 			r.add(&events[i])

@@ -1,4 +1,8 @@
-package main
+// Package record keeps record_allocs' records with bounded memory, in
+// Android's order, for the record file: past a limit they are sorted and
+// spilled to an unlinked temporary file, and merged back when written. It
+// needs no kernel.
+package record
 
 import (
 	"bufio"
@@ -13,7 +17,7 @@ import (
 	"github.com/mdtrace/mdtrace/output"
 )
 
-// recordStore keeps record_allocs records with bounded memory: past
+// Store keeps record_allocs records with bounded memory: past
 // memLimit records, they are sorted and spilled to an unlinked temporary
 // file as a run, and Each merges the runs with what is in memory.
 //
@@ -24,7 +28,7 @@ import (
 // In memory, records fill fixed-size chunks, which are sorted one by one
 // and merged: a record is never copied to make room, and the chunks of a
 // spilled run are used again, so that memory is touched once.
-type recordStore struct {
+type Store struct {
 	memLimit int
 	chunks   [][]output.Record // in arrival order; only the last is not full
 	spare    [][]output.Record // emptied chunks, for reuse
@@ -40,18 +44,23 @@ type spillRun struct{ off, count int64 }
 // spilledSize is the size of one record in the spill file.
 const spilledSize = 8 * 8
 
-// defaultRecordMemLimit is how many records stay in memory (about 64 MB).
-const defaultRecordMemLimit = 1 << 20
+// DefaultMemLimit is how many records stay in memory (about 64 MB).
+const DefaultMemLimit = 1 << 20
 
 // maxRecordChunk is the largest chunk, in records (4 MiB).
 const maxRecordChunk = 1 << 16
 
-func newRecordStore(memLimit int) *recordStore {
-	return &recordStore{memLimit: memLimit}
+// NewStore makes a store that keeps up to memLimit records in memory.
+func NewStore(memLimit int) *Store {
+	return &Store{memLimit: memLimit}
 }
 
+// KeepInMemory makes the store keep up to n records in memory, spilling
+// none before: for when spilling failed.
+func (s *Store) KeepInMemory(n int) { s.memLimit = n }
+
 // Len returns the number of records kept.
-func (s *recordStore) Len() uint64 { return s.n }
+func (s *Store) Len() uint64 { return s.n }
 
 func recordKey(r *output.Record) uint64 {
 	if r.StartNS != 0 {
@@ -69,12 +78,12 @@ func sortRecords(recs []output.Record) {
 }
 
 // chunkLen is the size of a chunk: an eighth of memLimit, within bounds.
-func (s *recordStore) chunkLen() int {
+func (s *Store) chunkLen() int {
 	return min(max(s.memLimit/8, 1), maxRecordChunk)
 }
 
 // Add keeps one record.
-func (s *recordStore) Add(r output.Record) error {
+func (s *Store) Add(r output.Record) error {
 	last := len(s.chunks) - 1
 	if last < 0 || len(s.chunks[last]) == cap(s.chunks[last]) {
 		var c []output.Record
@@ -97,7 +106,7 @@ func (s *recordStore) Add(r output.Record) error {
 
 // memCursors sorts the chunks and returns a cursor on each, numbered from
 // first on in arrival order.
-func (s *recordStore) memCursors(first int) []*runCursor {
+func (s *Store) memCursors(first int) []*runCursor {
 	cs := make([]*runCursor, 0, len(s.chunks))
 	for i, c := range s.chunks {
 		sortRecords(c)
@@ -107,7 +116,7 @@ func (s *recordStore) memCursors(first int) []*runCursor {
 }
 
 // dropMem empties memory, keeping the chunks for reuse.
-func (s *recordStore) dropMem() {
+func (s *Store) dropMem() {
 	for _, c := range s.chunks {
 		s.spare = append(s.spare, c[:0])
 	}
@@ -116,7 +125,7 @@ func (s *recordStore) dropMem() {
 }
 
 // spill writes the records in memory as one sorted run.
-func (s *recordStore) spill() error {
+func (s *Store) spill() error {
 	if s.file == nil {
 		f, err := os.CreateTemp("", "mdtrace-records-*")
 		if err != nil {
@@ -176,7 +185,7 @@ func decodeRecord(b []byte, r *output.Record) {
 }
 
 // Each calls fn with every record in order.
-func (s *recordStore) Each(fn func(*output.Record) error) error {
+func (s *Store) Each(fn func(*output.Record) error) error {
 	var cs []*runCursor
 	for i, run := range s.runs {
 		cs = append(cs, &runCursor{idx: i, r: bufio.NewReaderSize(io.NewSectionReader(s.file, run.off, run.count*spilledSize), 1<<16), left: run.count})
@@ -221,7 +230,7 @@ func merge(cs []*runCursor, fn func(*output.Record) error) error {
 }
 
 // Clear forgets every record.
-func (s *recordStore) Clear() {
+func (s *Store) Clear() {
 	s.dropMem()
 	s.runs = nil
 	s.n = 0
@@ -231,7 +240,7 @@ func (s *recordStore) Clear() {
 }
 
 // Close releases the spill file.
-func (s *recordStore) Close() {
+func (s *Store) Close() {
 	if s.file != nil {
 		s.file.Close()
 		s.file = nil

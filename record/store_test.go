@@ -1,4 +1,4 @@
-package main
+package record
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ func TestRecordStoreSpills(t *testing.T) {
 	for _, r := range sorted {
 		w = append(w, fmt.Sprint(r))
 	}
-	got, inMem := newRecordStore(777), newRecordStore(len(all)+1)
+	got, inMem := NewStore(777), NewStore(len(all)+1)
 	defer got.Close()
 	for _, r := range all {
 		if err := got.Add(r); err != nil {
@@ -49,7 +49,7 @@ func TestRecordStoreSpills(t *testing.T) {
 	if len(got.runs) != len(all)/777 {
 		t.Errorf("%d runs spilled, want %d", len(got.runs), len(all)/777)
 	}
-	collect := func(s *recordStore) []string {
+	collect := func(s *Store) []string {
 		var out []string
 		s.Each(func(r *output.Record) error {
 			out = append(out, fmt.Sprint(*r))
@@ -57,7 +57,7 @@ func TestRecordStoreSpills(t *testing.T) {
 		})
 		return out
 	}
-	for _, s := range []*recordStore{got, inMem} {
+	for _, s := range []*Store{got, inMem} {
 		g := collect(s)
 		if len(g) != len(w) || s.Len() != uint64(len(all)) {
 			t.Fatalf("%d records merged, want %d", len(g), len(w))
