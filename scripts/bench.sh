@@ -478,7 +478,7 @@ gobench() {
 gobench 'HeapDump1M' -benchtime 1x ./output
 gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc|Fork1M' -benchtime 1x -benchmem ./tracer
 gobench 'RecordStream' -benchtime 3000000x -benchmem ./tracer
-gobench 'Recorder' -benchtime 2x -benchmem ./cmd/mdtrace
+gobench 'Recorder' -benchtime 2x -benchmem ./session
 grep -E '^Benchmark|kmem:|SKIP' "$i7" | sed -e 's/^ *kmem_bench_test.go:[0-9]*: kmem: /    /'
 # metric BENCHMARK UNIT: the figure of UNIT on BENCHMARK's line, if any.
 metric() {

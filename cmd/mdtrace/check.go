@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/mdtrace/mdtrace/session"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -13,7 +14,7 @@ import (
 // kernel verifies the BPF programs as the main modes load them. Exit
 // status 0 when mdtrace can run here, 1 when it cannot.
 func runCheck(stdout, stderr io.Writer) int {
-	if err := checkPrivileges(); err != nil {
+	if err := session.CheckPrivileges(); err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}

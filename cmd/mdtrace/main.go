@@ -10,8 +10,12 @@ import (
 	"os"
 
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/session"
 	"github.com/mdtrace/mdtrace/tracer"
 )
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
 
 func main() {
 	os.Exit(mainStatus(os.Args[1:], os.Stdout, os.Stderr))
@@ -20,7 +24,7 @@ func main() {
 // mainStatus runs mdtrace and returns its exit status: the traced
 // command's status in launch mode, 1 for a failure, 2 for bad usage.
 func mainStatus(args []string, stdout, stderr io.Writer) int {
-	flags, err := parseFlags(args, stderr)
+	flags, err := options.ParseFlags(args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'mdtrace --help' for usage.")
@@ -37,29 +41,13 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		return runCheck(stdout, stderr)
 	}
 	if flags.All {
-		status, err := runAll(flags, stdout, stderr)
+		status, err := session.RunAll(flags, stdout, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		}
 		return status
 	}
-	noShim := ""
-	switch {
-	case flags.PID != 0:
-		noShim = "-p"
-	case flags.Program != "":
-		noShim = "--program"
-	}
-	cfg, err := parseOptions(flags.Options, noShim)
-	if err == nil {
-		err = checkPreload(flags, cfg)
-	}
-	if err == nil {
-		err = checkInterval(flags, cfg)
-	}
-	if err == nil {
-		err = checkSampling(flags, cfg)
-	}
+	cfg, err := options.ConfigOf(flags)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		var cerr *options.ConfigError
@@ -70,7 +58,7 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	status, err := run(flags, cfg, stderr)
+	status, err := session.Run(flags, cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		var lerr *tracer.LaunchError

@@ -1,4 +1,4 @@
-package main
+package options
 
 import (
 	"errors"
@@ -11,12 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 // DefaultOptions are the malloc debug options used when none are given.
 const DefaultOptions = "backtrace leak_track"
@@ -24,8 +20,8 @@ const DefaultOptions = "backtrace leak_track"
 // defaultTopInterval is the period of --top's view without --interval.
 const defaultTopInterval = 5 * time.Second
 
-// optionsEnv is the environment variable Android reads its options from.
-const optionsEnv = "LIBC_DEBUG_MALLOC_OPTIONS"
+// EnvVar is the environment variable Android reads its options from.
+const EnvVar = "LIBC_DEBUG_MALLOC_OPTIONS"
 
 // Flags are mdtrace's command-line settings.
 type Flags struct {
@@ -75,11 +71,11 @@ type Flags struct {
 	Command []string
 }
 
-// usageError is a command-line error: mdtrace prints it with a hint and
+// UsageError is a command-line error: mdtrace prints it with a hint and
 // exits with status 2.
-type usageError struct{ msg string }
+type UsageError struct{ Msg string }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.Msg }
 
 const longHelp = `mdtrace brings Android's malloc debug to Linux: it traces every allocation
 of a process with eBPF uprobes, without rebuilding or restarting anything,
@@ -120,15 +116,15 @@ another allocator that exports malloc).
 Flags:
 `
 
-// parseFlags parses mdtrace's command line.
-func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
+// ParseFlags parses mdtrace's command line.
+func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	f := &Flags{MaxAllocs: tracer.DefaultMaxAllocs}
 	fs := pflag.NewFlagSet("mdtrace", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetInterspersed(false)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+optionsEnv+", else \""+DefaultOptions+"\")")
+	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+EnvVar+", else \""+DefaultOptions+"\")")
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
@@ -151,12 +147,12 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	// Every malloc debug option is also a kebab-case flag; a bare
 	// --option (or --option=default) takes the option's default value.
 	const noValue = "default"
-	kebab := map[string]options.OptionInfo{}
-	for _, o := range options.Options {
+	kebab := map[string]OptionInfo{}
+	for _, o := range Options {
 		name := strings.ReplaceAll(o.Name, "_", "-")
 		kebab[name] = o
 		switch o.Value {
-		case options.ValueNone:
+		case ValueNone:
 			fs.Bool(name, false, o.Help)
 		default:
 			kind := "STRING"
@@ -164,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 				kind = "N"
 			}
 			fs.Var(&optionValue{kind: kind}, name, o.Help)
-			if o.Value == options.ValueOptional {
+			if o.Value == ValueOptional {
 				fs.Lookup(name).NoOptDefVal = noValue
 			}
 		}
@@ -174,7 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	err := fs.ParseAll(args, func(fl *pflag.Flag, value string) error {
 		if o, ok := kebab[fl.Name]; ok {
 			switch {
-			case o.Value == options.ValueNone:
+			case o.Value == ValueNone:
 				if value != "true" && value != "false" {
 					return fmt.Errorf("value set for option '%s' which does not take a value", o.Name)
 				}
@@ -185,7 +181,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 				fromFlags = append(fromFlags, o.Name)
 				value = ""
 			default:
-				if value == "" || strings.ContainsFunc(value, isSpace) {
+				if value == "" || strings.ContainsFunc(value, isSpaceRune) {
 					return fmt.Errorf("bad value for option '%s'", o.Name)
 				}
 				fromFlags = append(fromFlags, o.Name+"="+value)
@@ -194,7 +190,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return fs.Set(fl.Name, value)
 	})
 	if err != nil {
-		return nil, &usageError{err.Error()}
+		return nil, &UsageError{err.Error()}
 	}
 	if f.Help {
 		fmt.Fprint(stderr, longHelp)
@@ -207,7 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	}
 	if f.Check {
 		if fs.NArg() > 0 || fs.NFlag() > 1 {
-			return nil, &usageError{"--check takes no other flag and no command"}
+			return nil, &UsageError{"--check takes no other flag and no command"}
 		}
 		return f, nil
 	}
@@ -215,7 +211,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 
 	opts := *optString
 	if !fs.Changed("options") {
-		opts = os.Getenv(optionsEnv)
+		opts = os.Getenv(EnvVar)
 	}
 	opts = strings.TrimSpace(opts + " " + strings.Join(fromFlags, " "))
 	if opts == "" {
@@ -228,56 +224,56 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 
 	switch {
 	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
-		return nil, &usageError{"--all audits every process: give neither -p, --program nor a command"}
+		return nil, &UsageError{"--all audits every process: give neither -p, --program nor a command"}
 	case f.All && (fs.Changed("options") || len(fromFlags) > 0):
-		return nil, &usageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
+		return nil, &UsageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
 	case f.Interval < 0:
-		return nil, &usageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
+		return nil, &UsageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
 	case fs.Changed("sample-bytes") && f.SampleBytes == 0:
-		return nil, &usageError{"--sample-bytes must be at least 1"}
+		return nil, &UsageError{"--sample-bytes must be at least 1"}
 	case f.SampleBytes > 0 && (f.PID != 0 || f.All || f.Program != ""):
-		return nil, &usageError{"--sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all"}
+		return nil, &UsageError{"--sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all"}
 	case f.NoBatch && (f.PID != 0 || f.All || f.Program != "" || f.NoPreload):
-		return nil, &usageError{"--no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload"}
+		return nil, &UsageError{"--no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload"}
 	case f.SampleBytes > 0 && f.NoPreload:
-		return nil, &usageError{"--sample-bytes samples in the preloaded shim, which --no-preload turns off"}
+		return nil, &UsageError{"--sample-bytes samples in the preloaded shim, which --no-preload turns off"}
 	case f.Top < 0:
-		return nil, &usageError{fmt.Sprintf("invalid --top %d", f.Top)}
+		return nil, &UsageError{fmt.Sprintf("invalid --top %d", f.Top)}
 	case f.All && f.Top > 0:
-		return nil, &usageError{"--top is for traced processes: --all prints its own summary"}
+		return nil, &UsageError{"--top is for traced processes: --all prints its own summary"}
 	case f.All:
 		return f, nil
 	case fs.Changed("program") && (f.PID != 0 || len(f.Command) > 0):
-		return nil, &usageError{"--program traces the processes that run NAME from now on: give neither -p nor a command"}
+		return nil, &UsageError{"--program traces the processes that run NAME from now on: give neither -p nor a command"}
 	case fs.Changed("program") && f.Program == "":
-		return nil, &usageError{"--program needs a program name"}
+		return nil, &UsageError{"--program needs a program name"}
 	case strings.Contains(f.Program, "/"):
-		return nil, &usageError{fmt.Sprintf("--program %q: NAME is matched within file names, so it cannot hold a '/'", f.Program)}
+		return nil, &UsageError{fmt.Sprintf("--program %q: NAME is matched within file names, so it cannot hold a '/'", f.Program)}
 	case len(f.Program) >= tracer.MaxProgramName:
-		return nil, &usageError{fmt.Sprintf("--program NAME is at most %d bytes long", tracer.MaxProgramName-1)}
+		return nil, &UsageError{fmt.Sprintf("--program NAME is at most %d bytes long", tracer.MaxProgramName-1)}
 	case f.Program != "" && f.FollowForks:
-		return nil, &usageError{"--follow-forks is for -p: with --program, children are always traced"}
+		return nil, &UsageError{"--follow-forks is for -p: with --program, children are always traced"}
 	case f.Program != "" && f.NoPreload:
-		return nil, &usageError{"--no-preload is for launched commands; with --program nothing is preloaded"}
+		return nil, &UsageError{"--no-preload is for launched commands; with --program nothing is preloaded"}
 	case f.PID != 0 && len(f.Command) > 0:
-		return nil, &usageError{"give either -p PID or a command, not both"}
+		return nil, &UsageError{"give either -p PID or a command, not both"}
 	case fs.Changed("pid") && f.PID <= 0:
-		return nil, &usageError{fmt.Sprintf("invalid PID %d", f.PID)}
+		return nil, &UsageError{fmt.Sprintf("invalid PID %d", f.PID)}
 	case f.PID == 0 && len(f.Command) == 0 && f.Program == "":
-		return nil, &usageError{"nothing to trace: give -p PID, --program NAME or a command after --"}
+		return nil, &UsageError{"nothing to trace: give -p PID, --program NAME or a command after --"}
 	case f.FollowForks && f.PID == 0:
-		return nil, &usageError{"--follow-forks is for -p: a launched command's children are always traced"}
+		return nil, &UsageError{"--follow-forks is for -p: a launched command's children are always traced"}
 	case f.NoPreload && f.PID != 0:
-		return nil, &usageError{"--no-preload is for launched commands; with -p nothing is preloaded"}
+		return nil, &UsageError{"--no-preload is for launched commands; with -p nothing is preloaded"}
 	case f.MaxAllocs == 0:
-		return nil, &usageError{"--max-allocs must be at least 1"}
+		return nil, &UsageError{"--max-allocs must be at least 1"}
 	case f.MaxAllocs > tracer.MaxMaxAllocs:
-		return nil, &usageError{fmt.Sprintf("--max-allocs is at most %d, a live table of 5.2 GB", tracer.MaxMaxAllocs)}
+		return nil, &UsageError{fmt.Sprintf("--max-allocs is at most %d, a live table of 5.2 GB", tracer.MaxMaxAllocs)}
 	}
 	return f, nil
 }
 
-func isSpace(r rune) bool {
+func isSpaceRune(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r'
 }
 
@@ -320,10 +316,10 @@ var shimOptions = map[string]bool{
 // errUnsupported is returned for an option a later version implements.
 var errUnsupported = errors.New("not supported yet")
 
-// parseOptions parses the option string and refuses options mdtrace does
+// ParseOptions parses the option string and refuses options mdtrace does
 // not implement yet, and shim options for a process it attaches to.
-func parseOptions(s string, noShim string) (*options.Config, error) {
-	cfg, err := options.ParseConfig(s)
+func ParseOptions(s string, noShim string) (*Config, error) {
+	cfg, err := ParseConfig(s)
 	if err != nil {
 		return nil, err
 	}
@@ -338,8 +334,8 @@ func parseOptions(s string, noShim string) (*options.Config, error) {
 	return cfg, nil
 }
 
-// checkPreload refuses --no-preload with options only the shim implements.
-func checkPreload(flags *Flags, cfg *options.Config) error {
+// CheckPreload refuses --no-preload with options only the shim implements.
+func CheckPreload(flags *Flags, cfg *Config) error {
 	if !flags.NoPreload {
 		return nil
 	}
@@ -351,9 +347,9 @@ func checkPreload(flags *Flags, cfg *options.Config) error {
 	return nil
 }
 
-// checkSampling refuses --sample-bytes with the options that need every
+// CheckSampling refuses --sample-bytes with the options that need every
 // call.
-func checkSampling(flags *Flags, cfg *options.Config) error {
+func CheckSampling(flags *Flags, cfg *Config) error {
 	if flags.SampleBytes == 0 {
 		return nil
 	}
@@ -365,20 +361,20 @@ func checkSampling(flags *Flags, cfg *options.Config) error {
 	return nil
 }
 
-// checkInterval refuses --interval without the backtrace option, outside
+// CheckInterval refuses --interval without the backtrace option, outside
 // --all: the periodic output is a heap dump.
-func checkInterval(flags *Flags, cfg *options.Config) error {
-	if flags.Top > 0 && !cfg.Has(options.Backtrace) {
+func CheckInterval(flags *Flags, cfg *Config) error {
+	if flags.Top > 0 && !cfg.Has(Backtrace) {
 		return errors.New("--top lists allocation sites by their backtraces: it needs the backtrace option")
 	}
-	if flags.Interval > 0 && !cfg.Has(options.Backtrace) {
+	if flags.Interval > 0 && !cfg.Has(Backtrace) {
 		return errors.New("--interval writes heap dumps of the traced processes: it needs the backtrace option")
 	}
 	return nil
 }
 
-// needsShim reports whether the options need the shim preloaded.
-func needsShim(cfg *options.Config) bool {
+// NeedsShim reports whether the options need the shim preloaded.
+func NeedsShim(cfg *Config) bool {
 	for _, name := range cfg.Set {
 		if shimOptions[name] {
 			return true
@@ -397,3 +393,26 @@ type optionValue struct {
 func (v *optionValue) String() string     { return v.value }
 func (v *optionValue) Set(s string) error { v.value = s; return nil }
 func (v *optionValue) Type() string       { return v.kind }
+
+// ConfigOf parses the option string of flags and checks that it fits the
+// mode and the other flags: the Config mdtrace runs with.
+func ConfigOf(f *Flags) (*Config, error) {
+	noShim := ""
+	switch {
+	case f.PID != 0:
+		noShim = "-p"
+	case f.Program != "":
+		noShim = "--program"
+	}
+	cfg, err := ParseOptions(f.Options, noShim)
+	if err == nil {
+		err = CheckPreload(f, cfg)
+	}
+	if err == nil {
+		err = CheckInterval(f, cfg)
+	}
+	if err == nil {
+		err = CheckSampling(f, cfg)
+	}
+	return cfg, err
+}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package session
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -23,12 +24,12 @@ const auditShell = "/bin/sh"
 // auditTop is the number of processes a summary lists.
 const auditTop = 25
 
-// runAll audits every process on the host that uses the system's libc:
+// RunAll audits every process on the host that uses the system's libc:
 // uprobes without a PID filter feed one live table, summed per process on
 // an interrupt and every --interval. Only blocks allocated since mdtrace
 // started are known.
-func runAll(flags *Flags, stdout, stderr io.Writer) (int, error) {
-	if err := checkPrivileges(); err != nil {
+func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
+	if err := CheckPrivileges(); err != nil {
 		return 1, err
 	}
 	lib, err := tracer.AllocatorOfFile(auditShell, os.Environ())

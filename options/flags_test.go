@@ -1,12 +1,10 @@
-package main
+package options
 
 import (
 	"io"
 	"strings"
 	"testing"
 
-	"github.com/mdtrace/mdtrace/options"
-	"github.com/mdtrace/mdtrace/tracer"
 )
 
 func TestOptionStringFromFlags(t *testing.T) {
@@ -24,8 +22,8 @@ func TestOptionStringFromFlags(t *testing.T) {
 		{[]string{"-o", "bt", "--backtrace-size", "100", "--leak-track=false", "--", "p"}, "", "bt backtrace_size=100"},
 		{[]string{"--", "prog", "--leak-track"}, "", "backtrace leak_track"},
 	} {
-		t.Setenv(optionsEnv, tc.env)
-		f, err := parseFlags(tc.args, io.Discard)
+		t.Setenv(EnvVar, tc.env)
+		f, err := ParseFlags(tc.args, io.Discard)
 		if err != nil {
 			t.Errorf("%v: %v", tc.args, err)
 			continue
@@ -37,7 +35,7 @@ func TestOptionStringFromFlags(t *testing.T) {
 }
 
 func TestCommandKeepsItsFlags(t *testing.T) {
-	f, err := parseFlags([]string{"-o", "bt", "--", "prog", "-p", "3", "--backtrace"}, io.Discard)
+	f, err := ParseFlags([]string{"-o", "bt", "--", "prog", "-p", "3", "--backtrace"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,36 +45,36 @@ func TestCommandKeepsItsFlags(t *testing.T) {
 }
 
 func TestEveryOptionIsAFlag(t *testing.T) {
-	for _, o := range options.Options {
+	for _, o := range Options {
 		arg := "--" + strings.ReplaceAll(o.Name, "_", "-")
-		if o.Value == options.ValueRequired {
+		if o.Value == ValueRequired {
 			arg += "=5"
 		}
-		f, err := parseFlags([]string{arg, "-p", "1"}, io.Discard)
+		f, err := ParseFlags([]string{arg, "-p", "1"}, io.Discard)
 		if err != nil {
 			t.Errorf("%s: %v", arg, err)
 			continue
 		}
 		want := o.Name
-		if o.Value == options.ValueRequired {
+		if o.Value == ValueRequired {
 			want += "=5"
 		}
 		if f.Options != want {
 			t.Errorf("%s gives %q, want %q", arg, f.Options, want)
 		}
-		if _, err := options.ParseConfig(f.Options); err != nil {
+		if _, err := ParseConfig(f.Options); err != nil {
 			t.Errorf("%s: %v", arg, err)
 		}
 	}
 }
 
 func TestUnsupportedOptions(t *testing.T) {
-	for _, o := range options.Options {
+	for _, o := range Options {
 		s := o.Name
-		if o.Value == options.ValueRequired {
+		if o.Value == ValueRequired {
 			s += "=5"
 		}
-		_, err := parseOptions(s, "")
+		_, err := ParseOptions(s, "")
 		if supported[o.Name] || shimOptions[o.Name] {
 			if err != nil {
 				t.Errorf("%s: %v", s, err)
@@ -86,29 +84,11 @@ func TestUnsupportedOptions(t *testing.T) {
 		}
 	}
 	// The first option not supported yet is named.
-	if _, err := parseOptions("front_guard check_unreachable_on_signal", ""); err == nil || err.Error() != "option check_unreachable_on_signal is not supported yet" {
+	if _, err := ParseOptions("front_guard check_unreachable_on_signal", ""); err == nil || err.Error() != "option check_unreachable_on_signal is not supported yet" {
 		t.Errorf("check_unreachable_on_signal: %v", err)
 	}
 	// Shim options need a launched command.
-	if _, err := parseOptions("backtrace guard=8", "-p"); err == nil || err.Error() != "option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p" {
+	if _, err := ParseOptions("backtrace guard=8", "-p"); err == nil || err.Error() != "option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p" {
 		t.Errorf("guard with -p: %v", err)
-	}
-}
-
-func TestLossLines(t *testing.T) {
-	got := lossLines(tracer.Counters{TableFull: 3, StackFull: 2, StackCollision: 1, StackError: 4, StateError: 5, MissedReturn: 6, Allocs: 99}, 1000)
-	want := []string{
-		"3 allocations were not tracked: the live table was full (--max-allocs 1000)",
-		"2 backtraces were lost: the stack table was full",
-		"1 backtraces were lost to hash collisions in the stack table",
-		"4 backtraces could not be taken (the kernel could not walk the stack)",
-		"5 allocator calls were missed: no per-thread storage",
-		"6 allocator calls were missed: their return was not seen",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if l := lossLines(tracer.Counters{Allocs: 5, Frees: 5}, 1); len(l) != 0 {
-		t.Errorf("no losses gave %q", l)
 	}
 }

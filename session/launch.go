@@ -1,0 +1,141 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/mdtrace/mdtrace/ctl"
+	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// launchEnv is the environment of a launched command, nil for mdtrace's
+// own, and the files it inherits from descriptor 3 on. The shim is
+// preloaded when the options need it and, unless --no-preload, for its
+// probe sites, which cost the traced program a fraction of probes on the
+// allocator itself.
+func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
+	need := options.NeedsShim(s.cfg) || s.flags.SampleBytes > 0
+	if !need && s.flags.NoPreload {
+		return nil, nil, nil
+	}
+	shim, err := shimPath(s.flags)
+	if err != nil {
+		if need {
+			return nil, nil, err
+		}
+		fmt.Fprintf(s.stderr, "mdtrace: note: %v; probing the program's allocator instead\n", err)
+		return nil, nil, nil
+	}
+	if s.flags.SampleBytes > 0 {
+		if ok, note := preloadable(s.flags.Command[0]); !ok && note != "" {
+			return nil, nil, fmt.Errorf("%s; --sample-bytes samples in the shim", note)
+		}
+	}
+	if !need {
+		ok, note := preloadable(s.flags.Command[0])
+		if note != "" {
+			fmt.Fprintf(s.stderr, "mdtrace: note: %s\n", note)
+		}
+		if !ok {
+			return nil, nil, nil
+		}
+	}
+	env := tracer.PreloadEnv(os.Environ(), shim, options.EnvVar+"="+s.flags.Options)
+	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
+	// through its control socket.
+	srv, err := ctl.Listen(func(pid int) bool { return s.traced(pid) != nil }, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ctl = srv
+	env = append(env, srv.Env())
+	if s.cfg.Has(options.RecordAllocs) {
+		// The probe sites get the start time of every call.
+		env = append(env, "MDSHIM_RECORD=1")
+	}
+	if depth, ok := s.probes.BatchDepth(); ok {
+		// Each thread hands its calls over a batch at a time.
+		env = append(env, fmt.Sprintf("MDSHIM_BATCH=%d", depth))
+	}
+	if s.flags.SampleBytes > 0 {
+		env = append(env, fmt.Sprintf("MDSHIM_SAMPLE_BYTES=%d", s.flags.SampleBytes))
+		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.flags.SampleBytes)
+	}
+	var extra []*os.File
+	if logFile != nil {
+		// The shim writes its errors into mdtrace's log file.
+		extra = []*os.File{logFile}
+		env = append(env, "MDSHIM_LOG_FD=3")
+	}
+	return env, extra, nil
+}
+
+// shimPath returns the absolute path of the shim: --shim, or libmdshim.so
+// next to mdtrace.
+func shimPath(flags *options.Flags) (string, error) {
+	shim := flags.Shim
+	if shim == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("finding the shim: %w", err)
+		}
+		shim = filepath.Join(filepath.Dir(exe), "libmdshim.so")
+		if _, err := os.Stat(shim); err != nil {
+			return "", fmt.Errorf("no shim next to mdtrace (%s; give --shim PATH)", shim)
+		}
+	}
+	shim, err := filepath.Abs(shim)
+	if err != nil {
+		return "", err
+	}
+	if err := tracer.CheckExecutable(shim); err != nil {
+		return "", fmt.Errorf("the shim (--shim): %w", err)
+	}
+	if strings.ContainsAny(shim, " :") {
+		return "", fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
+	}
+	return shim, nil
+}
+
+// preloadable reports whether the shim may be preloaded, unasked, into
+// the program a command runs. Its malloc is glibc's, so it replaces only
+// glibc's: a program that brings its own allocator keeps it (with a note).
+// A program mdtrace cannot trace gets nothing, so that its error is the
+// one reported; a script gets the shim in its interpreter.
+func preloadable(command string) (ok bool, note string) {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return false, ""
+	}
+	lib, err := tracer.AllocatorOfFile(path, os.Environ())
+	switch {
+	case errors.Is(err, tracer.ErrNot64Bit) || errors.Is(err, tracer.ErrNoMalloc):
+		return false, ""
+	case err != nil:
+		return true, ""
+	case !strings.HasPrefix(filepath.Base(lib), "libc.so"):
+		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
+	}
+	return true, ""
+}
+
+// writeReadyFile writes the ready file: a PID and a newline.
+func writeReadyFile(path string, pid int) error {
+	content := fmt.Sprintf("%d\n", pid)
+	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, content)
+		return err
+	}); err != nil {
+		return fmt.Errorf("writing the ready file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// watchLibraries remembers every library the loader reports, with its
+// load address, until stop is called.
+func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
+	sync, stopPump := pump(n.Next, s.rememberLibrary, n.Wake)
+	return sync, func() {
+		n.Close()
+		stopPump()
+	}
+}
+
+// rememberLibrary adds a library the loader reported to the history. A
+// relative path is the process's (dlopen of "lib/x.so"); a name without a
+// slash is the vdso, which has no file.
+func (s *session) rememberLibrary(lib tracer.Library) {
+	path := lib.Path
+	if !strings.Contains(path, "/") {
+		return
+	}
+	if !filepath.IsAbs(path) {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", lib.PID))
+		if err != nil {
+			return
+		}
+		path = filepath.Join(cwd, path)
+	}
+	if p := s.traced(lib.PID); p != nil {
+		p.hist.AddLibrary(path, lib.Base)
+		s.probeRuntime(p, path)
+	}
+}
+
+// probeRuntime probes the operator new of a C++ runtime library the process
+// has loaded, once, so that a block from new has new's caller in its
+// backtrace (see tracer.Attach). Not where the allocator has an operator
+// new of its own, which takes the runtime's place: the shim's, jemalloc's,
+// tcmalloc's (preloaded, or linked before the runtime as usual).
+func (s *session) probeRuntime(p *proc, path string) {
+	if !tracer.IsCxxRuntime(path) {
+		return
+	}
+	s.pmu.Lock()
+	libs := slices.Clone(p.libs)
+	s.pmu.Unlock()
+	if len(libs) == 0 || slices.Contains(libs, path) || tracer.DefinesNew(libs[0]) {
+		return
+	}
+	// A process that is gone has no more blocks to name.
+	if err := s.attach(p, path); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
+		s.notice("process %d: %v; blocks from new keep the runtime's frame instead of new's caller", p.pid, err)
+	}
+}
+
+// rememberMaps adds the process's current maps to the history and parses
+// the files of new mappings while they are mapped.
+func (s *session) rememberMaps(p *proc) {
+	maps, err := stacks.ReadMaps(p.pid)
+	if err != nil {
+		return
+	}
+	for _, m := range p.hist.Add(maps) {
+		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
+		s.probeRuntime(p, m.Path)
+	}
+}

@@ -1,0 +1,197 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// ready attaches the probes to the process; the Process calls it before a
+// launched command runs its first instruction.
+func (s *session) ready(pid int) error {
+	var (
+		lib, runtime string
+		err          error
+	)
+	if s.flags.PID != 0 {
+		// The runtime, if mapped, is found with the maps (watchImage).
+		lib, err = tracer.AllocatorOfRunning(pid)
+	} else {
+		lib, runtime, err = tracer.AllocatorAndRuntimeOfExec(pid)
+	}
+	if err != nil {
+		return err
+	}
+	prog := tracer.ProgName(pid)
+	p := &proc{pid: pid, prog: prog}
+	s.pmu.Lock()
+	s.pid = pid
+	s.procs[pid] = p
+	s.pmu.Unlock()
+	if err := s.attach(p, lib); err != nil {
+		return err
+	}
+	s.probeRuntime(p, runtime)
+	s.watchImage(p)
+	if s.flags.ReadyFile != "" {
+		if err := writeReadyFile(s.flags.ReadyFile, pid); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	if pts := s.probes.ProbePoints(pid); len(pts) > 0 && s.cfg.Has(options.Verbose) {
+		// Where each probe went, and which ones trap twice: what a
+		// traced call costs depends on it.
+		var list []string
+		for _, pt := range pts {
+			list = append(list, pt.String())
+		}
+		fmt.Fprintf(s.stderr, "mdtrace: probe points: %s\n", strings.Join(list, ", "))
+	}
+	s.start = time.Now()
+	s.logVerbose(p)
+	return nil
+}
+
+// watchImage follows the libraries of the process's current program: its
+// loader's changes from now on, and its maps as they are.
+func (s *session) watchImage(p *proc) {
+	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader != "" {
+		if err := s.probes.WatchLibraries(p.pid, loader); err != nil {
+			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
+		}
+	}
+	s.rememberMaps(p)
+}
+
+// execed follows the process into a new program: the old image's blocks
+// are gone, and the new program may use another allocator and loader.
+func (s *session) execed(pid int) {
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
+	s.probes.Execed(pid)
+	p.hist.Reset()
+	prog := tracer.ProgName(pid)
+	s.pmu.Lock()
+	p.prog = prog
+	s.pmu.Unlock()
+	lib, runtime, err := tracer.AllocatorAndRuntimeOfExec(pid)
+	if err != nil {
+		s.notice("process %d executed a program mdtrace cannot trace: %v", pid, err)
+		return
+	}
+	if !slices.Contains(p.libs, lib) {
+		if err := s.attach(p, lib); err != nil {
+			s.notice("%v", err)
+		}
+	}
+	s.probeRuntime(p, runtime)
+	s.watchImage(p)
+}
+
+// forked follows a child of a traced process, held before it runs: the
+// same allocators are probed for it, and a zygote child (not a vfork)
+// starts with a copy of its parent's table.
+func (s *session) forked(parent, child int, vfork bool) {
+	pp := s.traced(parent)
+	if pp == nil {
+		return
+	}
+	s.pmu.Lock()
+	c := &proc{pid: child, prog: pp.prog}
+	s.procs[child] = c
+	libs := slices.Clone(pp.libs)
+	s.pmu.Unlock()
+	if err := s.probes.Fork(parent, child, !vfork); err != nil {
+		s.notice("%v", err)
+	}
+	// The probes stay through an exec of a program on the same
+	// allocator: a vfork child is probed now too.
+	for _, lib := range libs {
+		if err := s.attach(c, lib); err != nil {
+			s.notice("process %d, forked from %d: %v", child, parent, err)
+		}
+	}
+	// A vfork child runs in its parent's memory, with its parent's maps
+	// and libraries, until it executes a program (watched then) or exits.
+	if !vfork {
+		s.watchImage(c)
+	}
+	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)
+}
+
+// attach probes the allocator in lib for process p. In program mode the
+// system's libc is probed for every process already.
+func (s *session) attach(p *proc, lib string) error {
+	var err error
+	if lib != s.systemLib {
+		err = s.probes.Attach(p.pid, lib)
+	}
+	if err := partialAttach(err, func(msg string) { s.notice("%s", msg) }); err != nil {
+		return err
+	}
+	s.pmu.Lock()
+	p.libs = append(p.libs, lib)
+	s.pmu.Unlock()
+	return nil
+}
+
+// partialAttach returns the error of an attach, but for the functions that
+// could not be probed, which it reports: tracing goes on without them.
+func partialAttach(err error, report func(string)) error {
+	var aerr *tracer.AttachError
+	if !errors.As(err, &aerr) {
+		return err
+	}
+	for _, f := range aerr.Failed {
+		report(fmt.Sprintf("could not probe %s; its allocations are not tracked", f))
+	}
+	return nil
+}
+
+// exiting writes the exit reports while the process is held at its exit.
+// A descendant's table goes with it; the first process's stays for the
+// reports written when mdtrace ends.
+func (s *session) exiting(pid int) {
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
+	s.finish(p)
+	s.probes.Release(pid)
+	if s.flags.Program != "" {
+		s.dropProgramProc(pid)
+	}
+}
+
+// adoptChild follows process pid, a child forked by a thread of a traced
+// process that ptrace did not report, when forks are followed (launch
+// mode, --follow-forks). The child waits in the shim's fork handler.
+func (s *session) AdoptChild(pid int) bool {
+	if s.flags.PID != 0 && !s.flags.FollowForks {
+		return false
+	}
+	ppid, err := tracer.ParentPID(pid)
+	if err != nil || s.proc == nil || s.traced(ppid) == nil {
+		return false
+	}
+	if err := s.proc.Adopt(ppid, pid); err != nil {
+		s.notice("process %d, forked from %d by a thread ptrace does not follow: %v", pid, ppid, err)
+		return false
+	}
+	return true
+}
+
+// refused reports a request on the control socket that was not answered.
+func (s *session) Refused(pid int, reason string) {
+	s.notice("refused a request on the shim's control socket from process %d: %s", pid, reason)
+}

@@ -1,0 +1,196 @@
+//go:build linux
+
+package session
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// finishAll writes the exit reports of every process still traced.
+func (s *session) finishAll() {
+	for _, p := range s.live() {
+		s.finish(p)
+	}
+}
+
+// finish writes the reports that the options ask for at a process's
+// exit, once.
+func (s *session) finish(p *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.finished {
+		return
+	}
+	p.finished = true
+	s.syncErrors()
+	if s.rec != nil && s.cfg.RecordAllocsOnExit {
+		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
+	}
+	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.ctl == nil {
+		// A preloaded shim logs glibc's statistics itself.
+		s.logStats(p)
+	}
+	if !s.cfg.Has(options.LeakTrack) && !(s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
+		return
+	}
+	snap, maps, err := s.snapshot(p)
+	if err != nil {
+		s.notice("%v", err)
+		return
+	}
+	if s.cfg.Has(options.LeakTrack) {
+		report := output.LeakReport
+		if s.cfg.Has(options.BacktraceFull) {
+			report = output.LeakReportFull
+		}
+		report(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps))
+		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
+			_, est := snap.Sites()
+			s.notice("sampled one allocation every %d bytes on average: the %d leaked blocks listed stand for about %d blocks, %d bytes",
+				snap.SampleBytes, len(snap.Allocs), est.Blocks, est.Bytes)
+		}
+	}
+	if s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit {
+		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
+	}
+	if s.flags.Folded != "" {
+		// The first process's to FILE, any other's to FILE.PID.
+		path := s.flags.Folded
+		if p.pid != s.pid {
+			path = fmt.Sprintf("%s.%d", path, p.pid)
+		}
+		line := func(pc uint64) (string, int, bool) { return s.sym.Line(p.pid, maps, pc) }
+		err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+			return output.WriteFolded(w, snap, s.frames(p, maps), line)
+		})
+		if err != nil {
+			s.notice("%v", err)
+		}
+	}
+}
+
+// snapshot reads the live table and the maps of a process.
+func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
+	s.syncLibraries()
+	snap, err := s.probes.Snapshot(p.pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap.BacktraceSize = s.cfg.BacktraceFrames
+	snap.SampleBytes = s.flags.SampleBytes
+	maps, err := stacks.ReadMaps(p.pid)
+	if err != nil {
+		// The process is gone: frames are printed with what is known.
+		maps = nil
+	}
+	return snap, maps, nil
+}
+
+func (s *session) frames(p *proc, maps *stacks.Maps) func([]uint64) []stacks.Frame {
+	return func(pcs []uint64) []stacks.Frame {
+		return s.sym.SymbolizeWithHistory(p.pid, maps, &p.hist, pcs)
+	}
+}
+
+// dump writes a heap dump of a process's live table now.
+func (s *session) dump(p *proc, path string) {
+	s.withSnapshot(p, func(snap *leak.Snapshot, maps *stacks.Maps) { s.writeDump(p, path, snap, maps) })
+}
+
+// withSnapshot calls fn with a snapshot of p's live table and its maps,
+// unless p's exit reports are written.
+func (s *session) withSnapshot(p *proc, fn func(*leak.Snapshot, *stacks.Maps)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.finished {
+		return
+	}
+	snap, maps, err := s.snapshot(p)
+	if err != nil {
+		s.notice("%v", err)
+		return
+	}
+	fn(snap, maps)
+}
+
+func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *stacks.Maps) {
+	d := &output.HeapDump{
+		Fingerprint:   output.BuildFingerprint(),
+		BacktraceSize: s.cfg.BacktraceFrames,
+		Records:       snap.UniqueList(false),
+	}
+	if s.cfg.Has(options.BacktraceFull) {
+		d.BtInfo = s.frames(p, maps)
+	}
+	if maps != nil {
+		d.Maps = maps.Raw
+	}
+	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
+	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
+		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)
+		if !s.logToStderr {
+			fmt.Fprintf(s.stderr, "mdtrace: %v\n", err)
+		}
+	}
+}
+
+// notice reports one of mdtrace's own conditions in the log, and on
+// standard error when the log is elsewhere.
+func (s *session) notice(format string, args ...any) {
+	msg := "mdtrace: " + fmt.Sprintf(format, args...)
+	s.log.Errorf(s.pid, s.pid, "%s", msg)
+	if !s.logToStderr {
+		fmt.Fprintln(s.stderr, msg)
+	}
+}
+
+// reportLosses reports everything the probes could not record.
+func (s *session) reportLosses() {
+	c, err := s.probes.Counters()
+	if err != nil {
+		s.notice("reading the loss counters: %v", err)
+		return
+	}
+	for _, l := range lossLines(c, s.flags.MaxAllocs) {
+		s.notice("%s", l)
+	}
+	if c.TableFull > 0 {
+		// The table makes room as it fills: say why it had none.
+		if now, most, err := s.probes.TableRoom(); err != nil {
+			s.notice("the live table could not grow: %v", err)
+		} else if now < most {
+			s.notice("the live table had room for %d blocks of %d: allocations came faster than it grew", now, most)
+		}
+	}
+}
+
+// lossLines describes the non-zero loss counters.
+func lossLines(c tracer.Counters, maxAllocs uint32) []string {
+	var out []string
+	add := func(n uint64, format string, args ...any) {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, fmt.Sprintf(format, args...)))
+		}
+	}
+	add(c.TableFull, "allocations were not tracked: the live table was full (--max-allocs %d)", maxAllocs)
+	add(c.StackFull, "backtraces were lost: the stack table was full")
+	add(c.StackCollision, "backtraces were lost to hash collisions in the stack table")
+	add(c.StackError, "backtraces could not be taken (the kernel could not walk the stack)")
+	add(c.StateError, "allocator calls were missed: no per-thread storage")
+	add(c.MissedReturn, "allocator calls were missed: their return was not seen")
+	add(c.RecordsLost, "records were lost: the record ring buffer was full")
+	add(c.NotifyLost, "library notices were lost: frames of unloaded libraries may stay unnamed")
+	add(c.ErrorsLost, "pointer errors were lost: the error ring buffer was full")
+	add(c.ProgramLost, "processes running the program were not traced, or not reported: a table or ring buffer was full")
+	add(c.GenLost, "programs executed could not be told from the program before: its blocks may be reported with theirs (the table of processes was full)")
+	add(c.BatchLost, "batched allocator calls were lost: a thread's batch could not be read (--no-batch reports each call as it is made)")
+	add(c.OrphansLost, "frees that came before their block's batch could not be kept for it: those blocks may be reported as leaks")
+	return out
+}

@@ -1,0 +1,300 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/ctl"
+	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// session is one run of mdtrace on one process.
+type session struct {
+	flags  *options.Flags
+	cfg    *options.Config
+	stderr io.Writer
+	log    *output.Log
+	// logToStderr is set when the log is standard error, so that summaries
+	// are not printed twice.
+	logToStderr bool
+
+	probes *tracer.Probes
+	sym    *stacks.Symbolizer
+	// syncLibraries and syncErrors return once every library notice and
+	// pointer error sent so far is handled.
+	syncLibraries, syncErrors func()
+	// unknownSuppressed counts unknown pointers not reported.
+	unknownSuppressed int
+	rec               *recorder // record_allocs
+	proc              *tracer.Process
+
+	// mu serializes the reports and guards the procs' finished flags
+	// and btOn; pmu, taken after mu if both are, guards procs and each
+	// proc's prog and libs. The library watcher takes only pmu, so a
+	// report can wait for it while holding mu.
+	mu    sync.Mutex
+	pmu   sync.Mutex
+	ctl   *ctl.Server   // the shim's control socket, in launch mode with the shim
+	pid   int           // the process launched or attached to
+	procs map[int]*proc // it and, with forks followed, its descendants
+	// systemLib is, in program mode, the system's libc, whose probes have
+	// no PID filter.
+	systemLib string
+	// programPaths are, in program mode, the paths that the processes
+	// matched executed (their parent's, for forks), under pmu.
+	programPaths map[int]string
+	btOn         bool
+	start        time.Time // when tracing began
+}
+
+// proc is one traced process.
+type proc struct {
+	pid      int
+	prog     string
+	libs     []string           // the allocator files probed
+	hist     stacks.MapsHistory // every library the process has mapped
+	finished bool               // the exit reports are written
+}
+
+// traced returns the traced process pid, nil if it is not one.
+func (s *session) traced(pid int) *proc {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.procs[pid]
+}
+
+// live returns the traced processes whose exit reports are not written.
+func (s *session) live() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	var out []*proc
+	for _, p := range s.procs {
+		if !p.finished {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *proc) int { return a.pid - b.pid })
+	return out
+}
+
+// launchGrace is how long mdtrace waits, after SIGINT or SIGTERM, for a
+// launched command to exit by itself (a terminal's Ctrl-C reaches both).
+const launchGrace = time.Second
+
+// Run traces the process the flags name and returns the exit status.
+func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, error) {
+	if err := CheckPrivileges(); err != nil {
+		return 1, err
+	}
+	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
+	s.sym.DebugDirs = flags.DebugDirs
+	logw := stderr
+	var logFile *os.File
+	if flags.Log != "" {
+		f, err := output.CreateFile(flags.Log, 0o644)
+		if err != nil {
+			return 1, fmt.Errorf("opening the log: %w", err)
+		}
+		defer f.Close()
+		logw, logFile = f, f
+	} else {
+		s.logToStderr = true
+	}
+	s.log = output.NewLog(logw)
+
+	verify := slices.Contains(cfg.Set, "verify_pointers")
+	depth := 0
+	switch {
+	case cfg.Has(options.Backtrace):
+		depth = cfg.BacktraceFrames
+	case verify:
+		// Failure and free backtraces.
+		depth = options.DefaultBacktraceFrames
+	}
+	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
+	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
+		StackDepth:        depth,
+		BacktraceMinSize:  cfg.BacktraceMinSizeBytes,
+		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
+		BacktraceOff:      !s.btOn,
+		MaxAllocs:         flags.MaxAllocs,
+		Record:            cfg.Has(options.RecordAllocs),
+		NoAllocBacktraces: !cfg.Has(options.Backtrace),
+		Verify:            verify,
+		// A launched command's every block is seen: unknown pointers
+		// are errors. An attached process has blocks from before.
+		UnknownIsError: flags.PID == 0 && flags.Program == "",
+		// Probes on the allocator send SIGABRT to the thread; the
+		// process is held at its exit until the error block is
+		// written. A preloaded shim aborts by itself.
+		AbortOnError: cfg.Has(options.AbortOnError),
+		Program:      flags.Program,
+		// Batches need every block seen from the start, as a launched
+		// command's are: in an attached process the frees of older
+		// blocks would each be kept for an allocation that never comes.
+		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
+	})
+	var verr *tracer.VerifierError
+	if errors.As(err, &verr) && cfg.Has(options.Verbose) {
+		fmt.Fprintln(stderr, verr.Log())
+	}
+	if err != nil {
+		return 1, err
+	}
+	defer probes.Close()
+	s.probes = probes
+	if cfg.Has(options.RecordAllocs) {
+		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries); err != nil {
+			return 1, err
+		}
+		defer s.rec.Close()
+	}
+
+	notices, err := probes.LibraryNotices()
+	if err != nil {
+		return 1, err
+	}
+	var stopWatch func()
+	s.syncLibraries, stopWatch = s.watchLibraries(notices)
+	defer stopWatch()
+	s.syncErrors = func() {}
+	if verify {
+		sync, stop, err := s.watchPointerErrors()
+		if err != nil {
+			return 1, err
+		}
+		s.syncErrors = sync
+		defer stop()
+	}
+
+	// Signals are caught from here on: none may kill mdtrace while a
+	// launched command is held stopped.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
+		syscall.Signal(options.BacktraceEnableSignal), syscall.Signal(options.RecordAllocsSignal),
+		syscall.Signal(options.BacktraceDumpSignal), syscall.Signal(options.CheckUnreachableSignal),
+		syscall.Signal(options.LogAllocatorStatsSignal))
+	defer signal.Stop(sigs)
+
+	if flags.Program != "" {
+		return s.runProgram(sigs)
+	}
+	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
+	if flags.PID == 0 || flags.FollowForks {
+		hooks.Fork = s.forked
+	}
+	if flags.PID != 0 {
+		s.proc, err = tracer.Attach(flags.PID, hooks)
+	} else {
+		var (
+			env   []string
+			extra []*os.File
+		)
+		if env, extra, err = s.launchEnv(logFile); err != nil {
+			return 1, err
+		}
+		if s.ctl != nil {
+			defer s.ctl.Close()
+		}
+		s.proc, err = tracer.Launch(flags.Command, env, extra, hooks)
+	}
+	if err != nil {
+		return 1, err
+	}
+
+	interrupted := syscall.Signal(0)
+	var tick <-chan time.Time
+	if flags.Interval > 0 {
+		t := time.NewTicker(flags.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+loop:
+	for {
+		select {
+		case <-tick:
+			s.periodic()
+		case <-s.proc.Done():
+			break loop
+		case sig := <-sigs:
+			if s.handleSignal(sig.(syscall.Signal)) {
+				interrupted = sig.(syscall.Signal)
+				break loop
+			}
+		}
+	}
+	if interrupted != 0 {
+		if flags.PID == 0 {
+			select {
+			case <-s.proc.Done():
+				interrupted = 0
+			case <-time.After(launchGrace):
+			}
+		}
+		if interrupted != 0 {
+			s.finishAll()
+			if err := s.proc.Detach(); err != nil {
+				fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+			}
+		}
+	}
+	st, _ := s.proc.Wait()
+	s.finishAll()
+	probes.Detach()
+	s.reportLosses()
+	if flags.PID != 0 {
+		// Interrupting is how tracing an attached process normally ends.
+		return 0, nil
+	}
+	if interrupted != 0 {
+		return 128 + int(interrupted), nil
+	}
+	if st.Known {
+		return st.Code, nil
+	}
+	return 0, nil
+}
+
+// CheckPrivileges verifies the capabilities mdtrace needs: CAP_BPF and
+// CAP_PERFMON (or CAP_SYS_ADMIN) to load programs and attach uprobes,
+// CAP_SYS_PTRACE to hold processes at their exit.
+func CheckPrivileges() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	admin := has(unix.CAP_SYS_ADMIN)
+	var missing []string
+	if !has(unix.CAP_BPF) && !admin {
+		missing = append(missing, "CAP_BPF")
+	}
+	if !has(unix.CAP_PERFMON) && !admin {
+		missing = append(missing, "CAP_PERFMON")
+	}
+	if !has(unix.CAP_SYS_PTRACE) {
+		missing = append(missing, "CAP_SYS_PTRACE")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing %s); try sudo", strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+//go:build linux
+
+package session
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/options"
+)
+
+// handleSignal acts on a signal sent to mdtrace; it reports whether mdtrace
+// should stop. The malloc debug signals act on every process traced.
+func (s *session) handleSignal(sig syscall.Signal) bool {
+	switch sig {
+	case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
+		return true
+	}
+	s.debugSignal(int(sig), s.live())
+	return false
+}
+
+// debugSignal acts on one of malloc debug's signals for the processes
+// procs, as Android does when the signal reaches the process.
+func (s *session) debugSignal(sig int, procs []*proc) {
+	switch sig {
+	case options.BacktraceDumpSignal:
+		if !s.cfg.Has(options.Backtrace) {
+			s.notice("signal %d ignored: heap dumps need the backtrace option", sig)
+			return
+		}
+		for _, p := range procs {
+			s.dump(p, fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, p.pid))
+		}
+	case options.RecordAllocsSignal:
+		if s.rec == nil {
+			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
+			return
+		}
+		s.rec.WriteAll(s.cfg.RecordAllocsFile, s.pid, true)
+	case options.BacktraceEnableSignal:
+		if !s.cfg.BacktraceEnableOnSignal {
+			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
+			return
+		}
+		s.mu.Lock()
+		s.btOn = !s.btOn
+		on := s.btOn
+		s.mu.Unlock()
+		if err := s.probes.SetBacktrace(on); err != nil {
+			s.notice("toggling backtraces: %v", err)
+		}
+	case options.LogAllocatorStatsSignal:
+		if !s.cfg.Has(options.LogAllocatorStatsOnSignal) {
+			s.notice("signal %d ignored: logging allocator stats needs the log_allocator_stats_on_signal option", sig)
+			return
+		}
+		s.mu.Lock()
+		for _, p := range procs {
+			s.logStats(p)
+		}
+		s.mu.Unlock()
+	default:
+		s.notice("signal %d ignored: its option is not supported yet", sig)
+	}
+}
+
+// signal is a malloc debug signal that reached a shimmed process, which
+// passed it on: it acts on that process.
+func (s *session) Signal(pid, sig int) {
+	if p := s.traced(pid); p != nil {
+		s.debugSignal(sig, []*proc{p})
+	}
+}
+
+// leakInfo answers the shim's get_malloc_leak_info for process pid.
+func (s *session) LeakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
+	if !s.cfg.Has(options.Backtrace) {
+		return 1, nil, 0, 0, 0, 0
+	}
+	snap, err := s.probes.Snapshot(pid)
+	if err != nil {
+		s.notice("get_malloc_leak_info of process %d: %v", pid, err)
+		return 0, nil, 0, 0, 0, 0
+	}
+	snap.BacktraceSize = s.cfg.BacktraceFrames
+	snap.SampleBytes = s.flags.SampleBytes
+	buf, overall, infoSize, total, btSize = snap.LeakInfo()
+	return 0, buf, overall, infoSize, total, btSize
+}
