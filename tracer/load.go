@@ -1,0 +1,279 @@
+//go:build linux
+
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/mdtrace/mdtrace/bpf"
+)
+
+// LoadProbes loads the BPF programs and maps into the kernel.
+func LoadProbes(cfg ProbeConfig) (*Probes, error) {
+	if cfg.StackDepth < 0 || cfg.StackDepth > MaxStackDepth {
+		return nil, fmt.Errorf("backtrace depth %d out of range 0..%d", cfg.StackDepth, MaxStackDepth)
+	}
+	if cfg.MaxAllocs == 0 {
+		cfg.MaxAllocs = DefaultMaxAllocs
+	}
+	if cfg.MaxAllocs > MaxMaxAllocs {
+		return nil, fmt.Errorf("live table capacity %d over the most, %d", cfg.MaxAllocs, MaxMaxAllocs)
+	}
+	if cfg.MaxStacks == 0 {
+		cfg.MaxStacks = DefaultMaxStacks
+	}
+	if cfg.BacktraceMaxSize == 0 {
+		cfg.BacktraceMaxSize = math.MaxUint64
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("removing the memlock limit: %w", err)
+	}
+	spec, err := bpf.LoadMdtrace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the BPF programs: %w", err)
+	}
+	vars := map[string]any{
+		"stack_depth":      uint32(cfg.StackDepth),
+		"bt_min_size":      cfg.BacktraceMinSize,
+		"bt_max_size":      cfg.BacktraceMaxSize,
+		"page_size":        uint64(os.Getpagesize()),
+		"backtrace_on":     boolU32(!cfg.BacktraceOff),
+		"record":           boolU32(cfg.Record),
+		"verify":           boolU32(cfg.Verify),
+		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
+		"unknown_is_error": boolU32(cfg.UnknownIsError),
+		"abort_on_error":   boolU32(cfg.AbortOnError),
+	}
+	if cfg.Preemptible != nil {
+		vars["preemptible"] = boolU32(*cfg.Preemptible)
+	} else {
+		vars["preemptible"] = boolU32(kernelPreempts())
+	}
+	if cfg.Program != "" {
+		if len(cfg.Program) >= MaxProgramName {
+			return nil, fmt.Errorf("program name %q longer than %d bytes", cfg.Program, MaxProgramName-1)
+		}
+		var name [MaxProgramName]byte
+		copy(name[:], cfg.Program)
+		vars["only_traced"] = uint32(1)
+		vars["program_len"] = uint32(len(cfg.Program))
+		vars["program_name"] = name
+		// Children forked by traced processes are zygote children.
+		vars["have_zygotes"] = uint32(1)
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	if cfg.RecordBufferBytes == 0 {
+		cfg.RecordBufferBytes = DefaultRecordBuffer
+	}
+	if !cfg.Record {
+		// Nothing is recorded: the smallest ring buffer, a page, instead
+		// of 32 MiB of locked kernel memory.
+		cfg.RecordBufferBytes = uint32(os.Getpagesize())
+	}
+	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
+	if err := spec.Variables["record_wakeup_bytes"].Set(uint64(cfg.RecordBufferBytes / 4)); err != nil {
+		return nil, fmt.Errorf("setting record_wakeup_bytes: %w", err)
+	}
+	first := cfg.FirstTable
+	if first == 0 {
+		first = firstTier
+	}
+	tiers := tierSizes(cfg.MaxAllocs, first)
+	spec.Maps["allocs"].MaxEntries = tierBuckets(tiers[0])
+	nb, at := tierVars(spec.Maps["allocs"].MaxEntries)
+	if err := spec.Variables["tier_buckets"].Set(nb); err != nil {
+		return nil, fmt.Errorf("setting tier_buckets: %w", err)
+	}
+	if err := spec.Variables["tier_filling_at"].Set(at); err != nil {
+		return nil, fmt.Errorf("setting tier_filling_at: %w", err)
+	}
+	tierSpec := spec.Maps["allocs"].Copy()
+	// The tables map's template of a tier is made and dropped at once:
+	// the room of a tier is not part of its type.
+	spec.Maps["tables"].InnerMap.MaxEntries = 1
+	spec.Maps["stacks"].MaxEntries = cfg.MaxStacks
+	// A stack is its frames, ended by a zero when there are fewer.
+	depth := cfg.StackDepth
+	if depth == 0 {
+		depth = 1
+	}
+	spec.Maps["stacks"].ValueSize = uint32(8 * depth)
+
+	p := &Probes{
+		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
+		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
+		noBatch: cfg.NoBatch || cfg.Record,
+		links:   map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
+		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
+		retireEvery: retireDelay,
+	}
+	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {
+		p.multi = true
+		spec.Programs["alloc_entry"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["alloc_return"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
+		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	if err := p.load(spec, cfg.Program != ""); err != nil {
+		// A kernel without a feature the programs need is said as
+		// such, not as the verifier's or the loader's words. The
+		// features are probed only then: the probes cost more than a
+		// start-up should.
+		if ferr := CheckKernel(); ferr != nil {
+			return nil, ferr
+		}
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, &VerifierError{Release: KernelRelease(), Err: verr}
+		}
+		return nil, fmt.Errorf("loading the BPF programs: %w", err)
+	}
+	p.tables, err = newLiveTables(tableObjects{
+		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks,
+		top: p.objs.TopTable, filling: p.objs.TierFilling, buckets: p.objs.TierBuckets, at: p.objs.TierFillingAt,
+	}, tierSpec, tiers)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// programMode are the programs only program mode loads: the verifier takes
+// tens of milliseconds over them, which other modes need not wait for.
+var programMode = []string{"program_exec", "program_fork"}
+
+// siteGroup are the programs verified on their own, beside the others: the
+// verifier takes about as long over alloc_site as over all the rest.
+var siteGroup = []string{"alloc_site"}
+
+// load loads the BPF objects into p.objs: every map and variable, and the
+// programs, with program mode's only for program mode (else they stay nil).
+//
+// It overlaps what it can, as mdtrace's start is the traced command's
+// wait: the kernel creates the maps (the live table's buckets alone take
+// 40 ms for the default 4M entries) while mdtrace reads the kernel's BTF
+// for the CO-RE relocations (15 ms), and the programs are verified in two
+// groups at once, on two CPUs where there are.
+//
+// On an error nothing stays loaded.
+func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool) (err error) {
+	cache := btf.NewCache()
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		if k, err := cache.Kernel(); err == nil {
+			var task *btf.Struct
+			k.TypeByName("task_struct", &task)
+		}
+	}()
+	mapsOnly := spec.Copy()
+	mapsOnly.Programs = map[string]*ebpf.ProgramSpec{}
+	coll, err := ebpf.NewCollection(mapsOnly)
+	<-warmed
+	if err != nil {
+		return err
+	}
+	// The data sections (.bss, .data, .rodata) back the variables: the
+	// collection keeps them until Close.
+	p.coll = coll
+	defer func() {
+		if err != nil {
+			p.objs.Close()
+			coll.Close()
+			p.coll = nil
+		}
+	}()
+	replace := maps.Clone(coll.Maps)
+	if err := coll.Assign(&p.objs.MdtraceMaps); err != nil {
+		return err
+	}
+	if err := coll.Assign(&p.objs.MdtraceVariables); err != nil {
+		return err
+	}
+	opts := ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
+	var progs [2]map[string]*ebpf.Program
+	var errs [3]error
+	var wg sync.WaitGroup
+	// An update of a map of maps waits for an RCU grace period, 10 to 20
+	// ms here: the first tier goes into the tables map while the verifier
+	// works.
+	wg.Go(func() {
+		if err := p.objs.Tables.Put(uint32(0), p.objs.Allocs); err != nil {
+			errs[2] = fmt.Errorf("putting the live table's first tier in place: %w", err)
+		}
+	})
+	for i, want := range []func(string) bool{
+		func(name string) bool { return slices.Contains(siteGroup, name) },
+		func(name string) bool {
+			return !slices.Contains(siteGroup, name) && (programs || !slices.Contains(programMode, name))
+		},
+	} {
+		group := spec.Copy()
+		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })
+		wg.Go(func() {
+			c, err := ebpf.NewCollectionWithOptions(group, opts)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			progs[i] = c.Programs
+			// The programs hold the maps; the collection's clones of them go.
+			c.Programs = nil
+			c.Close()
+		})
+	}
+	wg.Wait()
+	loaded := map[string]*ebpf.Program{}
+	for i := range progs {
+		maps.Copy(loaded, progs[i])
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		for _, prog := range loaded {
+			prog.Close()
+		}
+		return err
+	}
+	return assignPrograms(&p.objs.MdtracePrograms, loaded)
+}
+
+// assignPrograms sets each field of dst to the program its ebpf tag names,
+// nil where loaded has none.
+func assignPrograms(dst *bpf.MdtracePrograms, loaded map[string]*ebpf.Program) error {
+	v := reflect.ValueOf(dst).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if prog, ok := loaded[name]; ok {
+			v.Field(i).Set(reflect.ValueOf(prog))
+			delete(loaded, name)
+		}
+	}
+	if len(loaded) > 0 {
+		return fmt.Errorf("programs %v have no place in the objects", slices.Collect(maps.Keys(loaded)))
+	}
+	return nil
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
