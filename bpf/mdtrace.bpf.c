@@ -8,6 +8,10 @@
  *
  * Every place that can lose data counts it in the counters map, which user
  * space reports: nothing is dropped silently.
+ *
+ * The programs are all in this file; what they share is in the headers,
+ * one concern each, included in the order they build on each other. They
+ * define maps and variables, and are for this one file.
  */
 #include "common.h"	/* limits, knobs, counters, a block's key, processes, threads */
 #include "table.h"	/* the live table */
@@ -178,26 +182,6 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	return 0;
 }
 
-/*
- * The drain at the entry of do_exit, where the thread's memory is still
- * there on every kernel. The sched_process_exit tracepoint comes after the
- * kernel lets go of it on older kernels (6.1); it is the drain where
- * kprobes cannot be used.
- */
-SEC("kprobe/do_exit")
-int batch_drain_kprobe(void *ctx)
-{
-	drain_thread();
-	return 0;
-}
-
-SEC("raw_tp/sched_process_exit")
-int batch_drain(void *ctx)
-{
-	drain_thread();
-	return 0;
-}
-
 /* The shim's probe sites: the attach cookie of alloc_site. */
 enum site {
 	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
@@ -271,6 +255,26 @@ int alloc_site(struct pt_regs *ctx)
 	}
 	if (ptr)
 		add_alloc(ctx, ptr, size, AT_SITE, 0);
+	return 0;
+}
+
+/*
+ * The drain at the entry of do_exit, where the thread's memory is still
+ * there on every kernel. The sched_process_exit tracepoint comes after the
+ * kernel lets go of it on older kernels (6.1); it is the drain where
+ * kprobes cannot be used.
+ */
+SEC("kprobe/do_exit")
+int batch_drain_kprobe(void *ctx)
+{
+	drain_thread();
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int batch_drain(void *ctx)
+{
+	drain_thread();
 	return 0;
 }
 
