@@ -42,7 +42,7 @@ const (
 	DefaultRecordBuffer = 32 << 20
 )
 
-// Counter indexes; they mirror enum counter in bpf/mdtrace.bpf.c.
+// Counter indexes; they mirror enum counter in bpf/common.h.
 const (
 	counterAllocs = iota
 	counterFrees
@@ -456,7 +456,7 @@ func boolU32(b bool) uint32 {
 	return 0
 }
 
-// Allocator calls; they mirror enum call in bpf/mdtrace.bpf.c and are the
+// Allocator calls; they mirror enum call in bpf/common.h and are the
 // attach cookies of the entry probe.
 const (
 	callMalloc = iota + 1
@@ -1252,7 +1252,7 @@ func decodeStack(buf []byte, depth int) []uint64 {
 }
 
 // allocZygote is the bit of a live-table entry's size that says a zygote
-// child made it; it mirrors ALLOC_ZYGOTE in bpf/mdtrace.bpf.c.
+// child made it; it mirrors ALLOC_ZYGOTE in bpf/common.h.
 const allocZygote = 1 << 63
 
 // allocOf is the live-table entry key, info as an allocation of a snapshot.
