@@ -18,7 +18,7 @@ import (
 // at a time. Between two hand-overs the probes' table lacks the calls a
 // buffer holds; a snapshot reads the buffers of the process from its
 // memory and adds them (pendingBatches, addPending). These constants mirror
-// the shim's and bpf/mdtrace.bpf.c's.
+// the shim's and bpf/batch.h's.
 const (
 	batchWords        = 440
 	batchHeader       = 16

@@ -11,7 +11,7 @@ import (
 )
 
 // A process's blocks carry the gen of the program that allocated them (the
-// kernel's count of execs, see struct alloc_key in bpf/mdtrace.bpf.c), and
+// kernel's count of execs, see struct alloc_key in bpf/common.h), and
 // the gens map holds each traced process's current gen once it executed a
 // program. An exec thus needs no walk of the table: the probes stop seeing
 // the old program's blocks at once, readers skip them, and the cleaner

@@ -15,7 +15,7 @@ import (
 
 // kernelPreempts reports whether the running kernel may preempt kernel
 // code, and so a uprobe's BPF program: then the stack walk keeps preemption
-// off while it uses its per-CPU scratch space (bpf/mdtrace.bpf.c,
+// off while it uses its per-CPU scratch space (bpf/stack.h,
 // take_stack). Where the answer cannot be found, it is yes.
 func kernelPreempts() bool {
 	var u unix.Utsname

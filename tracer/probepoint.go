@@ -557,7 +557,7 @@ func segmentAt(segs []elf.ProgHeader, off uint64) (elf.ProgHeader, bool) {
 // with verify: how many pages the executable segment holding it reaches
 // below the probe (low 16 bits) and above it (high 16 bits), so that the
 // probe can tell a call of free from the allocator's own code (see
-// thread_cache_free in bpf/mdtrace.bpf.c). 0 if unknown or too far.
+// thread_cache_free in bpf/free.h). 0 if unknown or too far.
 func callerPages(pl placement) uint64 {
 	if pl.segEnd <= pl.segStart || pl.off < pl.segStart || pl.off >= pl.segEnd {
 		return 0

@@ -29,7 +29,7 @@ const (
 	DefaultRecordBuffer = 32 << 20
 )
 
-// Counter indexes; they mirror enum counter in bpf/mdtrace.bpf.c.
+// Counter indexes; they mirror enum counter in bpf/common.h.
 const (
 	counterAllocs = iota
 	counterFrees
@@ -77,7 +77,7 @@ type Counters struct {
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
-// (MAX_STACK_DEPTH in bpf/mdtrace.bpf.c), Android's most.
+// (MAX_STACK_DEPTH in bpf/stack.h), Android's most.
 const MaxStackDepth = 256
 
 // ProbeConfig sets what the BPF programs record.
@@ -190,7 +190,7 @@ type Probes struct {
 	lastLen map[int]int
 }
 
-// Allocator calls; they mirror enum call in bpf/mdtrace.bpf.c and are the
+// Allocator calls; they mirror enum call in bpf/common.h and are the
 // attach cookies of the entry probe.
 const (
 	callMalloc = iota + 1

@@ -7,7 +7,7 @@ import (
 	"github.com/mdtrace/mdtrace/output"
 )
 
-// Record types; they mirror enum record_type in bpf/mdtrace.bpf.c and
+// Record types; they mirror enum record_type in bpf/record.h and
 // the order of Android's record_allocs entry types.
 const (
 	RecordMalloc = iota + 1

@@ -134,7 +134,7 @@ func decodeStack(buf []byte, depth int) []uint64 {
 }
 
 // allocZygote is the bit of a live-table entry's size that says a zygote
-// child made it; it mirrors ALLOC_ZYGOTE in bpf/mdtrace.bpf.c.
+// child made it; it mirrors ALLOC_ZYGOTE in bpf/common.h.
 const allocZygote = 1 << 63
 
 // allocOf is the live-table entry key, info as an allocation of a snapshot.

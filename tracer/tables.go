@@ -20,7 +20,7 @@ import (
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
-// The live table (bpf/mdtrace.bpf.c, the tables map) is up to four tiers,
+// The live table (bpf/table.h, the tables map) is up to four tiers,
 // each an array of buckets of 16 slots that mdtrace maps into its memory. A
 // block has two buckets in a tier, picked by hashing its address and
 // process, and goes into the emptier one; the tier in use takes blocks until
@@ -37,7 +37,7 @@ import (
 // traced process did nothing), and the rest of the tier in use is the room
 // for a burst of allocations while the next is made.
 const (
-	// tableTiers is the most tiers: TABLE_TIERS in bpf/mdtrace.bpf.c.
+	// tableTiers is the most tiers: TABLE_TIERS in bpf/table.h.
 	tableTiers = 4
 	// firstTier is the room of the first tier, 2.5 MB of slots.
 	firstTier = 64 << 10
@@ -95,7 +95,7 @@ func fillingAt(n uint32) uint32 {
 }
 
 // bucketsOf returns the two buckets of key in a tier of n buckets, as
-// buckets_of in bpf/mdtrace.bpf.c.
+// buckets_of in bpf/table.h.
 func bucketsOf(key *bpf.MdtraceAllocKey, n uint32) (uint32, uint32) {
 	x := key.Ptr ^ uint64(key.Tgid)<<47
 	b0 := uint32((x * 0x9e3779b97f4a7c15 >> 32) * uint64(n) >> 32)
@@ -160,7 +160,7 @@ func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.Md
 }
 
 // takeOut empties slot j of bk, which held key, as take_out in
-// bpf/mdtrace.bpf.c. False when the probes emptied it first.
+// bpf/table.h. False when the probes emptied it first.
 func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) bool {
 	if !atomic.CompareAndSwapUint64(&bk.Ptr[j], key.Ptr, slotBusy) {
 		return false
@@ -172,7 +172,7 @@ func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) b
 }
 
 // put puts a new entry into the emptier of its two buckets, as place in
-// bpf/mdtrace.bpf.c. It returns false when both are full, and whether the
+// bpf/table.h. It returns false when both are full, and whether the
 // emptier one holds fillingAt slots or more.
 func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, filling bool) {
 	b0, b1 := bucketsOf(key, t.buckets)

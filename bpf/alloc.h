@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The allocation path: a block enters the live table with its backtrace.
+ * The calls in flight: what the entry probe of an allocator call keeps for
+ * its return probe, and the calls the allocator makes inside it.
+ */
+#ifndef MDTRACE_ALLOC_H
+#define MDTRACE_ALLOC_H
+
+#include "common.h"
+#include "table.h"
+#include "stack.h"
+#include "free.h"
+
+/* Adds a live allocation; false if the table had no room (counted). */
+static __always_inline bool insert_keyed(const struct alloc_key *key, const struct alloc_info *info)
+{
+	if (put_block(key, info, BPF_ANY) == 0)
+		return true;
+	count(COUNTER_TABLE_FULL);
+	table_full = 1;
+	/*
+	 * A block freed before at this address is live again, if untracked:
+	 * its free is not a use after free.
+	 */
+	if (verify)
+		bpf_map_delete_elem(&freed, key);
+	return false;
+}
+
+/*
+ * Adds a live allocation of the current process with its backtrace's id;
+ * false if the table had no room (counted).
+ */
+static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
+{
+	struct alloc_key key = block_key(ptr);
+	struct alloc_info info = {
+		.size = size,
+		.stack_id = stack_id,
+	};
+
+	if (have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid))
+		info.size |= ALLOC_ZYGOTE;
+	if (!insert_keyed(&key, &info))
+		return false;
+	count(COUNTER_ALLOCS);
+	return true;
+}
+
+/*
+ * Adds a live allocation made by the current thread, with its backtrace
+ * taken as at says.
+ */
+static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
+				      const struct thread_state *ts)
+{
+	insert_block(ptr, size, backtrace_for(size) ? take_stack(ctx, at, ts) : 0);
+}
+
+/*
+ * Puts back the block of a failed realloc, which keeps it: the entry probe
+ * took it out of the table and counted it freed, and it was not.
+ */
+static __always_inline void keep_block(u64 ptr, const struct alloc_info *old)
+{
+	struct alloc_key key = block_key(ptr);
+
+	if (put_block(&key, old, BPF_NOEXIST) == 0)
+		count_by(COUNTER_FREES, -1ULL);
+}
+
+/*
+ * Whether a call at stack pointer sp is inside the thread's call in flight:
+ * below it, or at the same stack pointer (a tail call). The allocator calls
+ * itself (realloc(NULL, n) calls malloc, an operator delete free): the
+ * outer call accounts for it.
+ */
+static __always_inline bool inside_call(const struct thread_state *ts, u64 sp)
+{
+	return ts->call != CALL_NONE && sp <= ts->entry_sp;
+}
+
+/*
+ * Whether the current call is inside one in flight (an operator delete
+ * calling free), without creating the thread's state: it is not counted.
+ */
+static __always_inline bool nested(struct pt_regs *ctx)
+{
+	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+
+	if (!ts || !inside_call(ts, PT_REGS_SP(ctx)))
+		return false;
+	count(COUNTER_NESTED);
+	return true;
+}
+
+/* How far below a C++ runtime's operator new its allocation call may be. */
+#define NEW_FRAME_MAX 256
+
+/*
+ * The entry of a C++ runtime's operator new, probed for backtraces only:
+ * the allocation call it makes (malloc, aligned_alloc) takes its caller
+ * and frame pointer from here (AT_NEW). A new inside another (nothrow new
+ * calling new, new[] jumping to new) keeps the outer one's.
+ */
+static __always_inline int runtime_new(struct pt_regs *ctx, u64 cookie)
+{
+	struct thread_state *ts = thread_state();
+	/*
+	 * The probe may sit past a "sub $n,%rsp": the cookie's high half is
+	 * n, and the entry's stack pointer is n bytes up.
+	 */
+	u64 delta = cookie >> 32, sp = PT_REGS_SP(ctx) + delta;
+
+	if (!ts || delta >= NEW_FRAME_MAX)
+		return 0;
+	if (ts->new_sp && sp <= ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX)
+		return 0;
+	if (bpf_probe_read_user(&ts->new_ret, sizeof(ts->new_ret), (void *)sp) != 0) {
+		ts->new_sp = 0;
+		return 0;
+	}
+	ts->new_sp = sp;
+	ts->new_fp = PT_REGS_FP(ctx);
+	return 0;
+}
+
+static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
+{
+	struct thread_state *ts = thread_state();
+	u64 sp = PT_REGS_SP(ctx);
+
+	if (!ts)
+		return 0;
+	if (inside_call(ts, sp)) {
+		count(COUNTER_NESTED);
+		return 0;
+	}
+	/* The call in flight returned without its return probe. */
+	if (ts->call != CALL_NONE)
+		count(COUNTER_MISSED_RETURN);
+	/* A call inside a runtime's operator new takes new's first frame. */
+	ts->from_new = ts->new_sp && sp < ts->new_sp && ts->new_sp - sp < NEW_FRAME_MAX;
+	ts->new_sp = 0;
+	ts->call = call;
+	ts->args[0] = a0;
+	ts->args[1] = a1;
+	ts->args[2] = a2;
+	ts->entry_sp = sp;
+	ts->old_valid = 0;
+	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
+	if (record)
+		ts->start_ns = bpf_ktime_get_ns();
+	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
+		remove_alloc(ctx, a0, ts, FN_REALLOC, true);
+	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0)
+		remove_alloc(ctx, a0, 0, FN_FREE, true);
+	return 0;
+}
+
+#endif /* MDTRACE_ALLOC_H */

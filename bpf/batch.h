@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The shim's batches: the allocations and frees a thread hands over a
+ * buffer at a time, applied to the live table, and drained when the thread
+ * ends.
+ */
+#ifndef MDTRACE_BATCH_H
+#define MDTRACE_BATCH_H
+
+#include "common.h"
+#include "table.h"
+#include "stack.h"
+#include "alloc.h"
+
+/*
+ * Batches (shim/batch.c): a thread of a shim without checks hands over its
+ * allocations and frees a buffer at a time. The layout of a buffer, struct
+ * md_batch: a sequence word, the count of words in use, then the events,
+ * each a word of kind, frame count and epoch, then the block's address,
+ * and for an allocation its size and its frames.
+ */
+#define BATCH_WORDS 440
+#define BATCH_HEADER 16
+#define BATCH_MASK 511
+#define BATCH_ALLOC 1
+#define BATCH_FREE 2
+#define BATCH_FRAMES_SHIFT 8
+#define BATCH_FRAMES_MASK 0x1ff
+#define BATCH_EPOCH_SHIFT 20
+#define BATCH_REGISTER 1
+#define BATCH_RETIRE 2
+/* A fork child's copy of calls made before the fork: not a zygote child's. */
+#define BATCH_INHERITED 4
+/* The most events in a batch: every event takes two words at least. */
+#define BATCH_EVENTS (BATCH_WORDS / 2)
+
+/*
+ * A thread's copy of its batch, and where the batch is in its memory. The
+ * words beyond a batch's end let an event's frames be read, and stored as
+ * a backtrace, from any offset a mask allows.
+ */
+struct batch_space {
+	u64 addr;
+	u64 seq;	/* the sequence word of the last batch applied */
+	u64 seq_addr;	/* and where that batch is */
+	/*
+	 * While a batch is applied: its process's part of a block's key,
+	 * the zygote flag of its blocks, and the counts added at its end.
+	 */
+	u32 tgid, gen;
+	u64 zygote;
+	s64 allocs, frees, unknown, early;
+	u64 hdr[2];	/* a batch's header, read with its words */
+	u64 w[2 * (BATCH_MASK + 1)];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct batch_space);
+} batch_spaces SEC(".maps");
+
+/*
+ * The threads with a batch, for mdtrace, which reads the batches of a
+ * process whose report it writes (tracer/batch.go): tid to process and
+ * address.
+ */
+struct batch_thread {
+	u32 tgid;
+	u32 pad;
+	u64 addr;
+};
+
+#define MAX_BATCH_THREADS 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_BATCH_THREADS);
+	__type(key, u32);
+	__type(value, struct batch_thread);
+} batch_threads SEC(".maps");
+
+/* Names struct batch_thread in BTF, so that Go gets the type. */
+const struct batch_thread unused_batch_thread __attribute__((unused)) = {};
+
+/*
+ * Frees of blocks the table did not hold when their batch came, with the
+ * epoch of that batch: the block's allocation may be in another thread's
+ * batch that comes later. An allocation of the same block written before
+ * that epoch cancels against it; one written after is a new block.
+ */
+#define MAX_ORPHANS 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_ORPHANS);
+	__type(key, struct alloc_key);
+	__type(value, u64);
+} orphans SEC(".maps");
+
+/*
+ * The newest epoch of a kept free: an allocation written at or after it
+ * cannot cancel against any, and does not look. last_epoch is the newest
+ * epoch of a batch.
+ */
+volatile u64 orphan_epoch = 0;
+volatile u64 last_epoch = 0;
+/*
+ * The batches drained at their threads' ends so far: mdtrace reads a
+ * process's batches, then the table; a drain in between changes both.
+ */
+volatile u64 batches_drained = 0;
+
+/*
+ * An index into a batch space's words, masked where the verifier sees it:
+ * the compiler would drop a mask it can prove changes nothing.
+ */
+static __always_inline u32 masked(u32 i, const u32 mask)
+{
+	asm volatile("%[i] &= %[m]" : [i] "+r"(i) : [m] "i"(mask));
+	return i;
+}
+
+/*
+ * A free and an allocation of one block, handed over in two threads'
+ * batches at the same time, must find each other: each side first makes
+ * itself seen (the free its kept entry, the allocation its block in the
+ * table), then, past a full barrier, looks for the other. Whoever deletes
+ * the kept free accounts for the pair.
+ *
+ * A word per CPU for full_barrier's atomic add: no other CPU touches it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} fences SEC(".maps");
+
+static __always_inline void full_barrier(void)
+{
+	u32 zero = 0;
+	u64 *f = bpf_map_lookup_elem(&fences, &zero);
+
+	if (f)
+		__sync_fetch_and_add(f, 1);
+}
+
+/*
+ * Raises *v to at least epoch, with other CPUs raising it too: a plain
+ * compare and store could lower it.
+ */
+static __always_inline void raise_epoch(volatile u64 *v, u64 epoch)
+{
+	u64 cur;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		cur = *v;
+		if (cur >= epoch || __sync_val_compare_and_swap(v, cur, epoch) == cur)
+			return;
+	}
+}
+
+/* The pair of a kept free and its block's allocation is accounted for. */
+static __always_inline void pair_matched(struct batch_space *sp)
+{
+	sp->unknown--;
+	sp->frees++;
+	sp->early++;
+}
+
+/*
+ * A block's address can have more than one kept free: freed in one batch
+ * while its allocation waits in another, given back, allocated again in a
+ * third thread and freed in a fourth before either allocation came. Each
+ * is kept under the block's key with a way number in the address's low
+ * bits, which an allocation's address never has.
+ */
+#define ORPHAN_WAYS 4
+
+static __always_inline struct alloc_key orphan_key(const struct alloc_key *key, u32 way)
+{
+	struct alloc_key k = *key;
+
+	k.ptr |= way;
+	return k;
+}
+
+static __always_inline struct alloc_key batch_key(const struct batch_space *sp, u64 ptr)
+{
+	struct alloc_key key = {
+		.tgid = sp->tgid,
+		.gen = sp->gen,
+		.ptr = ptr,
+	};
+
+	return key;
+}
+
+static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u64 epoch)
+{
+	struct alloc_key key = batch_key(sp, ptr), kept;
+	u32 way;
+
+	if (delete_block(&key, 0) == 0) {
+		sp->frees++;
+		return;
+	}
+	/* Its allocation may be in a batch still to come: kept aside. */
+	sp->unknown++;
+	raise_epoch(&orphan_epoch, epoch);
+	for (way = 0; way < ORPHAN_WAYS; way++) {
+		kept = orphan_key(&key, way);
+		if (bpf_map_update_elem(&orphans, &kept, &epoch, BPF_NOEXIST) == 0)
+			break;
+	}
+	if (way == ORPHAN_WAYS) {
+		count(COUNTER_ORPHANS_LOST);
+		return;
+	}
+	full_barrier();
+	/* The allocation, handed over meanwhile, may have missed it. */
+	if (delete_block(&key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0)
+		pair_matched(sp);
+}
+
+/*
+ * Whether the allocation of key, written in epoch written, cancels against
+ * a kept free: one that came later, the earliest of them (a later one is
+ * of a later block at the same address).
+ */
+static __always_inline bool take_kept_free(const struct alloc_key *key, u64 written)
+{
+	struct alloc_key k, best;
+	u64 *e, first = ~0ULL;
+	u32 way;
+
+	if (written >= orphan_epoch)
+		return false;
+	for (way = 0; way < ORPHAN_WAYS; way++) {
+		k = orphan_key(key, way);
+		e = bpf_map_lookup_elem(&orphans, &k);
+		if (e && written < *e && *e < first) {
+			first = *e;
+			best = k;
+		}
+	}
+	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
+}
+
+static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 written)
+{
+	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)];
+	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
+	struct alloc_key key = batch_key(sp, ptr);
+	struct alloc_info info = {
+		.size = size | sp->zygote,
+	};
+	struct batch_space *own;
+	u64 saved = 0;
+
+	if (take_kept_free(&key, written)) {
+		/* Freed by a thread whose batch came first. */
+		sp->allocs++;
+		pair_matched(sp);
+		return;
+	}
+	if (backtrace_for(size) && stack_depth > 0) {
+		/*
+		 * The frames are stored from the thread's space as the map
+		 * value it is: batch_event, a global function, gets sp as
+		 * plain memory, which kernels before 6.x refuse as the value
+		 * of a map update.
+		 */
+		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+		if (nr == 0 || !own) {
+			count(COUNTER_STACK_ERROR);
+		} else {
+			/* The word after the frames is the next event's: a zero ends them meanwhile. */
+			if (nr < stack_depth) {
+				saved = own->w[end];
+				own->w[end] = 0;
+			}
+			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr);
+			if (nr < stack_depth)
+				own->w[end] = saved;
+		}
+	}
+	if (!insert_keyed(&key, &info))
+		return;
+	sp->allocs++;
+	full_barrier();
+	/* A free handed over meanwhile may have missed the block. */
+	if (take_kept_free(&key, written)) {
+		delete_block(&key, 0);
+		pair_matched(sp);
+	}
+}
+
+/*
+ * Applies the event at word at of a batch of used words, the batch's
+ * epoch being epoch; returns the word after it, or used when the batch
+ * ends there or makes no sense (counted).
+ */
+__noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
+{
+	u64 w0;
+	u32 kind, nr;
+
+	if (!sp || at >= used || at >= BATCH_WORDS)
+		return used;
+	w0 = sp->w[masked(at, BATCH_MASK)];
+	kind = w0 & 0xff;
+	nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
+	if (kind == BATCH_FREE && at + 2 <= used) {
+		batch_free_event(sp, sp->w[masked(at + 1, BATCH_MASK)], epoch);
+		return at + 2;
+	}
+	if (kind == BATCH_ALLOC && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
+		batch_alloc_event(sp, at, nr, w0 >> BATCH_EPOCH_SHIFT);
+		return at + 3 + nr;
+	}
+	count(COUNTER_BATCH_LOST);
+	return used;
+}
+
+/*
+ * Reads the batch of used words at addr, with its header, into the
+ * thread's space and applies its events, unless it is the batch applied
+ * last (a thread killed inside its hand-over, before it could empty the
+ * batch). False if it could not be read (counted).
+ */
+static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 used, u64 epoch, bool inherited)
+{
+	struct alloc_key key;
+	u32 i, at = 0;
+
+	if (used == 0)
+		return true;
+	if (used > BATCH_WORDS ||
+	    bpf_probe_read_user(sp->hdr, BATCH_HEADER + used * 8, (void *)addr) != 0) {
+		count(COUNTER_BATCH_LOST);
+		return false;
+	}
+	if (sp->hdr[0] == sp->seq && addr == sp->seq_addr)
+		return true;
+	sp->seq = sp->hdr[0];
+	sp->seq_addr = addr;
+	key = block_key(0);
+	sp->tgid = key.tgid;
+	sp->gen = key.gen;
+	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
+	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
+	for (i = 0; i < BATCH_EVENTS; i++) {
+		at = batch_event(sp, at, used, epoch);
+		if (at >= used)
+			break;
+	}
+	count_by(COUNTER_ALLOCS, sp->allocs);
+	count_by(COUNTER_FREES, sp->frees);
+	count_by(COUNTER_UNKNOWN_FREES, sp->unknown);
+	count_by(COUNTER_FREES_EARLY, sp->early);
+	return true;
+}
+
+/* A thread hands over its batch: mdshim_site_batch(b, used, epoch, flags). */
+static __always_inline void batch_site(struct pt_regs *ctx)
+{
+	u64 addr = PT_REGS_PARM1(ctx), used = PT_REGS_PARM2(ctx), epoch = PT_REGS_PARM3(ctx);
+	u64 flags = PT_REGS_PARM4(ctx), id = bpf_get_current_pid_tgid();
+	struct batch_space *sp;
+	u32 tid = id;
+	struct batch_thread bt = {
+		.tgid = heap_tgid(),
+		.addr = addr,
+	};
+
+	sp = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!sp) {
+		count(COUNTER_BATCH_LOST);
+		return;
+	}
+	raise_epoch(&last_epoch, epoch);
+	if (flags & BATCH_RETIRE) {
+		apply_batch(sp, addr, used, epoch, false);
+		sp->addr = 0;
+		bpf_map_delete_elem(&batch_threads, &tid);
+		return;
+	}
+	/* Another thread's batch, copied by a fork, is not this thread's buffer. */
+	if (sp->addr != addr && (!(flags & BATCH_INHERITED) || (flags & BATCH_REGISTER))) {
+		sp->addr = addr;
+		if (bpf_map_update_elem(&batch_threads, &tid, &bt, BPF_ANY) != 0)
+			count(COUNTER_BATCH_LOST);
+	}
+	apply_batch(sp, addr, used, epoch, flags & BATCH_INHERITED);
+}
+
+/*
+ * A thread ends, however it ends (pthread_exit, the end of its process, a
+ * signal): what its batch still holds goes to the table. Every batch
+ * written so far has an epoch up to the newest seen, or the one after,
+ * being handed over: a free kept from here is later than all.
+ */
+static __always_inline void drain_thread(void)
+{
+	struct batch_space *sp;
+	u64 hdr[2];
+	u32 tid = bpf_get_current_pid_tgid();
+
+	sp = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+	if (!sp || !sp->addr)
+		return;
+	if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)sp->addr) != 0)
+		count(COUNTER_BATCH_LOST);
+	else
+		apply_batch(sp, sp->addr, hdr[1], last_epoch + 2, false);
+	sp->addr = 0;
+	bpf_map_delete_elem(&batch_threads, &tid);
+	__sync_fetch_and_add(&batches_drained, 1);
+}
+
+#endif /* MDTRACE_BATCH_H */

@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * What every part of mdtrace's BPF program shares: the allocator calls,
+ * the counters, the knobs user space sets, the key and entry of a block,
+ * the processes traced and each thread's call in flight.
+ */
+#ifndef MDTRACE_COMMON_H
+#define MDTRACE_COMMON_H
+
+#include "headers/mdtrace_types.h"
+#include "headers/bpf_helpers.h"
+#include "headers/bpf_tracing.h"
+
+/*
+ * The most processes traced at once (the traced, gens, zygotes and rdebug
+ * maps, whose entries take memory as they come; their buckets take 16
+ * bytes per process room): four times the processes mdtrace follows at
+ * once (tracer/process.go, maxFollowedProcess).
+ */
+#define MAX_PROCESSES 16384
+
+/*
+ * The allocator entry points: the attach cookie of the entry probe, and the
+ * call in flight in struct thread_state.
+ */
+enum call {
+	CALL_NONE = 0,
+	CALL_MALLOC,
+	CALL_CALLOC,
+	CALL_REALLOC,
+	CALL_REALLOCARRAY,
+	CALL_MEMALIGN,
+	CALL_POSIX_MEMALIGN,
+	CALL_VALLOC,
+	CALL_PVALLOC,
+	CALL_FREE,	  /* entry only */
+	CALL_USABLE_SIZE, /* malloc_usable_size: entry only */
+	CALL_NEW_ALIGNED, /* C++'s operator new(size, align_val_t) */
+	CALL_DELETE,	  /* C++'s operator delete: entry and return */
+	CALL_RUNTIME_NEW, /* a C++ runtime's operator new on another malloc: entry only */
+	CALL_THREAD_END,  /* glibc's __call_tls_dtors, where a thread's end begins: entry only */
+};
+
+/* Indexes into the counters map. */
+enum counter {
+	COUNTER_ALLOCS = 0,	   /* allocations added to the live table */
+	COUNTER_FREES,		   /* frees of tracked blocks */
+	COUNTER_UNKNOWN_FREES,	   /* frees of blocks not in the table (allocated before the attach, or untracked) */
+	COUNTER_TABLE_FULL,	   /* allocations not tracked: the live table was full */
+	COUNTER_STACK_FULL,	   /* backtraces lost: the stack map was full */
+	COUNTER_STACK_COLLISION,   /* backtraces lost: two stacks with one hash */
+	COUNTER_STACK_ERROR,	   /* backtraces lost: the kernel could not walk the stack */
+	COUNTER_STATE_ERROR,	   /* calls not seen: no per-thread storage */
+	COUNTER_MISSED_RETURN,	   /* calls whose return probe never ran */
+	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
+	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
+	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
+	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
+	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
+	COUNTER_PROGRAM_LOST,	   /* program mode: processes not traced (traced map or exec ring buffer full) */
+	COUNTER_GEN_LOST,	   /* execs whose program's blocks cannot be told from the one before (gens map full) */
+	COUNTER_BATCH_LOST,	   /* batched calls lost: a batch the probes could not read or understand */
+	COUNTER_ORPHANS_LOST,	   /* frees of blocks whose batch had not come that could not be kept for it */
+	COUNTER_FREES_EARLY,	   /* frees that came before their block's batch, kept and matched later (not a loss) */
+	COUNTER_MAX,
+};
+
+/* Knobs, set by user space before loading. */
+const volatile u32 stack_depth = 16;		 /* frames per backtrace; 0: no backtraces */
+const volatile u64 bt_min_size = 0;		 /* backtrace only sizes in [bt_min_size, bt_max_size] */
+const volatile u64 bt_max_size = ~0ULL;
+const volatile u64 page_size = 4096;
+
+const volatile u32 record = 0;			 /* record_allocs: send every call to user space */
+const volatile u64 record_wakeup_bytes = 0;	 /* wake the records' reader once this much waits */
+const volatile u32 alloc_backtraces = 1;	 /* allocations get backtraces (the backtrace option) */
+const volatile u32 verify = 0;			 /* verify_pointers: report bad pointers */
+const volatile u32 unknown_is_error = 0;	 /* every block is known (launch mode): unknown pointers are errors */
+/*
+ * abort_on_error: the thread that passed a bad pointer gets SIGABRT once its
+ * error is in the errors ring buffer (see pointer_error). Only
+ * verify_pointers finds errors here, so without verify this does nothing;
+ * leaks never abort.
+ */
+const volatile u32 abort_on_error = 0;
+/*
+ * The kernel may preempt a running BPF program (preempt=full, lazy, RT):
+ * the stack walk keeps preemption off while it uses per-CPU scratch space.
+ */
+const volatile u32 preemptible = 1;
+
+/*
+ * Program mode (--program NAME): the probes have no PID filter, and only
+ * the processes in the traced map count. A process enters it when it
+ * executes a program whose file name contains program_name, as Android
+ * enables malloc debug where strstr(getprogname(), program) matches, and
+ * when a traced process forks; it leaves it when it executes another.
+ */
+#define PROGRAM_NAME_MAX 64
+const volatile u32 only_traced = 0;
+const volatile u32 program_len = 0;
+const volatile char program_name[PROGRAM_NAME_MAX] = {};
+
+/* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
+volatile u32 backtrace_on = 1;
+/* Cleared by user space when record_allocs has all the entries it may keep. */
+volatile u32 record_on = 1;
+/* Set by user space once a process is in the zygotes map. */
+volatile u32 have_zygotes = 0;
+/*
+ * Set once an allocation could not be tracked (the live table was full):
+ * from then on an unknown pointer may be a block the table missed, which
+ * user space does not report and abort_on_error does not abort for.
+ */
+volatile u32 table_full = 0;
+
+/*
+ * Set by user space once it probes an allocator's C++ operator delete, which
+ * may call free: a free inside a call in flight is then not counted again.
+ */
+volatile u32 have_deletes = 0;
+
+/*
+ * A live allocation: which process, which program it runs, which pointer.
+ * gen is the kernel's count of the execs of the process's thread
+ * (task_struct.self_exec_id), which an exec increments: the blocks of the
+ * program a process ran before its exec keep their old gen, and the probes
+ * no longer see them, until user space drops them.
+ */
+struct alloc_key {
+	u32 tgid;
+	u32 gen;
+	u64 ptr;
+};
+
+/*
+ * What mdtrace knows of a live allocation: the size the program asked for,
+ * with ALLOC_ZYGOTE in its top bit (no allocation is that large), and its
+ * backtrace.
+ */
+struct alloc_info {
+	u64 size;
+	u64 stack_id; /* key into the stacks map; 0: no backtrace */
+};
+
+/*
+ * A set of processes, or a u32 for each: the key is the process's tgid,
+ * the value what the map says. Entries are allocated as processes come.
+ */
+struct process_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, u32);
+	__type(value, u32);
+};
+
+/*
+ * Zygote children: processes forked, without an exec, from a traced one.
+ * What they allocate after the fork carries ALLOC_ZYGOTE. Value: 1.
+ */
+struct process_map zygotes SEC(".maps");
+
+/* In struct alloc_info's size: made by a zygote child. */
+#define ALLOC_ZYGOTE (1ULL << 63)
+
+/*
+ * The processes being traced, for the thread exit and exec tracepoints,
+ * and in program mode for every probe. Value: 1.
+ */
+struct process_map traced SEC(".maps");
+
+/*
+ * The gen (see struct alloc_key) of each traced process that executed a
+ * program since it was traced: its blocks of another gen are from the
+ * program before. A process without an entry has one gen in the table.
+ * Value: the gen.
+ */
+struct process_map gens SEC(".maps");
+
+/* Loss and event counters, per CPU, summed by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, COUNTER_MAX);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+/*
+ * The allocator call a thread is in, saved by the entry probe for the return
+ * probe. Task storage goes away with the thread, so nothing is left over
+ * when a thread exits in the middle of a call.
+ */
+struct thread_state {
+	u64 args[3];	     /* the call's arguments */
+	u64 start_ns;	     /* time of the entry, for record_allocs */
+	u64 entry_sp;	     /* stack pointer at the entry: tells nested calls and the outer return apart */
+	struct alloc_info old; /* realloc: the old block's entry, restored if the realloc fails */
+	/*
+	 * The outermost C++ runtime operator new the thread is in, if any:
+	 * its stack pointer at the entry (0: none), the return address there
+	 * and the frame pointer. The next allocation call takes them: with
+	 * from_new, it is inside that new.
+	 */
+	u64 new_sp, new_ret, new_fp;
+	u32 from_new;
+	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
+	u32 old_valid;
+	u32 ending;	     /* a thread other than the main one has begun to end */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+/*
+ * Counts an event on this CPU. Where a probe can be preempted, another
+ * thread of the CPU may count between the load and the store: the add is
+ * atomic there.
+ */
+static __always_inline void count_by(u32 idx, u64 n)
+{
+	u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (!v)
+		return;
+	if (preemptible)
+		__sync_fetch_and_add(v, n);
+	else
+		*v += n;
+}
+
+static __always_inline void count(u32 idx)
+{
+	count_by(idx, 1);
+}
+
+/* The fields read from the kernel's structures, relocated by CO-RE. */
+struct task_struct___md {
+	int tgid;
+	u64 self_exec_id;
+	void *vfork_done;
+	struct task_struct___md *real_parent;
+} __attribute__((preserve_access_index));
+
+/*
+ * The process whose heap the current thread uses: its own, or, for a child
+ * of vfork (or posix_spawn) until it executes or exits (while the kernel
+ * keeps its vfork_done), its parent's. They share one address space, and
+ * the probes, which the kernel filters by address space, fire in both: a
+ * block the child allocates there is the parent's, which dash frees in the
+ * parent once the child has executed. Keyed by the child, such a block was
+ * an unknown pointer to the parent, an error with verify_pointers.
+ */
+static __always_inline u32 heap_tgid(void)
+{
+	struct task_struct___md *t = (void *)bpf_get_current_task_btf();
+
+	if (t->vfork_done)
+		return t->real_parent->tgid;
+	return bpf_get_current_pid_tgid() >> 32;
+}
+
+/* In program mode, whether the current process is one of the traced. */
+static __always_inline bool ignored(void)
+{
+	u32 tgid;
+
+	if (!only_traced)
+		return false;
+	tgid = heap_tgid();
+	return !bpf_map_lookup_elem(&traced, &tgid);
+}
+
+/* The gen of the current process's program (see struct alloc_key). */
+static __always_inline u32 current_gen(void)
+{
+	struct task_struct___md *t = (void *)bpf_get_current_task_btf();
+
+	return (u32)t->self_exec_id;
+}
+
+/* The key of the current process's block at ptr. */
+static __always_inline struct alloc_key block_key(u64 ptr)
+{
+	struct alloc_key key = {
+		.tgid = heap_tgid(),
+		.gen = current_gen(),
+		.ptr = ptr,
+	};
+
+	return key;
+}
+
+/* The current thread's state, made at its first call; null (counted) if it cannot be. */
+static __always_inline struct thread_state *thread_state(void)
+{
+	struct thread_state *ts;
+
+	ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts)
+		count(COUNTER_STATE_ERROR);
+	return ts;
+}
+
+#endif /* MDTRACE_COMMON_H */

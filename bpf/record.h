@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * record_allocs: every allocator call, sent to user space for the record
+ * file of its process.
+ */
+#ifndef MDTRACE_RECORD_H
+#define MDTRACE_RECORD_H
+
+#include "common.h"
+
+/* Kinds of records, as in Android's record_allocs file. */
+enum record_type {
+	RECORD_MALLOC = 1,
+	RECORD_CALLOC,
+	RECORD_MEMALIGN,
+	RECORD_REALLOC,
+	RECORD_FREE,
+	RECORD_THREAD_DONE,
+};
+
+/* One allocator call, for record_allocs. */
+struct record_event {
+	u64 start_ns; /* CLOCK_MONOTONIC at the entry probe; 0 for thread_done */
+	u64 end_ns;   /* at the return probe */
+	u64 ptr;      /* result (free: the freed pointer) */
+	u64 size;     /* size asked for (calloc: element size) */
+	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
+	u32 tid;
+	u32 type; /* enum record_type */
+	u32 tgid; /* the process, whose record file the call goes to */
+	u32 pad;
+};
+
+/* Names struct record_event in BTF, so that Go gets the type. */
+const struct record_event unused_record_event __attribute__((unused)) = {};
+
+/* record_allocs events; the size is set by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} records SEC(".maps");
+
+static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+{
+	struct record_event *e;
+	u64 pid_tgid;
+
+	if (!record || !record_on)
+		return;
+	e = bpf_ringbuf_reserve(&records, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_RECORDS_LOST);
+		return;
+	}
+	e->start_ns = start_ns;
+	e->end_ns = bpf_ktime_get_ns();
+	e->ptr = ptr;
+	e->size = size;
+	e->arg = arg;
+	pid_tgid = bpf_get_current_pid_tgid();
+	e->tid = (u32)pid_tgid;
+	e->tgid = pid_tgid >> 32;
+	e->pad = 0;
+	e->type = type;
+	/*
+	 * A wakeup per record cost the traced thread as much as the probe
+	 * (an irq_work and a wakeup of the reader): records are read when
+	 * the reader looks, every 100 ms or when mdtrace writes them, and
+	 * the reader is woken only once the buffer is a quarter full.
+	 */
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= record_wakeup_bytes ?
+				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+#endif /* MDTRACE_RECORD_H */

@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Backtraces: the frame-pointer walk of the current thread, and the stacks
+ * map, which holds each unique backtrace under its id.
+ */
+#ifndef MDTRACE_STACK_H
+#define MDTRACE_STACK_H
+
+#include "common.h"
+
+/* The largest backtrace the backtrace option allows. */
+#define MAX_STACK_DEPTH 256
+
+/* Defaults; user space sets the real sizes before loading. */
+#define DEFAULT_MAX_STACKS 65536
+
+/*
+ * A backtrace: the return addresses, innermost first, ended by a zero when
+ * there are fewer than stack_depth. Without a count in front, a 16-frame
+ * value is 128 bytes, and its map element fits the kernel's 192-byte slab
+ * class instead of the 256-byte one.
+ */
+struct stack {
+	u64 ips[MAX_STACK_DEPTH];
+};
+
+/*
+ * Unique backtraces, keyed by a 64-bit hash of their frames. The value size
+ * is set by user space to hold exactly stack_depth frames, so it carries no
+ * BTF type.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, DEFAULT_MAX_STACKS);
+	__uint(key_size, sizeof(u64));
+	__uint(value_size, sizeof(struct stack));
+} stacks SEC(".maps");
+
+/*
+ * The hashes of the backtraces each CPU stored or found in the stacks map
+ * lately, by their low bits: a hot call site costs a look at this array
+ * instead of a hash map lookup. The stacks map only grows, so a hash seen
+ * there stays valid.
+ */
+#define SEEN_STACKS 4096
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SEEN_STACKS);
+	__type(key, u32);
+	__type(value, u64);
+} seen_stacks SEC(".maps");
+
+/* Scratch space for one backtrace per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct stack);
+} stack_scratch SEC(".maps");
+
+static __always_inline u64 mix64(u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* Where a backtrace is taken, which decides how its first frame is found. */
+enum stack_at {
+	/*
+	 * A return probe: the instruction pointer is the return address in
+	 * the allocator's caller, so the caller is the first frame and the
+	 * allocator's own frames are not in the stack.
+	 */
+	AT_RETURN = 0,
+	/*
+	 * A function's entry: the first frame is the function itself and its
+	 * caller is missing from the frame chain; the return address at *sp
+	 * takes the first frame's place.
+	 */
+	AT_ENTRY,
+	/*
+	 * A shim probe site, called by a hook that keeps its frame pointer:
+	 * the first frame is the site, and the chain goes on from the hook's
+	 * return address, the program's call of the allocator. The site's
+	 * frame is skipped.
+	 */
+	AT_SITE,
+	/*
+	 * An allocation inside a C++ runtime's operator new (libstdc++'s
+	 * calls malloc and keeps no frame pointer): the first frame is the
+	 * return address new's entry found at *sp, the function that called
+	 * new, and the chain goes on from the frame pointer new was called
+	 * with (see struct thread_state).
+	 */
+	AT_NEW,
+};
+
+/*
+ * The stack memory a walk reads at once: up to WALK_CHUNK bytes from a
+ * frame record, not beyond its page, so that one read of user memory
+ * usually covers several frames. The slack lets a record at the end be
+ * read with a masked offset.
+ */
+#define WALK_CHUNK 1024
+struct walk_buf {
+	u8 b[WALK_CHUNK + 16];
+	/*
+	 * The walk's state, kept here rather than on the BPF stack: loaded
+	 * from a map, its values are unknown to the verifier, so that it
+	 * checks a step of the walk once instead of once per frame.
+	 */
+	u64 fp, sp, base, len;
+	u32 nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct walk_buf);
+} walk_scratch SEC(".maps");
+
+/*
+ * How far above the stack pointer a frame record may be: the default stack
+ * size of a thread (and of the main thread, RLIMIT_STACK), 8 MiB.
+ */
+#define STACK_SPAN (8ULL << 20)
+/* The end of user space on x86-64 with 4-level page tables. */
+#define USER_TOP (1ULL << 47)
+/* No code is mapped in the first page. */
+#define USER_BOTTOM 4096ULL
+
+/* A frame-pointer walk in progress (walk_frames): where it goes, its state. */
+struct walk {
+	struct stack *st;
+	struct walk_buf *w;
+};
+
+/*
+ * One frame of the walk, a step of bpf_loop: the verifier checks it a few
+ * times, whatever the depth, where an unrolled loop of 256 frames is more
+ * than it takes. Returns 1 when the walk ends.
+ */
+static long walk_step(u64 i, void *data)
+{
+	struct walk *c = data;
+	struct walk_buf *w = c->w;
+	u64 fp = w->fp, next, ret, off, len;
+	u32 nr = w->nr;
+
+	if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || (fp & 7) || fp < w->sp || fp - w->sp >= STACK_SPAN)
+		return 1;
+	if (fp < w->base || fp + 16 > w->base + w->len) {
+		/* The record is aligned: it does not cross its page. */
+		len = page_size - (fp & (page_size - 1));
+		if (len > WALK_CHUNK)
+			len = WALK_CHUNK;
+		if (len < 16 || bpf_probe_read_user(w->b, len, (void *)fp) != 0)
+			return 1;
+		w->base = fp;
+		w->len = len;
+	}
+	off = (fp - w->base) & (WALK_CHUNK - 1);
+	next = *(u64 *)&w->b[off];
+	ret = *(u64 *)&w->b[off + 8];
+	if (ret < USER_BOTTOM || ret >= USER_TOP)
+		return 1;
+	c->st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
+	w->nr = nr + 1;
+	if (next <= fp)
+		return 1;
+	w->fp = next;
+	return 0;
+}
+
+/*
+ * Walks the frame-pointer chain of the current thread into st->ips, with
+ * the allocator's caller first (see enum stack_at), as the kernel's user
+ * stack walk does, but reading the stack a chunk at a time instead of a
+ * frame at a time. A frame record is the caller's frame pointer, then the
+ * return address. The walk stops at a null, misaligned or unreadable frame
+ * pointer, one that does not go up the stack, or one that is not within
+ * STACK_SPAN above the stack pointer, and at a return address outside user
+ * space: code built without frame pointers uses the register for data, and
+ * its records would be whatever that data points to (a heap block, a
+ * string), not frames. Returns the number of frames, 0 if there is none.
+ */
+static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
+				       const struct thread_state *ts)
+{
+	u32 zero = 0;
+	struct walk c = { .st = st };
+	struct walk_buf *w = bpf_map_lookup_elem(&walk_scratch, &zero);
+
+	if (!w)
+		return 0;
+	c.w = w;
+	w->fp = PT_REGS_FP(ctx);
+	w->sp = PT_REGS_SP(ctx);
+	w->base = w->len = 0;
+	w->nr = 0;
+	switch (at) {
+	case AT_RETURN:
+		st->ips[0] = PT_REGS_IP(ctx);
+		w->nr = 1;
+		break;
+	case AT_ENTRY:
+		if (bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0)
+			return 0;
+		w->nr = 1;
+		break;
+	case AT_NEW:
+		if (!ts)
+			return 0;
+		st->ips[0] = ts->new_ret;
+		w->fp = ts->new_fp;
+		w->nr = 1;
+		break;
+	}
+	bpf_loop(MAX_STACK_DEPTH, walk_step, &c, 0);
+	return w->nr;
+}
+
+/*
+ * The id of the backtrace of nr frames at st (followed by a zero when
+ * there are fewer than stack_depth), stored in the stacks map if it is not
+ * there yet: a 64-bit hash of its frames, which mdtrace computes the same
+ * way (tracer/batch.go). 0 when it could not be stored (counted).
+ */
+static __always_inline u64 stack_id_of(struct stack *st, u32 nr)
+{
+	struct stack *old;
+	u64 h = nr, *seen;
+	u32 i, slot;
+
+	for (i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i >= nr)
+			break;
+		h = mix64(h ^ st->ips[i]);
+	}
+	if (h == 0)
+		h = 1;
+	slot = (u32)h & (SEEN_STACKS - 1);
+	seen = bpf_map_lookup_elem(&seen_stacks, &slot);
+	if (seen && *seen == h)
+		return h;
+	old = bpf_map_lookup_elem(&stacks, &h);
+	if (old) {
+		if (old->ips[0] != st->ips[0]) {
+			count(COUNTER_STACK_COLLISION);
+			return 0;
+		}
+		goto found;
+	}
+	if (bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) != 0) {
+		/* Another CPU may have stored the same stack just now. */
+		if (bpf_map_lookup_elem(&stacks, &h))
+			goto found;
+		count(COUNTER_STACK_FULL);
+		return 0;
+	}
+found:
+	if (seen)
+		*seen = h;
+	return h;
+}
+
+/*
+ * Takes the current user backtrace into the stacks map, with the
+ * allocator's caller as the first frame, through the CPU's scratch space.
+ * Returns the stack id, or 0 when no backtrace was stored (counted).
+ */
+static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
+{
+	u32 zero = 0;
+	struct stack *st;
+	u32 nr;
+
+	st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!st)
+		return 0;
+	nr = walk_frames(ctx, st, at, ts);
+	if (nr == 0) {
+		count(COUNTER_STACK_ERROR);
+		return 0;
+	}
+	if (nr < stack_depth)
+		st->ips[nr & (MAX_STACK_DEPTH - 1)] = 0;
+	return stack_id_of(st, nr);
+}
+
+/*
+ * A uprobe program runs with migration disabled, not always with
+ * preemption disabled (uprobe_multi links on a preemptible kernel):
+ * another thread of the CPU could run a probe between its reads and writes
+ * of the per-CPU scratch space of a backtrace, and mix two stacks. On such
+ * kernels (the preemptible variable), where the kfuncs exist (6.10),
+ * preemption is off while the scratch space is in use, for about 25 ns a
+ * backtrace.
+ */
+extern void bpf_preempt_disable(void) __ksym __weak;
+extern void bpf_preempt_enable(void) __ksym __weak;
+
+#define bpf_ksym_exists(sym)                                                                      \
+	({                                                                                        \
+		_Static_assert(!__builtin_constant_p(!!sym), #sym " should be marked as __weak"); \
+		!!sym;                                                                            \
+	})
+
+/*
+ * Takes the current user backtrace, with the allocator's caller as the first
+ * frame. Returns the stack id, or 0 when no backtrace was stored (counted).
+ */
+static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
+{
+	bool guard = preemptible && bpf_ksym_exists(bpf_preempt_disable) && bpf_ksym_exists(bpf_preempt_enable);
+	u64 id;
+
+	if (stack_depth == 0)
+		return 0;
+	if (guard)
+		bpf_preempt_disable();
+	id = store_stack(ctx, at, ts);
+	if (guard)
+		bpf_preempt_enable();
+	return id;
+}
+
+/* Whether an allocation of size bytes gets a backtrace. */
+static __always_inline bool backtrace_for(u64 size)
+{
+	return alloc_backtraces && backtrace_on && size >= bt_min_size && size <= bt_max_size;
+}
+
+#endif /* MDTRACE_STACK_H */
