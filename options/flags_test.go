@@ -4,7 +4,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
 )
 
 func TestOptionStringFromFlags(t *testing.T) {
