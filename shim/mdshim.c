@@ -26,13 +26,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mdshim.h"
-
-extern void *__libc_malloc(size_t size);
-extern void __libc_free(void *ptr);
-extern void *__libc_calloc(size_t nmemb, size_t size);
-extern void *__libc_realloc(void *ptr, size_t size);
-extern void *__libc_memalign(size_t alignment, size_t size);
+#include "backtrace.h"
+#include "batch.h"
+#include "config.h"
+#include "ctl.h"
+#include "debug.h"
+#include "log.h"
+#include "ptrtab.h"
+#include "real.h"
+#include "sample.h"
+#include "site.h"
 
 #define DEBUG_TAG 0x1ee7d00dU
 #define DEBUG_FREE_TAG 0x1cc7dccdU

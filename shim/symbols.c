@@ -56,7 +56,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mdshim.h"
+#include "config.h"
+#include "format.h"
+#include "symbols.h"
 
 #define CACHE_SLOTS 32
 /* PT_LOAD headers kept to recognize an object's file; real objects have 2-5. */

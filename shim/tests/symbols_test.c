@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../mdshim.h"
+#include "../symbols.h"
 
 static int failures;
 
