@@ -100,3 +100,11 @@ void md_backtrace_log(const uintptr_t *frames, size_t n)
 		}
 	}
 }
+
+void md_backtrace_log_or_failure(const uintptr_t *frames, size_t n)
+{
+	if (n == 0)
+		md_log('E', "  Backtrace failed to get any frames.");
+	else
+		md_backtrace_log(frames, n);
+}

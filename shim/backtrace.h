@@ -24,4 +24,7 @@ bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* md_backtrace_log logs frames in Android's backtrace format. */
 void md_backtrace_log(const uintptr_t *frames, size_t n);
 
+/* md_backtrace_log_or_failure is md_backtrace_log, or Android's line for no frames. */
+void md_backtrace_log_or_failure(const uintptr_t *frames, size_t n) __attribute__((visibility("hidden")));
+
 #endif
