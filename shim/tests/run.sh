@@ -231,7 +231,7 @@ build $CC -O0 -fPIC -shared -Wall -Wextra -Werror -o "$T/libmany.so" "$T/many.c"
 stripped=-
 if strip -o "$T/libsymtest_stripped.so" "$T/libsymtest.so" 2>/dev/null; then stripped="$T/libsymtest_stripped.so"; fi
 build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/symbols_test" "$HERE/symbols_test.c" "$SHIM/symbols.c" \
-	"$SHIM/format.c" -ldl
+	"$SHIM/symfile.c" "$SHIM/format.c" -ldl
 mkdir "$T/symbols"
 if "$T/symbols_test" "$T/libsymtest.so" "$T/libmany.so" "$stripped" "$T/symbols" >"$T/symbols.out" 2>&1; then
 	pass symbols_unit
