@@ -45,7 +45,7 @@ build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -rdynamic -
 	-o "$T/batch_hooks_test" "$HERE/batch_hooks_test.c" "$HERE/site_model.c" \
 	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm -ldl
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
-	-o "$T/md_test" "$HERE/md_test.c"
+	-o "$T/md_test" "$HERE"/md_test*.c
 build $CXX -O1 -g -std=c++17 -Wall -Wextra -Werror -o "$T/cxx_test" "$HERE/cxx_test.cc"
 # A program whose own library replaces operator new and delete.
 build $CXX -O1 -g -shared -fPIC -Wall -Wextra -Werror -o "$T/libnewpool.so" "$HERE/newpool.cc"
