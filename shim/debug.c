@@ -32,8 +32,7 @@ bool md_site_times;
 bool md_fast;
 __thread struct md_tls md_tls __attribute__((tls_model("initial-exec")));
 
-/* The one lock: protects the free-track list and keeps error blocks whole. */
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t md_lock_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 void md_internal_begin(void)
 {
@@ -45,19 +44,7 @@ void md_internal_end(void)
 	md_tls.in_shim--;
 }
 
-void md_lock(void)
-{
-	if (md_tls.lock_depth++ == 0)
-		pthread_mutex_lock(&g_lock);
-}
-
-void md_unlock(void)
-{
-	if (--md_tls.lock_depth == 0)
-		pthread_mutex_unlock(&g_lock);
-}
-
-/* Lock order: g_lock before any table shard; a table call takes nothing else. */
+/* Lock order: md_lock_mutex before any table shard; a table call takes nothing else. */
 static void fork_prepare(void)
 {
 	md_lock();
@@ -76,7 +63,7 @@ static void fork_child(void)
 {
 	md_pointer_fork_child();
 	md_free_track_fork_child();
-	pthread_mutex_init(&g_lock, NULL);
+	pthread_mutex_init(&md_lock_mutex, NULL);
 	md_tls.lock_depth = 0;
 }
 

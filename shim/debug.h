@@ -8,6 +8,7 @@
 #ifndef MD_DEBUG_H
 #define MD_DEBUG_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,12 +77,21 @@ static inline bool md_debug_on(void)
 void md_internal_begin(void);
 void md_internal_end(void);
 
-/*
- * md_lock and md_unlock take and release the one lock, which protects the
- * free-track list and keeps error blocks whole. They nest in a thread.
- */
-void md_lock(void) __attribute__((visibility("hidden")));
-void md_unlock(void) __attribute__((visibility("hidden")));
+/* The one lock: protects the free-track list and keeps error blocks whole. */
+extern pthread_mutex_t md_lock_mutex __attribute__((visibility("hidden")));
+
+/* md_lock and md_unlock take and release the one lock. They nest in a thread. */
+static inline void md_lock(void)
+{
+	if (md_tls.lock_depth++ == 0)
+		pthread_mutex_lock(&md_lock_mutex);
+}
+
+static inline void md_unlock(void)
+{
+	if (--md_tls.lock_depth == 0)
+		pthread_mutex_unlock(&md_lock_mutex);
+}
 
 static inline void md_maybe_abort(void)
 {
