@@ -35,9 +35,11 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "mdshim.h"
-
-extern void __libc_free(void *ptr);
+#include "backtrace.h"
+#include "batch.h"
+#include "debug.h"
+#include "real.h"
+#include "site.h"
 
 bool md_batch_on;
 unsigned md_batch_depth;

@@ -6,10 +6,12 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mdshim.h"
+#include "config.h"
+#include "format.h"
 
 /* A parsed option: name and value as written. */
 struct opt {

@@ -36,10 +36,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "mdshim.h"
-
-extern void *__libc_malloc(size_t size);
-extern void __libc_free(void *ptr);
+#include "config.h"
+#include "ctl.h"
+#include "debug.h"
+#include "log.h"
+#include "real.h"
 
 #define CTL_MAGIC 0x3174646dU /* "mdt1" little endian */
 #define CTL_OP_LEAK_INFO 1

@@ -12,10 +12,13 @@
  * no argument.
  */
 #include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "mdshim.h"
+#include "format.h"
 
 /* Flag bits of one conversion. */
 #define F_LEFT 0x1

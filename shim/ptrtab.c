@@ -22,7 +22,8 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "mdshim.h"
+#include "hash.h"
+#include "ptrtab.h"
 
 /* Slots in a shard's first array: one page. */
 #define MIN_CAP (4096 / sizeof(struct md_ptrtab_slot))

@@ -12,12 +12,16 @@
  * are in a pointer table, and a filter of counters in front of it answers
  * "not sampled" for almost every other pointer with one load and no lock.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "mdshim.h"
+#include "hash.h"
+#include "log.h"
+#include "ptrtab.h"
+#include "sample.h"
 
 uint64_t md_sample_bytes;
 

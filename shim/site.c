@@ -14,7 +14,7 @@
  * The hooks in mdshim.c call them with their own frame pointer in %rbp, so
  * the frame chain a probe walks starts at the program's call of malloc.
  */
-#include "mdshim.h"
+#include "site.h"
 
 #define SITE(name)                                          \
 	".globl " #name "\n"                                \

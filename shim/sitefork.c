@@ -9,7 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "mdshim.h"
+#include "ctl.h"
+#include "site.h"
 
 /*
  * A fork child copies its parent's memory, sites included, but not the

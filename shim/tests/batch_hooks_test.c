@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mdshim.h"
+#include "../batch.h"
 #include "check.h"
 #include "site_model.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mdshim.h"
+#include "../config.h"
 
 static void unescape(const char *in, char *out)
 {

@@ -10,13 +10,15 @@
  * Build: cc -o format_test shim/tests/format_test.c shim/format.c
  */
 #include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
-#include "../mdshim.h"
+#include "../format.h"
 
 #define BUF 1400
 #define SENTINEL 0x5a

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../mdshim.h"
+#include "../ptrtab.h"
 
 enum { N = 200000, OPS = 2000000, THREADS = 8, THREAD_N = 40000, THREAD_OPS = 400000 };
 

@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mdshim.h"
+#include "../hash.h"
+#include "../sample.h"
 #include "check.h"
 #include "site_model.h"
 

@@ -11,7 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../mdshim.h"
+#include "../log.h"
+#include "../sample.h"
 #include "check.h"
 
 void md_log(char prio, const char *fmt, ...)

@@ -13,7 +13,10 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "../mdshim.h"
+#include "../batch.h"
+#include "../hash.h"
+#include "../sample.h"
+#include "../site.h"
 #include "site_model.h"
 
 /* Slots of the live table: twice the most blocks a test keeps. */

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Tests of md_symbolize (symbols.c), linked in directly, in a program built
- * without -rdynamic: static functions of the program and of a shared
- * library, a function of size 0, thousands of functions in one library,
- * stripped, deleted and replaced files, the vdso, errno, threads against
- * dlopen and dlclose, fork while other threads hold the cache, and library
- * copies whose section headers, symbol and string tables are corrupted at
- * random (the loader ignores them, the symbolizer must not fault on them).
- * Prints "FAIL: ..." for each failed check and exits 1 if there was one.
+ * Tests of md_symbolize (symbols.c, symfile.c), linked in directly, in a
+ * program built without -rdynamic: static functions of the program and of a
+ * shared library, a function of size 0, thousands of functions in one
+ * library, stripped, deleted and replaced files, the vdso, errno, threads
+ * against dlopen and dlclose, fork while other threads hold the cache, and
+ * library copies whose section headers, symbol and string tables are
+ * corrupted at random (the loader ignores them, the symbolizer must not
+ * fault on them). Prints "FAIL: ..." for each failed check and exits 1 if
+ * there was one.
  *
  * Usage: symbols_test LIBSYMTEST LIBMANY STRIPPED_LIBSYMTEST|- DIR
  */
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../mdshim.h"
+#include "../symbols.h"
 
 static int failures;
 

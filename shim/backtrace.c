@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Frame-pointer backtraces, and their log lines, their functions named by
+ * md_symbolize (symbols.c). Nothing here allocates, but for the thread's
+ * stack bounds, looked up once per thread.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "backtrace.h"
+#include "log.h"
+#include "symbols.h"
+
+/* Start and end of this library's image, provided by the linker. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+
+/* Thread stack bounds, looked up once per thread. */
+static __thread uintptr_t t_stack_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t t_stack_hi __attribute__((tls_model("initial-exec")));
+static __thread int t_stack_known __attribute__((tls_model("initial-exec")));
+
+static void stack_bounds(void)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+
+	if (t_stack_known)
+		return;
+	t_stack_known = 1;
+	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+		return;
+	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+		t_stack_lo = (uintptr_t)addr;
+		t_stack_hi = (uintptr_t)addr + size;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi)
+{
+	stack_bounds();
+	*lo = t_stack_lo;
+	*hi = t_stack_hi;
+	return t_stack_hi != 0;
+}
+
+static int in_library(uintptr_t pc)
+{
+	return pc >= (uintptr_t)__ehdr_start && pc < (uintptr_t)_end;
+}
+
+size_t md_backtrace(void *fp, uintptr_t *frames, size_t max)
+{
+	uintptr_t cur = (uintptr_t)fp;
+	size_t n = 0;
+
+	stack_bounds();
+	if (t_stack_hi == 0)
+		return 0;
+	while (n < max) {
+		uintptr_t next, ra;
+
+		if (cur < t_stack_lo || cur > t_stack_hi - 2 * sizeof(uintptr_t) || (cur & 15) != 0)
+			break;
+		next = ((const uintptr_t *)cur)[0];
+		ra = ((const uintptr_t *)cur)[1];
+		if (ra < 4096)
+			break;
+		if (!in_library(ra))
+			frames[n++] = ra - 1;
+		if (next <= cur)
+			break;
+		cur = next;
+	}
+	return n;
+}
+
+void md_backtrace_log(const uintptr_t *frames, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t pc = frames[i];
+		struct md_sym sym;
+
+		if (md_symbolize(pc, &sym)) {
+			const char *name = sym.path[0] != '\0' ? sym.path : "<unknown>";
+
+			if (sym.named)
+				md_log('E', "          #%02zd  pc %016lx  %s (%s+%lu)", (ssize_t)i,
+				       (unsigned long)sym.rel_pc, name, sym.name,
+				       (unsigned long)sym.offset);
+			else
+				md_log('E', "          #%02zd  pc %016lx  %s", (ssize_t)i,
+				       (unsigned long)sym.rel_pc, name);
+		} else {
+			md_log('E', "          #%02zd  pc %016lx  <unknown>", (ssize_t)i,
+			       (unsigned long)pc);
+		}
+	}
+}
+
+void md_backtrace_log_or_failure(const uintptr_t *frames, size_t n)
+{
+	if (n == 0)
+		md_log('E', "  Backtrace failed to get any frames.");
+	else
+		md_backtrace_log(frames, n);
+}
