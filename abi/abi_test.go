@@ -221,3 +221,88 @@ func TestBPF(t *testing.T) {
 		t.Fatalf("%v: %v\n%s", cmd, err, out)
 	}
 }
+
+// headerNames are what the header defines: macros, enumerators, enum and
+// struct tags, typedefs and functions.
+func headerNames(t *testing.T) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	add := func(kind string, re string) {
+		for _, m := range regexp.MustCompile(re).FindAllSubmatch(src, -1) {
+			names[string(m[1])] = kind
+		}
+	}
+	add("macro", `(?m)^#\s*define\s+(\w+)`)
+	add("enum", `\benum\s+(\w+)\s*\{`)
+	add("struct", `\bstruct\s+(\w+)\s*\{`)
+	add("typedef", `(?m)^typedef\s+\w+\s+(\w+)\s*;`)
+	add("function", `(?m)^static inline\b.*\b(\w+)\([^()]*\)$`)
+	for _, body := range regexp.MustCompile(`\benum\s+\w+\s*\{([^}]*)\}`).FindAllSubmatch(src, -1) {
+		for _, m := range regexp.MustCompile(`(?m)^\s*([A-Z_][A-Z0-9_]*)\b`).FindAllSubmatch(body[1], -1) {
+			names[string(m[1])] = "enumerator"
+		}
+	}
+	delete(names, "MDTRACE_ABI_H")
+	if len(names) < 50 {
+		t.Fatalf("read %d names from %s", len(names), header)
+	}
+	return names
+}
+
+// definitions finds, in C source, the names a file defines itself.
+var definitions = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)^\s*#\s*define\s+(\w+)`),
+	regexp.MustCompile(`\b(?:enum|struct)\s+(\w+)\s*\{`),
+	regexp.MustCompile(`(?m)^typedef\s[^;]*?\b(\w+)\s*;`),
+	// A function's definition: name, parameters, then its body.
+	regexp.MustCompile(`(?m)^\w[^;{}()]*?\b(\w+)\s*\([^;{}()]*\)\s*\{`),
+}
+
+var (
+	enumBody   = regexp.MustCompile(`\benum\s*\w*\s*\{([^}]*)\}`)
+	enumerator = regexp.MustCompile(`^\s*(\w+)`)
+	comments   = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
+)
+
+// TestNoCopies fails when the BPF programs or the shim define one of the
+// header's names themselves, rather than include it.
+func TestNoCopies(t *testing.T) {
+	names := headerNames(t)
+	var files []string
+	for _, pattern := range []string{"../bpf/*.[ch]", "../shim/*.[ch]", "../shim/tests/*.[ch]"} {
+		m, _ := filepath.Glob(pattern)
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found %d C files in bpf/ and shim/", len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = comments.ReplaceAllFunc(src, func(c []byte) []byte { return bytes.Repeat([]byte(" "), len(c)) })
+		var found [][]byte
+		for _, re := range definitions {
+			for _, m := range re.FindAllSubmatch(src, -1) {
+				found = append(found, m[1])
+			}
+		}
+		for _, body := range enumBody.FindAllSubmatch(src, -1) {
+			for _, e := range bytes.Split(body[1], []byte(",")) {
+				if m := enumerator.FindSubmatch(e); m != nil {
+					found = append(found, m[1])
+				}
+			}
+		}
+		for _, name := range found {
+			if kind, ok := names[string(name)]; ok {
+				t.Errorf("%s defines %s, the %s of abi/%s: include the header instead", strings.TrimPrefix(f, "../"), name, kind, header)
+			}
+		}
+	}
+}
