@@ -182,13 +182,6 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	return 0;
 }
 
-/* The shim's probe sites: the attach cookie of alloc_site. */
-enum site {
-	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
-	SITE_FREE,	/* mdshim_site_free(ptr, call) */
-	SITE_BATCH,	/* mdshim_site_batch(batch, used, epoch, flags) */
-};
-
 /*
  * The one program of the shim's probe sites (shim/site.c). The shim calls
  * them with everything in registers: one probe per call, no return probe,

@@ -8,9 +8,6 @@
 
 #include "common.h"
 
-/* The largest backtrace the backtrace option allows. */
-#define MAX_STACK_DEPTH 256
-
 /* Defaults; user space sets the real sizes before loading. */
 #define DEFAULT_MAX_STACKS 65536
 
@@ -58,16 +55,6 @@ struct {
 	__type(key, u32);
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
-
-static __always_inline u64 mix64(u64 h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
 
 /* Where a backtrace is taken, which decides how its first frame is found. */
 enum stack_at {
