@@ -56,7 +56,9 @@ const (
 	CounterBatchLost      = 16 // batched calls lost: a batch the probes could not read or understand
 	CounterOrphansLost    = 17 // frees of blocks whose batch had not come that could not be kept for it
 	CounterFreesEarly     = 18 // frees that came before their block's batch, kept and matched later (not a loss)
-	CounterMax            = 19
+	CounterUnwindStopped  = 19 // backtraces cut short: a frame the unwind tables could not go past
+	CounterStackTruncated = 20 // backtraces cut at the frame limit with frames left
+	CounterMax            = 21
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:

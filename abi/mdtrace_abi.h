@@ -88,6 +88,8 @@ enum counter {
 	COUNTER_BATCH_LOST,	   /* batched calls lost: a batch the probes could not read or understand */
 	COUNTER_ORPHANS_LOST,	   /* frees of blocks whose batch had not come that could not be kept for it */
 	COUNTER_FREES_EARLY,	   /* frees that came before their block's batch, kept and matched later (not a loss) */
+	COUNTER_UNWIND_STOPPED,	   /* backtraces cut short: a frame the unwind tables could not go past */
+	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
 	COUNTER_MAX,
 };
 

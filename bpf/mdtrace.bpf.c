@@ -309,8 +309,13 @@ int libraries_changed(struct pt_regs *ctx)
 		return 0;
 	if (bpf_probe_read_user(&w.lm, sizeof(w.lm), (void *)(*rd + 8)) != 0)
 		return 0;
+	w.up = bpf_map_lookup_elem(&unwind_procs, &w.tgid);
 	/* A callback the verifier checks once, where a loop would be checked MAX_LIBS times. */
 	bpf_loop(MAX_LIBS, report_library, &w, 0);
+	if (w.up && w.n > 0) {
+		w.up->n = w.n;
+		w.up->unsorted = 1;
+	}
 	return 0;
 }
 

@@ -69,6 +69,15 @@ func (s *session) watchImage(p *proc) {
 		}
 	}
 	s.rememberMaps(p)
+	s.loadUnwind(p.pid)
+}
+
+// loadUnwind gives the stack walk of process pid the unwind tables of the
+// files it maps now.
+func (s *session) loadUnwind(pid int) {
+	if err := s.probes.LoadUnwind(pid); err != nil {
+		s.notice("%v: backtraces of process %d follow frame pointers only", err, pid)
+	}
 }
 
 // execed follows the process into a new program: the old image's blocks

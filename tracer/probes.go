@@ -52,6 +52,8 @@ type Counters struct {
 	BatchLost      uint64 // batched calls lost: a batch the probes could not read or understand
 	OrphansLost    uint64 // frees that came before their block's batch and could not be kept for it
 	FreesEarly     uint64 // frees that came before their block's batch, matched when it came (not a loss)
+	UnwindStopped  uint64 // backtraces cut short: a frame the unwind tables could not go past
+	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -102,6 +104,9 @@ type ProbeConfig struct {
 	// Preemptible forces the stack walk's preemption guard on or off;
 	// nil: on where the running kernel may preempt BPF programs.
 	Preemptible *bool
+	// UnwindEntries is the room of the unwind tables of the files the
+	// traced processes map, shared by all (DefaultUnwindEntries when 0).
+	UnwindEntries uint32
 	// Program, when set, is program mode: probes attached without a PID
 	// count only the processes that execute a program whose file name
 	// contains Program, and their children (see WatchPrograms).
@@ -115,6 +120,8 @@ type ProbeConfig struct {
 // or later, task storage 5.11 or later.
 type Probes struct {
 	objs bpf.MdtraceObjects
+	// unwind holds the files' unwind tables; nil without backtraces.
+	unwind *unwindTables
 	// coll holds the data sections behind objs' variables.
 	coll       *ebpf.Collection
 	stackDepth int
@@ -223,6 +230,8 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		BatchLost:      vals[abi.CounterBatchLost],
 		OrphansLost:    vals[abi.CounterOrphansLost],
 		FreesEarly:     vals[abi.CounterFreesEarly],
+		UnwindStopped:  vals[abi.CounterUnwindStopped],
+		StackTruncated: vals[abi.CounterStackTruncated],
 	}
 }
 
