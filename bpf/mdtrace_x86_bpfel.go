@@ -155,7 +155,7 @@ type MdtraceWalkBuf struct {
 		Exact uint32
 		Lo    uint32
 		Hi    uint32
-		_     [4]byte
+		Hint  uint32
 	}
 	Sp0  uint64
 	Base uint64

@@ -203,9 +203,14 @@ found:
 	if (w->r.ip < USER_BOTTOM || w->r.ip >= USER_TOP)
 		return 1;
 	/* A return address is believed only in an executable file mapping. */
-	if (c->up && find_mapping(c->up, &w->r, w->r.ip) < 0) {
-		count(COUNTER_UNWIND_STOPPED);
-		return 1;
+	if (c->up) {
+		int idx = find_mapping(c->up, &w->r, w->r.ip);
+
+		if (idx < 0) {
+			count(COUNTER_UNWIND_STOPPED);
+			return 1;
+		}
+		w->r.hint = idx + 1;
 	}
 	c->st->ips[nr & (MAX_STACK_DEPTH - 1)] = w->r.ip;
 	w->nr = nr + 1;
@@ -244,6 +249,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 	w->r.fp = PT_REGS_FP(ctx);
 	w->r.sp = w->sp0 = PT_REGS_SP(ctx);
 	w->r.exact = 0;
+	w->r.hint = 0;
 	w->base = w->len = 0;
 	w->nr = 0;
 	switch (at) {

@@ -134,6 +134,8 @@ struct unwind_regs {
 	u64 ip, sp, fp;
 	u32 exact;
 	u32 lo, hi;
+	/* 1 + the index of the mapping that holds ip, when known; 0 if not. */
+	u32 hint;
 };
 
 /*
@@ -194,8 +196,17 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 
 	if (!up || !r)
 		return STEP_STOP;
-	/* The mapping that holds ip. */
-	idx = find_mapping(up, r, r->ip);
+	/* The mapping that holds ip: the one the last check found, or a search. */
+	idx = -1;
+	if (r->hint > 0 && r->hint <= MAX_UNWIND_MAPPINGS) {
+		m = &up->m[(r->hint - 1) & (MAX_UNWIND_MAPPINGS - 1)];
+		if (m->start <= r->ip && r->ip < m->end)
+			idx = r->hint - 1;
+		m = 0;
+	}
+	r->hint = 0;
+	if (idx < 0)
+		idx = find_mapping(up, r, r->ip);
 	if (idx >= 0)
 		m = &up->m[idx & (MAX_UNWIND_MAPPINGS - 1)];
 	/*

@@ -21,8 +21,11 @@ static void *volatile sink;
 
 __attribute__((noinline)) void *chain_12(int count)
 {
-	for (int i = 0; i < count; i++)
-		free(malloc(64));
+	for (int i = 0; i < count; i++) {
+		/* Through a volatile: -O2 removes a malloc freed at once. */
+		sink = malloc(64);
+		free(sink);
+	}
 	sink = malloc(4321);
 	__asm__ volatile("" : : : "memory");
 	return sink;
