@@ -198,13 +198,13 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		return STEP_STOP;
 	/* The mapping that holds ip: the one the last check found, or a search. */
 	idx = -1;
-	if (r->hint > 0 && r->hint <= MAX_UNWIND_MAPPINGS) {
-		m = &up->m[(r->hint - 1) & (MAX_UNWIND_MAPPINGS - 1)];
-		if (m->start <= r->ip && r->ip < m->end)
-			idx = r->hint - 1;
-		m = 0;
-	}
+	key = r->hint;
 	r->hint = 0;
+	if (key > 0) {
+		key = (key - 1) & (MAX_UNWIND_MAPPINGS - 1);
+		if (up->m[key].start <= r->ip && r->ip < up->m[key].end)
+			idx = key;
+	}
 	if (idx < 0)
 		idx = find_mapping(up, r, r->ip);
 	if (idx >= 0)
