@@ -1,12 +1,15 @@
 // chain leaks one block of 4321 bytes from the bottom of a call chain
 // twelve functions deep (main, then chain_1 to chain_12), and mallocs and
 // frees COUNT more blocks there: its backtraces reach main only through
-// every function of the chain. The Makefile builds it as distributions
+// every function of the chain. It prints the loop's nanoseconds a pair
+// ("pairs COUNT NS"), as testdata/pairs does, for make bench. The Makefile builds it as distributions
 // build code, -O2 without frame pointers, with gcc and with clang, and at
 // -O0 with frame pointers.
 //
 //   chain COUNT
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static void *volatile sink;
 
@@ -19,13 +22,23 @@ static void *volatile sink;
 		return p;                                                    \
 	}
 
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
 __attribute__((noinline)) void *chain_12(int count)
 {
+	double t0 = now_ns();
 	for (int i = 0; i < count; i++) {
 		/* Through a volatile: -O2 removes a malloc freed at once. */
 		sink = malloc(64);
 		free(sink);
 	}
+	if (count > 0)
+		printf("pairs %d %.1f\n", count, (now_ns() - t0) / count);
 	sink = malloc(4321);
 	__asm__ volatile("" : : : "memory");
 	return sink;
