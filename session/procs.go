@@ -75,7 +75,8 @@ func (s *session) watchImage(p *proc) {
 // loadUnwind gives the stack walk of process pid the unwind tables of the
 // files it maps now.
 func (s *session) loadUnwind(pid int) {
-	if err := s.probes.LoadUnwind(pid); err != nil {
+	// A process gone meanwhile has no more backtraces to take.
+	if err := s.probes.LoadUnwind(pid); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("%v: backtraces of process %d follow frame pointers only", err, pid)
 	}
 }
