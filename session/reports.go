@@ -161,6 +161,9 @@ func (s *session) reportLosses() {
 	for _, l := range lossLines(c, s.flags.MaxAllocs) {
 		s.notice("%s", l)
 	}
+	if n := s.probes.UnwindTablesLost(); n > 0 {
+		s.notice("%d files' unwind tables did not fit in the room for them: their frames were followed by frame pointers only", n)
+	}
 	if c.TableFull > 0 {
 		// The table makes room as it fills: say why it had none.
 		if now, most, err := s.probes.TableRoom(); err != nil {

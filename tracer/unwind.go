@@ -19,9 +19,9 @@ import (
 )
 
 // DefaultUnwindEntries is the room of the unwind tables shared by every
-// traced process: 8 bytes an entry, 8 MiB in all. libc, libstdc++ and
+// traced process: 8 bytes an entry, 4 MiB in all. libc, libstdc++ and
 // Debian's python3.11 take about 127,000.
-const DefaultUnwindEntries = 1 << 20
+const DefaultUnwindEntries = 1 << 19
 
 // maxUnwindMappings is MAX_UNWIND_MAPPINGS in bpf/unwind.h: the executable
 // file mappings of a process the walk knows.
