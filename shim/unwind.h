@@ -34,6 +34,9 @@ enum md_unwind_stop {
 size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags)
 	__attribute__((visibility("hidden")));
 
+/* md_unwind_replays counts the thread's walks that took frames from its last one (for the tests). */
+extern __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
 /*
  * md_unwind_stops adds up, for every reason, the walks that stopped for it
  * since the process started (exported for the tests).

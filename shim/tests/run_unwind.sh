@@ -16,6 +16,20 @@ build $CC -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -
 	-Wall -Wextra -Werror -o "$T/libmdshim_model.so" "$HERE/site_model.c" $(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm
 build $CC -O2 -g -Wall -Wextra -Werror -c -o "$T/unwind_report.o" "$HERE/unwind_report.c"
 
+# The unwinder against libgcc's (backtrace()) over random call trees, in
+# two threads and a signal handler: each walk meets the last one's memo.
+for cc in gcc clang; do
+	command -v "$cc" >/dev/null 2>&1 || continue
+	build "$cc" -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra -Werror -o "$T/unwind_memo_test_$cc" \
+		"$HERE/unwind_memo_test.c" "$SHIM/unwind.c" "$SHIM/cfi.c"
+	if "$T/unwind_memo_test_$cc" >"$T/unwind_memo.out" 2>&1; then
+		pass "unwind_memo [$cc]"
+	else
+		cat "$T/unwind_memo.out"
+		fail "unwind_memo [$cc]"
+	fi
+done
+
 # chain_of FILE [PREFIX]: the frames of the backtrace logged in FILE, a word
 # each: the function, for code in the test's directory or under PREFIX;
 # else the file's name, without its version (libc.so).
