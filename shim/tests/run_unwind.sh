@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 #
-# The cases of the unwinder (unwind.c): backtraces through code built by
+# The cases of the unwinder (unwind.c, cfi.c): rules at known pcs; walks
+# against libgcc's; and backtraces through code built by
 # gcc and clang, -O0 and -O2, with and without frame pointers and unwind
 # tables, a signal frame, a dlopen'ed library, C++'s operator new and
 # Debian's python3, each walked twice: by md_backtrace (libmdshim.so with
@@ -16,18 +17,27 @@ build $CC -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -
 	-Wall -Wextra -Werror -o "$T/libmdshim_model.so" "$HERE/site_model.c" $(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm
 build $CC -O2 -g -Wall -Wextra -Werror -c -o "$T/unwind_report.o" "$HERE/unwind_report.c"
 
-# The unwinder against libgcc's (backtrace()) over random call trees, in
-# two threads and a signal handler: each walk meets the last one's memo.
+# prog_case NAME PROGRAM: PROGRAM checks itself, its exit status says.
+prog_case() {
+	if "$2" >"$T/prog_case.out" 2>&1; then
+		pass "$1"
+	else
+		cat "$T/prog_case.out"
+		fail "$1"
+	fi
+}
+
+# The rules at pcs whose frames are known: a PLT entry, the sigreturn
+# trampoline, _start, a frame-pointer prologue, a heap address. Then the
+# unwinder against libgcc's (backtrace()) over random call trees, in two
+# threads and a signal handler: each walk meets the last one's memo.
 for cc in gcc clang; do
 	command -v "$cc" >/dev/null 2>&1 || continue
+	build "$cc" -O2 -g -no-pie -fno-pie -Wall -Wextra -Werror -o "$T/cfi_test_$cc" "$HERE/cfi_test.c" "$SHIM/cfi.c"
+	prog_case "cfi [$cc]" "$T/cfi_test_$cc"
 	build "$cc" -O2 -g -fomit-frame-pointer -pthread -Wall -Wextra -Werror -o "$T/unwind_memo_test_$cc" \
 		"$HERE/unwind_memo_test.c" "$SHIM/unwind.c" "$SHIM/cfi.c"
-	if "$T/unwind_memo_test_$cc" >"$T/unwind_memo.out" 2>&1; then
-		pass "unwind_memo [$cc]"
-	else
-		cat "$T/unwind_memo.out"
-		fail "unwind_memo [$cc]"
-	fi
+	prog_case "unwind_memo [$cc]" "$T/unwind_memo_test_$cc"
 done
 
 # chain_of FILE [PREFIX]: the frames of the backtrace logged in FILE, a word
