@@ -3,7 +3,8 @@
 #   make demo      build, then trace a leaking program and show its reports
 #   make test      every test: unit, golden and real-eBPF integration (as root)
 #   make bench     side-by-side overhead measurements
-#   make generate  rebuild the committed BPF objects with clang
+#   make generate  rebuild the committed BPF objects with clang, and abi/abi.go
+#                  from abi/mdtrace_abi.h
 #   make test-kernels  the smoke suite under other kernels (KERNELS="6.1 6.12", OLD_KERNELS=5.10)
 #
 # The targets install what they need (Debian packages) when it is missing.
@@ -51,7 +52,7 @@ bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/mdtrace
 
-bin/libmdshim.so: $(wildcard shim/*.c shim/*.h)
+bin/libmdshim.so: $(wildcard shim/*.c shim/*.h) abi/mdtrace_abi.h
 	@mkdir -p bin
 	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
 

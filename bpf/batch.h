@@ -15,24 +15,9 @@
 /*
  * Batches (shim/batch.c): a thread of a shim without checks hands over its
  * allocations and frees a buffer at a time. The layout of a buffer, struct
- * md_batch: a sequence word, the count of words in use, then the events,
- * each a word of kind, frame count and epoch, then the block's address,
- * and for an allocation its size and its frames.
+ * md_batch, its events and the flags of a hand-over (BATCH_*) are in
+ * abi/mdtrace_abi.h.
  */
-#define BATCH_WORDS 440
-#define BATCH_HEADER 16
-#define BATCH_MASK 511
-#define BATCH_ALLOC 1
-#define BATCH_FREE 2
-#define BATCH_FRAMES_SHIFT 8
-#define BATCH_FRAMES_MASK 0x1ff
-#define BATCH_EPOCH_SHIFT 20
-#define BATCH_REGISTER 1
-#define BATCH_RETIRE 2
-/* A fork child's copy of calls made before the fork: not a zygote child's. */
-#define BATCH_INHERITED 4
-/* The most events in a batch: every event takes two words at least. */
-#define BATCH_EVENTS (BATCH_WORDS / 2)
 
 /*
  * A thread's copy of its batch, and where the batch is in its memory. The
@@ -312,7 +297,7 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 	if (!sp || at >= used || at >= BATCH_WORDS)
 		return used;
 	w0 = sp->w[masked(at, BATCH_MASK)];
-	kind = w0 & 0xff;
+	kind = w0 & BATCH_KIND_MASK;
 	nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 	if (kind == BATCH_FREE && at + 2 <= used) {
 		batch_free_event(sp, sp->w[masked(at + 1, BATCH_MASK)], epoch);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * What every part of mdtrace's BPF program shares: the allocator calls,
- * the counters, the knobs user space sets, the key and entry of a block,
- * the processes traced and each thread's call in flight.
+ * What every part of mdtrace's BPF program shares: the knobs user space
+ * sets, the key and entry of a block, the processes traced and each
+ * thread's call in flight. What the probes share with the shim and with
+ * mdtrace (the allocator calls, the counters, the record types, the
+ * batches' layout) is in abi/mdtrace_abi.h.
  */
 #ifndef MDTRACE_COMMON_H
 #define MDTRACE_COMMON_H
@@ -10,6 +12,7 @@
 #include "headers/mdtrace_types.h"
 #include "headers/bpf_helpers.h"
 #include "headers/bpf_tracing.h"
+#include "../abi/mdtrace_abi.h"
 
 /*
  * The most processes traced at once (the traced, gens, zygotes and rdebug
@@ -18,52 +21,6 @@
  * once (tracer/process.go, maxFollowedProcess).
  */
 #define MAX_PROCESSES 16384
-
-/*
- * The allocator entry points: the attach cookie of the entry probe, and the
- * call in flight in struct thread_state.
- */
-enum call {
-	CALL_NONE = 0,
-	CALL_MALLOC,
-	CALL_CALLOC,
-	CALL_REALLOC,
-	CALL_REALLOCARRAY,
-	CALL_MEMALIGN,
-	CALL_POSIX_MEMALIGN,
-	CALL_VALLOC,
-	CALL_PVALLOC,
-	CALL_FREE,	  /* entry only */
-	CALL_USABLE_SIZE, /* malloc_usable_size: entry only */
-	CALL_NEW_ALIGNED, /* C++'s operator new(size, align_val_t) */
-	CALL_DELETE,	  /* C++'s operator delete: entry and return */
-	CALL_RUNTIME_NEW, /* a C++ runtime's operator new on another malloc: entry only */
-	CALL_THREAD_END,  /* glibc's __call_tls_dtors, where a thread's end begins: entry only */
-};
-
-/* Indexes into the counters map. */
-enum counter {
-	COUNTER_ALLOCS = 0,	   /* allocations added to the live table */
-	COUNTER_FREES,		   /* frees of tracked blocks */
-	COUNTER_UNKNOWN_FREES,	   /* frees of blocks not in the table (allocated before the attach, or untracked) */
-	COUNTER_TABLE_FULL,	   /* allocations not tracked: the live table was full */
-	COUNTER_STACK_FULL,	   /* backtraces lost: the stack map was full */
-	COUNTER_STACK_COLLISION,   /* backtraces lost: two stacks with one hash */
-	COUNTER_STACK_ERROR,	   /* backtraces lost: the kernel could not walk the stack */
-	COUNTER_STATE_ERROR,	   /* calls not seen: no per-thread storage */
-	COUNTER_MISSED_RETURN,	   /* calls whose return probe never ran */
-	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
-	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
-	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
-	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
-	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
-	COUNTER_PROGRAM_LOST,	   /* program mode: processes not traced (traced map or exec ring buffer full) */
-	COUNTER_GEN_LOST,	   /* execs whose program's blocks cannot be told from the one before (gens map full) */
-	COUNTER_BATCH_LOST,	   /* batched calls lost: a batch the probes could not read or understand */
-	COUNTER_ORPHANS_LOST,	   /* frees of blocks whose batch had not come that could not be kept for it */
-	COUNTER_FREES_EARLY,	   /* frees that came before their block's batch, kept and matched later (not a loss) */
-	COUNTER_MAX,
-};
 
 /* Knobs, set by user space before loading. */
 const volatile u32 stack_depth = 16;		 /* frames per backtrace; 0: no backtraces */
@@ -96,7 +53,6 @@ const volatile u32 preemptible = 1;
  * enables malloc debug where strstr(getprogname(), program) matches, and
  * when a traced process forks; it leaves it when it executes another.
  */
-#define PROGRAM_NAME_MAX 64
 const volatile u32 only_traced = 0;
 const volatile u32 program_len = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
@@ -160,9 +116,6 @@ struct process_map {
  * What they allocate after the fork carries ALLOC_ZYGOTE. Value: 1.
  */
 struct process_map zygotes SEC(".maps");
-
-/* In struct alloc_info's size: made by a zygote child. */
-#define ALLOC_ZYGOTE (1ULL << 63)
 
 /*
  * The processes being traced, for the thread exit and exec tracepoints,

@@ -7,6 +7,7 @@
 #define MDTRACE_LIBS_H
 
 #include "common.h"
+#include "unwind.h"
 
 /* The largest library path reported. */
 #define LIB_NAME_LEN 256
@@ -43,6 +44,8 @@ struct {
 struct lib_walk {
 	u64 lm; /* the next struct link_map */
 	u32 tgid;
+	u32 n;			/* the mappings given to up so far */
+	struct unwind_proc *up; /* the process's unwind mappings, or NULL */
 };
 
 static long report_library(u64 i, void *data)
@@ -68,6 +71,10 @@ static long report_library(u64 i, void *data)
 		e->base = 0;
 	if (name)
 		bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)name);
+	/* The stack walk can go through the library now, not once user
+	 * space has read the notice. */
+	if (unwind_library(w->up, w->n, w->tgid, e->name, e->base))
+		w->n++;
 	bpf_ringbuf_submit(e, 0);
 	if (bpf_probe_read_user(&w->lm, sizeof(w->lm), (void *)(w->lm + 24)) != 0)
 		return 1;

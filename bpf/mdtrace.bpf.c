@@ -182,13 +182,6 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	return 0;
 }
 
-/* The shim's probe sites: the attach cookie of alloc_site. */
-enum site {
-	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
-	SITE_FREE,	/* mdshim_site_free(ptr, call) */
-	SITE_BATCH,	/* mdshim_site_batch(batch, used, epoch, flags) */
-};
-
 /*
  * The one program of the shim's probe sites (shim/site.c). The shim calls
  * them with everything in registers: one probe per call, no return probe,
@@ -316,8 +309,13 @@ int libraries_changed(struct pt_regs *ctx)
 		return 0;
 	if (bpf_probe_read_user(&w.lm, sizeof(w.lm), (void *)(*rd + 8)) != 0)
 		return 0;
+	w.up = bpf_map_lookup_elem(&unwind_procs, &w.tgid);
 	/* A callback the verifier checks once, where a loop would be checked MAX_LIBS times. */
 	bpf_loop(MAX_LIBS, report_library, &w, 0);
+	if (w.up && w.n > 0) {
+		w.up->n = w.n;
+		w.up->unsorted = 1;
+	}
 	return 0;
 }
 

@@ -8,16 +8,6 @@
 
 #include "common.h"
 
-/* Kinds of records, as in Android's record_allocs file. */
-enum record_type {
-	RECORD_MALLOC = 1,
-	RECORD_CALLOC,
-	RECORD_MEMALIGN,
-	RECORD_REALLOC,
-	RECORD_FREE,
-	RECORD_THREAD_DONE,
-};
-
 /* One allocator call, for record_allocs. */
 struct record_event {
 	u64 start_ns; /* CLOCK_MONOTONIC at the entry probe; 0 for thread_done */
@@ -26,7 +16,7 @@ struct record_event {
 	u64 size;     /* size asked for (calloc: element size) */
 	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
 	u32 tid;
-	u32 type; /* enum record_type */
+	u32 type; /* enum record_type (abi/mdtrace_abi.h) */
 	u32 tgid; /* the process, whose record file the call goes to */
 	u32 pad;
 };

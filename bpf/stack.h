@@ -7,9 +7,7 @@
 #define MDTRACE_STACK_H
 
 #include "common.h"
-
-/* The largest backtrace the backtrace option allows. */
-#define MAX_STACK_DEPTH 256
+#include "unwind.h"
 
 /* Defaults; user space sets the real sizes before loading. */
 #define DEFAULT_MAX_STACKS 65536
@@ -59,16 +57,6 @@ struct {
 	__type(value, struct stack);
 } stack_scratch SEC(".maps");
 
-static __always_inline u64 mix64(u64 h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 /* Where a backtrace is taken, which decides how its first frame is found. */
 enum stack_at {
 	/*
@@ -112,9 +100,11 @@ struct walk_buf {
 	/*
 	 * The walk's state, kept here rather than on the BPF stack: loaded
 	 * from a map, its values are unknown to the verifier, so that it
-	 * checks a step of the walk once instead of once per frame.
+	 * checks a step of the walk once instead of once per frame. r holds
+	 * the frame's registers; sp0 is the stack pointer the walk began at.
 	 */
-	u64 fp, sp, base, len;
+	struct unwind_regs r;
+	u64 sp0, base, len;
 	u32 nr;
 };
 
@@ -135,25 +125,23 @@ struct {
 /* No code is mapped in the first page. */
 #define USER_BOTTOM 4096ULL
 
-/* A frame-pointer walk in progress (walk_frames): where it goes, its state. */
+/* A walk in progress (walk_frames): where it goes, its state, and the
+ * process's unwind tables (NULL: frame pointers only). */
 struct walk {
 	struct stack *st;
 	struct walk_buf *w;
+	struct unwind_proc *up;
 };
 
 /*
- * One frame of the walk, a step of bpf_loop: the verifier checks it a few
- * times, whatever the depth, where an unrolled loop of 256 frames is more
- * than it takes. Returns 1 when the walk ends.
+ * One frame-pointer step: the record at w->r.fp is the caller's frame
+ * pointer, then the return address. Returns 1 when the walk ends.
  */
-static long walk_step(u64 i, void *data)
+static __always_inline long fp_step(struct walk_buf *w)
 {
-	struct walk *c = data;
-	struct walk_buf *w = c->w;
-	u64 fp = w->fp, next, ret, off, len;
-	u32 nr = w->nr;
+	u64 fp = w->r.fp, next, ret, off, len;
 
-	if (nr >= stack_depth || nr >= MAX_STACK_DEPTH || (fp & 7) || fp < w->sp || fp - w->sp >= STACK_SPAN)
+	if ((fp & 7) || fp < w->sp0 || fp - w->sp0 >= STACK_SPAN || fp < w->r.sp)
 		return 1;
 	if (fp < w->base || fp + 16 > w->base + w->len) {
 		/* The record is aligned: it does not cross its page. */
@@ -170,55 +158,135 @@ static long walk_step(u64 i, void *data)
 	ret = *(u64 *)&w->b[off + 8];
 	if (ret < USER_BOTTOM || ret >= USER_TOP)
 		return 1;
-	c->st->ips[nr & (MAX_STACK_DEPTH - 1)] = ret;
-	w->nr = nr + 1;
-	if (next <= fp)
-		return 1;
-	w->fp = next;
+	/*
+	 * next is the caller's rbp, whatever it holds: a frame record
+	 * further up, or data in code without frame pointers, where the
+	 * next frame-pointer step stops (it must go up the stack).
+	 */
+	w->r.ip = ret;
+	w->r.sp = fp + 16;
+	w->r.fp = next;
+	w->r.exact = 0;
 	return 0;
 }
 
 /*
- * Walks the frame-pointer chain of the current thread into st->ips, with
- * the allocator's caller first (see enum stack_at), as the kernel's user
- * stack walk does, but reading the stack a chunk at a time instead of a
- * frame at a time. A frame record is the caller's frame pointer, then the
- * return address. The walk stops at a null, misaligned or unreadable frame
- * pointer, one that does not go up the stack, or one that is not within
- * STACK_SPAN above the stack pointer, and at a return address outside user
- * space: code built without frame pointers uses the register for data, and
- * its records would be whatever that data points to (a heap block, a
- * string), not frames. Returns the number of frames, 0 if there is none.
+ * One frame of the walk, a step of bpf_loop: the verifier checks it a few
+ * times, whatever the depth, where an unrolled loop of 256 frames is more
+ * than it takes. Each step finds the caller of the frame at w->r.ip, by the
+ * unwind tables where its file has them, else by its frame pointer, and
+ * records the caller's return address. Returns 1 when the walk ends.
+ */
+static long walk_step(u64 i, void *data)
+{
+	struct walk *c = data;
+	struct walk_buf *w = c->w;
+	u32 nr = w->nr;
+
+	if (nr >= stack_depth || nr >= MAX_STACK_DEPTH) {
+		count(COUNTER_STACK_TRUNCATED);
+		return 1;
+	}
+	if (c->up) {
+		switch (unwind_step(c->up, &w->r)) {
+		case STEP_ON:
+			goto found;
+		case STEP_NO_TABLE:
+			break;
+		default:
+			return 1;
+		}
+	}
+	if (fp_step(w))
+		return 1;
+found:
+	if (w->r.ip < USER_BOTTOM || w->r.ip >= USER_TOP)
+		return 1;
+	/* A return address is believed only in an executable file mapping. */
+	if (c->up) {
+		int idx = find_mapping(c->up, &w->r, w->r.ip);
+
+		if (idx < 0) {
+			count(COUNTER_UNWIND_STOPPED);
+			return 1;
+		}
+		w->r.hint = idx + 1;
+	}
+	c->st->ips[nr & (MAX_STACK_DEPTH - 1)] = w->r.ip;
+	w->nr = nr + 1;
+	return 0;
+}
+
+/*
+ * Walks the stack of the current thread into st->ips, with the allocator's
+ * caller first (see enum stack_at). Where the process has unwind tables
+ * (mdtrace loads them from each file's .eh_frame and .debug_frame), each
+ * frame's caller is found with its file's rules, frame pointers or not;
+ * elsewhere by the frame-pointer chain, as the kernel's user stack walk
+ * does, but reading the stack a chunk at a time instead of a frame at a
+ * time. A frame-pointer step stops at a null, misaligned or unreadable
+ * frame pointer, one that does not go up the stack, or one that is not
+ * within STACK_SPAN above the stack pointer, and at a return address
+ * outside user space: code built without frame pointers uses the register
+ * for data, and its records would be whatever that data points to (a heap
+ * block, a string), not frames. A table step stops at a pc outside the
+ * process's executable file mappings and at a rule it cannot follow
+ * (counted), and ends cleanly at the outermost frame (_start, clone3).
+ * Returns the number of frames, 0 if there is none.
  */
 static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
 				       const struct thread_state *ts)
 {
-	u32 zero = 0;
+	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	struct walk c = { .st = st };
 	struct walk_buf *w = bpf_map_lookup_elem(&walk_scratch, &zero);
 
 	if (!w)
 		return 0;
 	c.w = w;
-	w->fp = PT_REGS_FP(ctx);
-	w->sp = PT_REGS_SP(ctx);
+	c.up = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	w->r.ip = PT_REGS_IP(ctx);
+	w->r.fp = PT_REGS_FP(ctx);
+	w->r.sp = w->sp0 = PT_REGS_SP(ctx);
+	w->r.exact = 0;
+	w->r.hint = 0;
 	w->base = w->len = 0;
 	w->nr = 0;
 	switch (at) {
 	case AT_RETURN:
-		st->ips[0] = PT_REGS_IP(ctx);
+		/* The allocator's caller, at the call's return address. */
+		st->ips[0] = w->r.ip;
 		w->nr = 1;
 		break;
 	case AT_ENTRY:
-		if (bpf_probe_read_user(&st->ips[0], sizeof(u64), (void *)PT_REGS_SP(ctx)) != 0)
+		/*
+		 * A function's first instruction: its own frame is not kept;
+		 * its return address is at sp, its caller's frame above it.
+		 */
+		if (bpf_probe_read_user(&w->r.ip, sizeof(u64), (void *)w->r.sp) != 0)
 			return 0;
+		w->r.sp += 8;
+		st->ips[0] = w->r.ip;
+		w->nr = 1;
+		break;
+	case AT_SITE:
+		/* The hook's frame record: its return address is the first frame. */
+		if (fp_step(w))
+			return 0;
+		st->ips[0] = w->r.ip;
 		w->nr = 1;
 		break;
 	case AT_NEW:
+		if (c.up) {
+			/* The tables go through new's frame, as Android's unwinder does. */
+			st->ips[0] = w->r.ip;
+			w->nr = 1;
+			break;
+		}
 		if (!ts)
 			return 0;
 		st->ips[0] = ts->new_ret;
-		w->fp = ts->new_fp;
+		w->r.fp = ts->new_fp;
 		w->nr = 1;
 		break;
 	}

@@ -28,10 +28,9 @@
  * last. A slot is taken by a compare-and-swap from 0 to SLOT_BUSY and given
  * back by one from the address to SLOT_BUSY: one taker, one giver, and a
  * reader that sees an address sees the rest of the entry as it was written.
+ * BUCKET_SLOTS, SLOT_BUSY and TABLE_TIERS are mdtrace's too: they are in
+ * abi/mdtrace_abi.h.
  */
-#define BUCKET_SLOTS 16
-#define SLOT_BUSY 1
-
 struct bucket {
 	u64 ptr[BUCKET_SLOTS];
 	u32 tgid[BUCKET_SLOTS];
@@ -46,7 +45,6 @@ struct bucket {
  * slots, user space is told, and makes the next tier ahead of need
  * (tracer/tables.go).
  */
-#define TABLE_TIERS 4
 #define DEFAULT_TABLE_BUCKETS 4096
 
 struct alloc_table {
@@ -106,19 +104,10 @@ static __always_inline void *table(u32 t)
 	return bpf_map_lookup_elem(&tables, &t);
 }
 
-/*
- * The two buckets of a block in a tier of n buckets: two multiplicative
- * hashes of its address and process, scaled to n. tracer/tables.go
- * computes the same.
- */
+/* The two buckets of a block in a tier of n buckets (table_buckets). */
 static __always_inline void buckets_of(const struct alloc_key *key, u32 n, u32 b[2])
 {
-	u64 x = key->ptr ^ ((u64)key->tgid << 47);
-
-	b[0] = (((x * 0x9e3779b97f4a7c15ULL) >> 32) * (u64)n) >> 32;
-	b[1] = (((x * 0xc2b2ae3d27d4eb4fULL) >> 32) * (u64)n) >> 32;
-	if (b[1] == b[0])
-		b[1] = b[0] + 1 < n ? b[0] + 1 : 0;
+	table_buckets(key->ptr, key->tgid, n, b);
 }
 
 /*

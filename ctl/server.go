@@ -16,6 +16,10 @@
 // by a thread of a traced process other than its main one (ptrace reports
 // the forks of the threads it traces), asks to be followed and waits for
 // the answer, u32 magic and u32 status (0: followed, 2: not).
+//
+// The protocol's numbers and layouts are the shim's too: abi.Ctl*,
+// abi.SizeofCtlRequest, abi.SizeofCtlAnswer and their offsets, from
+// abi/mdtrace_abi.h.
 package ctl
 
 import (
@@ -31,19 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-const (
-	Magic            = 0x3174646d // "mdt1" little endian
-	OpLeakInfo       = 1
-	OpSignal         = 2
-	OpAdopt          = 3
-	StatusOK         = 0
-	StatusNotTracked = 1 // the backtrace option is off
-	StatusRefused    = 2 // adopt: the peer is not followed
-	requestSize      = 16
-	answerHeaderSize = 40
-	EnvName              = "MDSHIM_CTL"
+	"github.com/mdtrace/mdtrace/abi"
 )
 
 var (
@@ -59,9 +52,9 @@ var (
 // may be called from several goroutines at once.
 type Handler interface {
 	// LeakInfo returns get_malloc_leak_info's answer for process pid:
-	// status StatusOK with the buffer and its sizes (as
+	// status abi.CtlStatusOK with the buffer and its sizes (as
 	// (*leak.Snapshot).LeakInfo gives them; overall must be len(buf)), or
-	// StatusNotTracked without the backtrace option.
+	// abi.CtlStatusNotTracked without the backtrace option.
 	LeakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64)
 	// Signal acts on signal sig, received by process pid.
 	Signal(pid, sig int)
@@ -129,7 +122,7 @@ func Listen(allowed func(pid int) bool, h Handler) (*Server, error) {
 func (s *Server) Name() string { return s.name }
 
 // Env is the environment entry that tells the shim the socket's name.
-func (s *Server) Env() string { return EnvName + "=" + s.name }
+func (s *Server) Env() string { return abi.EnvCtl + "=" + s.name }
 
 // Close stops accepting, closes the open connections and waits for their
 // handlers to return. It may be called more than once.
@@ -207,39 +200,39 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.refuse(0, "control socket: the peer's credentials: %v", err)
 		return
 	}
-	var req [requestSize]byte
+	var req [abi.SizeofCtlRequest]byte
 	c.SetReadDeadline(time.Now().Add(readTimeout))
 	if n, err := io.ReadFull(c, req[:]); err != nil {
-		s.refuse(pid, "control socket: process %d sent %d of %d request bytes: %v", pid, n, requestSize, err)
+		s.refuse(pid, "control socket: process %d sent %d of %d request bytes: %v", pid, n, len(req), err)
 		return
 	}
-	magic := binary.LittleEndian.Uint32(req[0:])
-	op := binary.LittleEndian.Uint32(req[4:])
-	arg := binary.LittleEndian.Uint32(req[8:])
-	zero := binary.LittleEndian.Uint32(req[12:])
+	magic := binary.LittleEndian.Uint32(req[abi.OffsetofCtlRequestMagic:])
+	op := binary.LittleEndian.Uint32(req[abi.OffsetofCtlRequestOp:])
+	arg := binary.LittleEndian.Uint32(req[abi.OffsetofCtlRequestArg:])
+	zero := binary.LittleEndian.Uint32(req[abi.OffsetofCtlRequestZero:])
 	switch {
-	case magic != Magic:
+	case magic != abi.CtlMagic:
 		s.refuse(pid, "control socket: process %d sent a bad magic number %#08x", pid, magic)
 	case zero != 0:
 		s.refuse(pid, "control socket: process %d sent a bad request (last word %#x)", pid, zero)
-	case op == OpAdopt && arg == 0:
+	case op == abi.CtlOpAdopt && arg == 0:
 		// The peer is not traced yet: its parent must be.
-		status := uint32(StatusOK)
+		status := uint32(abi.CtlStatusOK)
 		if !s.h.AdoptChild(pid) {
-			status = StatusRefused
+			status = abi.CtlStatusRefused
 		}
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
-		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), status))
+		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic), status))
 	case !s.allowed(pid):
 		s.refuse(pid, "control socket: process %d is not traced", pid)
-	case op == OpLeakInfo && arg == 0:
+	case op == abi.CtlOpLeakInfo && arg == 0:
 		s.answerLeakInfo(c, pid)
-	case op == OpSignal && arg >= 1 && arg <= 64:
+	case op == abi.CtlOpSignal && arg >= 1 && arg <= 64:
 		s.h.Signal(pid, int(arg))
 		// The acknowledgement lets the shim's handler return: what the
 		// signal asked for is done.
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
-		c.Write(binary.LittleEndian.AppendUint32(nil, Magic))
+		c.Write(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic))
 	default:
 		s.refuse(pid, "control socket: process %d sent a bad request (op %d, arg %d)", pid, op, arg)
 	}
@@ -247,20 +240,20 @@ func (s *Server) handle(c *net.UnixConn) {
 
 func (s *Server) answerLeakInfo(c *net.UnixConn, pid int) {
 	status, buf, overall, infoSize, total, btSize := s.h.LeakInfo(pid)
-	ans := make([]byte, answerHeaderSize, answerHeaderSize+len(buf))
-	binary.LittleEndian.PutUint32(ans[0:], Magic)
-	binary.LittleEndian.PutUint32(ans[4:], status)
-	if status == StatusOK {
+	ans := make([]byte, abi.SizeofCtlAnswer, abi.SizeofCtlAnswer+len(buf))
+	binary.LittleEndian.PutUint32(ans[abi.OffsetofCtlAnswerMagic:], abi.CtlMagic)
+	binary.LittleEndian.PutUint32(ans[abi.OffsetofCtlAnswerStatus:], status)
+	if status == abi.CtlStatusOK {
 		if overall != uint64(len(buf)) ||
 			overall != 0 && (infoSize == 0 || infoSize != 16+8*btSize || overall%infoSize != 0) {
 			s.refuse(pid, "control socket: inconsistent leak info for process %d (buffer of %d bytes, overall_size %d, info_size %d, backtrace_size %d)",
 				pid, len(buf), overall, infoSize, btSize)
 			return
 		}
-		binary.LittleEndian.PutUint64(ans[8:], overall)
-		binary.LittleEndian.PutUint64(ans[16:], infoSize)
-		binary.LittleEndian.PutUint64(ans[24:], total)
-		binary.LittleEndian.PutUint64(ans[32:], btSize)
+		binary.LittleEndian.PutUint64(ans[abi.OffsetofCtlAnswerOverallSize:], overall)
+		binary.LittleEndian.PutUint64(ans[abi.OffsetofCtlAnswerInfoSize:], infoSize)
+		binary.LittleEndian.PutUint64(ans[abi.OffsetofCtlAnswerTotalMemory:], total)
+		binary.LittleEndian.PutUint64(ans[abi.OffsetofCtlAnswerBacktraceSize:], btSize)
 		ans = append(ans, buf...)
 	}
 	c.SetWriteDeadline(time.Now().Add(writeTimeout))

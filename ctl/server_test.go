@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
 	"github.com/mdtrace/mdtrace/leak"
 )
@@ -193,16 +194,16 @@ func TestCtlLeakInfo(t *testing.T) {
 }
 
 func TestCtlLeakInfoEmptyAndNotTracked(t *testing.T) {
-	for _, status := range []uint32{StatusOK, StatusNotTracked} {
+	for _, status := range []uint32{abi.CtlStatusOK, abi.CtlStatusNotTracked} {
 		h := newFakeCtl()
 		h.status = status
 		// Sizes given with status 1 are not sent.
-		if status == StatusNotTracked {
+		if status == abi.CtlStatusNotTracked {
 			h.infoSize, h.total, h.btSz = 48, 1234, 4
 		}
 		s := startCtl(t, allowSelf, h)
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0))
+		c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 0))
 		want := make([]byte, 40)
 		copy(want, []byte{0x6d, 0x64, 0x74, 0x31, byte(status)})
 		if got := readAll(t, c); !bytes.Equal(got, want) {
@@ -218,7 +219,7 @@ func TestCtlSignal(t *testing.T) {
 	s := startCtl(t, allowSelf, h)
 	for _, sig := range []int{47, 45, 46, 48} {
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(Magic, OpSignal, uint32(sig), 0))
+		c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpSignal, uint32(sig), 0))
 		// The acknowledgement: the magic alone, after the handler acted.
 		if got := readAll(t, c); !bytes.Equal(got, []byte{0x6d, 0x64, 0x74, 0x31}) {
 			t.Errorf("signal %d answered with % x, want the magic", sig, got)
@@ -247,7 +248,7 @@ func TestCtlRefusedPeer(t *testing.T) {
 		mu.Unlock()
 		return false
 	}, h)
-	for _, req := range [][]byte{ctlRequest(Magic, OpLeakInfo, 0, 0), ctlRequest(Magic, OpSignal, 47, 0)} {
+	for _, req := range [][]byte{ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 0), ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 47, 0)} {
 		c := dialCtl(t, s)
 		c.Write(req)
 		if got := readAll(t, c); len(got) != 0 {
@@ -279,12 +280,12 @@ func TestCtlAdopt(t *testing.T) {
 	h := newFakeCtl()
 	s := startCtl(t, func(int) bool { return false }, h)
 	c := dialCtl(t, s)
-	c.Write(ctlRequest(Magic, OpAdopt, 0, 0))
+	c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpAdopt, 0, 0))
 	got := readAll(t, c)
 	if e := h.event(t); e != "adopt" {
 		t.Fatalf("callback %s, want adopt", e)
 	}
-	want := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, Magic), StatusRefused)
+	want := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic), abi.CtlStatusRefused)
 	if !bytes.Equal(got, want) {
 		t.Errorf("answer % x, want % x", got, want)
 	}
@@ -300,16 +301,16 @@ func TestCtlBadRequest(t *testing.T) {
 		name, reason string
 		req          []byte
 	}{
-		{"bad magic", "bad magic number 0x3174646e", ctlRequest(Magic+1, OpLeakInfo, 0, 0)},
+		{"bad magic", "bad magic number 0x3174646e", ctlRequest(abi.CtlMagic+1, abi.CtlOpLeakInfo, 0, 0)},
 		{"big endian magic", "bad magic number", []byte{0x31, 0x74, 0x64, 0x6d, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
-		{"unknown op", "op 4", ctlRequest(Magic, 4, 0, 0)},
-		{"adopt arg", "op 3, arg 1", ctlRequest(Magic, OpAdopt, 1, 0)},
-		{"op 0", "op 0", ctlRequest(Magic, 0, 0, 0)},
-		{"leak info arg", "op 1, arg 5", ctlRequest(Magic, OpLeakInfo, 5, 0)},
-		{"signal 0", "op 2, arg 0", ctlRequest(Magic, OpSignal, 0, 0)},
-		{"signal 65", "op 2, arg 65", ctlRequest(Magic, OpSignal, 65, 0)},
-		{"huge signal", "op 2, arg 4294967295", ctlRequest(Magic, OpSignal, 0xffffffff, 0)},
-		{"last word", "last word 0x1", ctlRequest(Magic, OpLeakInfo, 0, 1)},
+		{"unknown op", "op 4", ctlRequest(abi.CtlMagic, 4, 0, 0)},
+		{"adopt arg", "op 3, arg 1", ctlRequest(abi.CtlMagic, abi.CtlOpAdopt, 1, 0)},
+		{"op 0", "op 0", ctlRequest(abi.CtlMagic, 0, 0, 0)},
+		{"leak info arg", "op 1, arg 5", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 5, 0)},
+		{"signal 0", "op 2, arg 0", ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 0, 0)},
+		{"signal 65", "op 2, arg 65", ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 65, 0)},
+		{"huge signal", "op 2, arg 4294967295", ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 0xffffffff, 0)},
+		{"last word", "last word 0x1", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 1)},
 	}
 	h := newFakeCtl()
 	s := startCtl(t, allowSelf, h)
@@ -340,7 +341,7 @@ func TestCtlShortRequest(t *testing.T) {
 	s := startCtl(t, allowSelf, h)
 	for _, n := range []int{0, 1, 8, 15} {
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0)[:n])
+		c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 0)[:n])
 		c.CloseWrite()
 		if got := readAll(t, c); len(got) != 0 {
 			t.Errorf("%d bytes: answered with % x", n, got)
@@ -390,7 +391,7 @@ func TestCtlInconsistentLeakInfo(t *testing.T) {
 		h.buf, h.overall, h.infoSize, h.total, h.btSz = tc.buf, tc.overall, tc.infoSize, tc.total, tc.btSz
 		s := startCtl(t, allowSelf, h)
 		c := dialCtl(t, s)
-		c.Write(ctlRequest(Magic, OpLeakInfo, 0, 0))
+		c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 0))
 		if got := readAll(t, c); len(got) != 0 {
 			t.Errorf("%s: answered with % x", tc.name, got)
 		}
@@ -463,7 +464,7 @@ func TestCtlNameAndEnv(t *testing.T) {
 	if a.Name() == b.Name() {
 		t.Errorf("two servers named %q", a.Name())
 	}
-	if a.Env() != "MDSHIM_CTL="+a.Name() {
+	if a.Env() != abi.EnvCtl+"="+a.Name() {
 		t.Errorf("Env() = %q", a.Env())
 	}
 	if _, err := Listen(nil, h); err == nil {
@@ -482,12 +483,12 @@ func shimCommand(t *testing.T, s *Server, options string, args ...string) (stdou
 	cmd := exec.Command(fixture.Program(t, "leakinfo"), args...)
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS", "MDSHIM_CTL", "MDSHIM_LOG_FD", "MDSHIM_RECORD":
+		case "LD_PRELOAD", abi.EnvOptions, abi.EnvCtl, abi.EnvLogFD, abi.EnvRecord:
 			continue
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
-	cmd.Env = append(cmd.Env, "LD_PRELOAD="+fixture.Shim(t), "LIBC_DEBUG_MALLOC_OPTIONS="+options)
+	cmd.Env = append(cmd.Env, "LD_PRELOAD="+fixture.Shim(t), abi.EnvOptions+"="+options)
 	if s != nil {
 		cmd.Env = append(cmd.Env, s.Env())
 	}
@@ -561,7 +562,7 @@ func TestCtlShimLeakInfo(t *testing.T) {
 
 	// Not tracked by mdtrace: Android's line, zeros.
 	h.mu.Lock()
-	h.status = StatusNotTracked
+	h.status = abi.CtlStatusNotTracked
 	h.mu.Unlock()
 	out, log, _, _ = shimCommand(t, s, "backtrace")
 	zeros := "overall_size=0 info_size=0 total_memory=0 backtrace_size=0 entries=0\nnull_check=ok\n"

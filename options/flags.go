@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -21,7 +22,7 @@ const DefaultOptions = "backtrace leak_track"
 const defaultTopInterval = 5 * time.Second
 
 // EnvVar is the environment variable Android reads its options from.
-const EnvVar = "LIBC_DEBUG_MALLOC_OPTIONS"
+const EnvVar = abi.EnvOptions
 
 // Flags are mdtrace's command-line settings.
 type Flags struct {

@@ -7,27 +7,30 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/mdtrace/mdtrace/abi"
 )
 
 // RecordType is the kind of a record_allocs entry.
 type RecordType uint8
 
-// The kinds of record_allocs entries. The zero value is not a valid kind.
+// The kinds of record_allocs entries, the probes' record types (enum
+// record_type in abi/mdtrace_abi.h). The zero value is not a valid kind.
 const (
 	// RecordMalloc is malloc(size).
-	RecordMalloc RecordType = iota + 1
+	RecordMalloc RecordType = abi.RecordMalloc
 	// RecordCalloc is calloc(nmemb, size).
-	RecordCalloc
+	RecordCalloc RecordType = abi.RecordCalloc
 	// RecordMemalign is memalign, aligned_alloc, posix_memalign, valloc
 	// or pvalloc.
-	RecordMemalign
+	RecordMemalign RecordType = abi.RecordMemalign
 	// RecordRealloc is realloc(old, size), including realloc(NULL, size)
 	// and realloc(old, 0).
-	RecordRealloc
+	RecordRealloc RecordType = abi.RecordRealloc
 	// RecordFree is free(ptr) of a non-NULL pointer.
-	RecordFree
+	RecordFree RecordType = abi.RecordFree
 	// RecordThreadDone marks the end of a thread.
-	RecordThreadDone
+	RecordThreadDone RecordType = abi.RecordThreadDone
 )
 
 // recordNames are the type names of the record_allocs lines, indexed by

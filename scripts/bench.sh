@@ -24,6 +24,10 @@
 #             whole run, each tool's start and exit included; the same
 #             configuration running /bin/true, timed in the same rounds,
 #             shows what they cost)
+#   chain     testdata/chain_gcc_o2 N: the pairs at the bottom of a call
+#             chain 14 frames deep, built -O2 without frame pointers as
+#             distributions build (ns/pair); chainfp: the same built with
+#             them, at -O0
 #   procs     sh running /bin/true PROCS times, a build's pattern: each
 #             child is followed, probed, reported and let go (wall ms per
 #             child; the empty probes, heaptrack and valgrind do not follow
@@ -151,7 +155,7 @@ sample() {
 	local wl=$1 cfg=$2 out t0 t1
 	sleep "$SETTLE"
 	case $wl in
-	pairs | pairs_mt | newpairs)
+	pairs | pairs_mt | newpairs | chain | chainfp)
 		# The rows without probes take a few milliseconds at N pairs:
 		# they make FAST_N, for a run long enough to time.
 		local n=$N
@@ -159,6 +163,10 @@ sample() {
 			n=$FAST_N
 		fi
 		local args=(testdata/"$wl" "$n")
+		case $wl in
+		chain) args=(testdata/chain_gcc_o2 "$n") ;;
+		chainfp) args=(testdata/chain_o0 "$n") ;;
+		esac
 		if [[ $wl == pairs_mt ]]; then
 			args+=("$THREADS")
 		fi
@@ -215,8 +223,10 @@ declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1 [jenative]=1)
 declare -A med  # WORKLOAD/CONFIG: median
 declare -A runs # WORKLOAD/CONFIG: the measurements, in round order
 declare -A why # WORKLOAD/CONFIG: why there is none
-declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [newpairs]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
+declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [newpairs]="ns/pair" [chain]="ns/pair" [chainfp]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
 declare -A title=(
+	[chain]="testdata/chain_gcc_o2 $N: pairs 14 frames deep, -O2 without frame pointers (native: $FAST_N)"
+	[chainfp]="testdata/chain_o0 $N: the same chain with frame pointers, -O0 (native: $FAST_N)"
 	[pairs]="testdata/pairs $N: malloc/free pairs (rows without probes: $FAST_N)"
 	[pairs_mt]="testdata/pairs_mt $N $THREADS: pairs in $THREADS threads, wall clock (rows without probes: $FAST_N)"
 	[sqlite3]="sqlite3 < $sql: whole run (wall clock)"
@@ -227,7 +237,7 @@ declare -A title=(
 # delete under glibc's libstdc++ (new calls malloc; without the shim its
 # operator new has a probe of its own for backtraces) and under jemalloc
 # (its own operators, probed as allocation functions).
-declare -A only=([newpairs]="native attach sites nobatch jenative jeattach")
+declare -A only=([newpairs]="native attach sites nobatch jenative jeattach" [chain]="native attach sites nobatch heaptrack" [chainfp]="native attach sites nobatch heaptrack")
 
 # bench WORKLOAD: measures every configuration and prints the table.
 bench() {
@@ -371,7 +381,7 @@ if command -v sqlite3 >/dev/null 2>&1; then
 else
 	echo "sqlite3 not installed: its workload is skipped"
 fi
-for wl in "${workloads[@]}" newpairs procs; do
+for wl in "${workloads[@]}" newpairs chain chainfp procs; do
 	bench "$wl"
 done
 echo
@@ -402,6 +412,15 @@ for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
 		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
 done
+# Unwinding without frame pointers: the same modes on the same chain with
+# and without frame pointers, and against heaptrack, which unwinds each
+# stack with libunwind.
+printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "attach style: no frame pointers / with them" \
+	"$(paired "${runs[chain/attach]:-}" "${runs[chainfp/attach]:-}")x" "<=" 1.5 \
+	"$(awk -v r="$(paired "${runs[chain/attach]:-}" "${runs[chainfp/attach]:-}")" 'BEGIN {print r != "" && r <= 1.5 ? "PASS" : "MISS"}')"
+target chain "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
+printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "with sites, ns a pair" "${med[chain/sites]:-n/a}" "<=" 500 \
+	"$(awk -v r="${med[chain/sites]:-}" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "attach style: new/delete / malloc/free pairs" \
 	"$(ratio "${med[newpairs/attach]:-}" "${med[pairs/attach]:-}")x"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "with sites: new/delete / malloc/free pairs" \

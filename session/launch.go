@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/ctl"
 	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
@@ -60,21 +61,21 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	env = append(env, srv.Env())
 	if s.cfg.Has(options.RecordAllocs) {
 		// The probe sites get the start time of every call.
-		env = append(env, "MDSHIM_RECORD=1")
+		env = append(env, abi.EnvRecord+"=1")
 	}
 	if depth, ok := s.probes.BatchDepth(); ok {
 		// Each thread hands its calls over a batch at a time.
-		env = append(env, fmt.Sprintf("MDSHIM_BATCH=%d", depth))
+		env = append(env, fmt.Sprintf("%s=%d", abi.EnvBatch, depth))
 	}
 	if s.flags.SampleBytes > 0 {
-		env = append(env, fmt.Sprintf("MDSHIM_SAMPLE_BYTES=%d", s.flags.SampleBytes))
+		env = append(env, fmt.Sprintf("%s=%d", abi.EnvSampleBytes, s.flags.SampleBytes))
 		fmt.Fprintf(s.stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.flags.SampleBytes)
 	}
 	var extra []*os.File
 	if logFile != nil {
 		// The shim writes its errors into mdtrace's log file.
 		extra = []*os.File{logFile}
-		env = append(env, "MDSHIM_LOG_FD=3")
+		env = append(env, abi.EnvLogFD+"=3")
 	}
 	return env, extra, nil
 }

@@ -42,6 +42,7 @@ func (s *session) rememberLibrary(lib tracer.Library) {
 	if p := s.traced(lib.PID); p != nil {
 		p.hist.AddLibrary(path, lib.Base)
 		s.probeRuntime(p, path)
+		s.loadUnwind(p.pid)
 	}
 }
 

@@ -69,6 +69,16 @@ func (s *session) watchImage(p *proc) {
 		}
 	}
 	s.rememberMaps(p)
+	s.loadUnwind(p.pid)
+}
+
+// loadUnwind gives the stack walk of process pid the unwind tables of the
+// files it maps now.
+func (s *session) loadUnwind(pid int) {
+	// A process gone meanwhile has no more backtraces to take.
+	if err := s.probes.LoadUnwind(pid); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
+		s.notice("%v: backtraces of process %d follow frame pointers only", err, pid)
+	}
 }
 
 // execed follows the process into a new program: the old image's blocks

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/record"
 	"github.com/mdtrace/mdtrace/tracer"
 )
@@ -29,11 +30,11 @@ func recordStream(n int) []tracer.Record {
 		ev := tracer.Record{Tid: uint32(4242 + t), Tgid: 4242, StartNs: now, EndNs: now + 100 + rng.Uint64N(900)}
 		if len(live[t]) > 0 && rng.IntN(2) == 0 {
 			j := rng.IntN(len(live[t]))
-			ev.Type, ev.Ptr = tracer.RecordFree, live[t][j]
+			ev.Type, ev.Ptr = abi.RecordFree, live[t][j]
 			live[t][j] = live[t][len(live[t])-1]
 			live[t] = live[t][:len(live[t])-1]
 		} else {
-			ev.Type, ev.Ptr, ev.Size = tracer.RecordMalloc, ptr, 1+rng.Uint64N(4096)
+			ev.Type, ev.Ptr, ev.Size = abi.RecordMalloc, ptr, 1+rng.Uint64N(4096)
 			ptr += 16 + (ev.Size+15)&^15
 			live[t] = append(live[t], ev.Ptr)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/options"
 )
 
@@ -78,15 +79,15 @@ func (s *session) Signal(pid, sig int) {
 // leakInfo answers the shim's get_malloc_leak_info for process pid.
 func (s *session) LeakInfo(pid int) (status uint32, buf []byte, overall, infoSize, total, btSize uint64) {
 	if !s.cfg.Has(options.Backtrace) {
-		return 1, nil, 0, 0, 0, 0
+		return abi.CtlStatusNotTracked, nil, 0, 0, 0, 0
 	}
 	snap, err := s.probes.Snapshot(pid)
 	if err != nil {
 		s.notice("get_malloc_leak_info of process %d: %v", pid, err)
-		return 0, nil, 0, 0, 0, 0
+		return abi.CtlStatusOK, nil, 0, 0, 0, 0
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
 	snap.SampleBytes = s.flags.SampleBytes
 	buf, overall, infoSize, total, btSize = snap.LeakInfo()
-	return 0, buf, overall, infoSize, total, btSize
+	return abi.CtlStatusOK, buf, overall, infoSize, total, btSize
 }

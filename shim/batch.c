@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "../abi/mdtrace_abi.h"
 #include "backtrace.h"
 #include "batch.h"
 #include "debug.h"
@@ -118,7 +119,7 @@ static void thread_done(void *arg)
 	struct md_batch_thread *bt = arg;
 
 	bt->busy = 1;
-	flush(bt, MD_BATCH_RETIRE);
+	flush(bt, BATCH_RETIRE);
 	pthread_mutex_lock(&g_registry_lock);
 	unregister(bt);
 	pthread_mutex_unlock(&g_registry_lock);
@@ -153,7 +154,7 @@ static void fork_child(void)
 		next = bt->next;
 		if (bt == t_batch)
 			continue;
-		flush(bt, MD_BATCH_INHERITED);
+		flush(bt, BATCH_INHERITED);
 		unregister(bt);
 		munmap(bt, sizeof(*bt));
 	}
@@ -161,7 +162,7 @@ static void fork_child(void)
 	/* The probes know the child's thread by its own buffer again. */
 	bt = t_batch;
 	if (bt != NULL && bt != RETIRED)
-		flush(bt, MD_BATCH_REGISTER | MD_BATCH_INHERITED);
+		flush(bt, BATCH_REGISTER | BATCH_INHERITED);
 }
 
 /* At exit, the exiting thread's last calls go before the process's report. */
@@ -172,14 +173,14 @@ __attribute__((destructor)) static void batch_exit(void)
 
 void md_batch_init(size_t (*usable_size)(void *))
 {
-	const char *s = getenv("MDSHIM_BATCH");
+	const char *s = getenv(ENV_BATCH);
 	unsigned long d;
 	char *end;
 
 	if (s == NULL || s[0] == '\0')
 		return;
 	d = strtoul(s, &end, 10);
-	if (*end != '\0' || d > MD_BATCH_MAX_DEPTH)
+	if (*end != '\0' || d > MAX_STACK_DEPTH)
 		return;
 	if (pthread_key_create(&g_key, thread_done) != 0)
 		return;
@@ -224,7 +225,7 @@ static struct md_batch_thread *thread_batch(void)
 	g_registry = bt;
 	pthread_mutex_unlock(&g_registry_lock);
 	t_batch = bt;
-	flush_busy(bt, MD_BATCH_REGISTER);
+	flush_busy(bt, BATCH_REGISTER);
 	return bt;
 
 unbatched:
@@ -266,7 +267,7 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 	}
 	bt->busy = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (bt->b.used + need > MD_BATCH_WORDS)
+	if (bt->b.used + need > BATCH_WORDS)
 		flush(bt, 0);
 	return bt;
 }
@@ -280,8 +281,8 @@ static inline void end(struct md_batch_thread *bt, uint64_t used)
 
 static inline uint64_t event_word(unsigned kind, unsigned nframes)
 {
-	return kind | (uint64_t)nframes << MD_BATCH_FRAMES_SHIFT |
-	       __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE) << MD_BATCH_EPOCH_SHIFT;
+	return kind | (uint64_t)nframes << BATCH_FRAMES_SHIFT |
+	       __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE) << BATCH_EPOCH_SHIFT;
 }
 
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
@@ -294,7 +295,7 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 		return false;
 	w = &bt->b.words[bt->b.used];
 	n = walk(bt, (uintptr_t)fp, w + 3);
-	w[0] = event_word(MD_BATCH_ALLOC, n);
+	w[0] = event_word(BATCH_ALLOC, n);
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	end(bt, bt->b.used + 3 + n);
@@ -311,7 +312,7 @@ bool md_batch_free(void *fp, void *ptr)
 	if (bt->nheld == MD_BATCH_HELD)
 		flush(bt, 0);
 	w = &bt->b.words[bt->b.used];
-	w[0] = event_word(MD_BATCH_FREE, 0);
+	w[0] = event_word(BATCH_FREE, 0);
 	w[1] = (uintptr_t)ptr;
 	bt->held[bt->nheld++] = ptr;
 	bt->held_bytes += g_usable_size(ptr);

@@ -7,36 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../abi/mdtrace_abi.h"
+
 /*
  * Batched sites (batch.c). With MDSHIM_BATCH=depth, the hooks of a shim
  * without checks hand allocations and frees over a buffer at a time, with
- * up to depth frames each, through mdshim_site_batch(b, used, epoch,
- * flags). struct md_batch is shared with mdtrace's probes and mdtrace
- * itself (bpf/mdtrace.bpf.c, tracer/batch.go): seq is odd while the buffer
- * is being handed over and emptied; used words of events follow, each
- * event a word of kind, frame count and epoch, then the block's address,
- * and for an allocation its size and its frames. REGISTER tells the probes
- * of a thread's new buffer, RETIRE of its end, INHERITED that a fork child
- * hands over calls made before the fork (its blocks are not a zygote
- * child's own).
+ * up to depth frames each (MAX_STACK_DEPTH at most), through
+ * mdshim_site_batch(b, used, epoch, flags). struct md_batch, its events
+ * and the flags (BATCH_*) are shared with mdtrace's probes and mdtrace
+ * itself: they are in abi/mdtrace_abi.h. A thread holds at most
+ * MD_BATCH_HELD blocks and MD_BATCH_HELD_BYTES bytes freed until their
+ * batch is handed over.
  */
-#define MD_BATCH_WORDS 440
 #define MD_BATCH_HELD 48
 #define MD_BATCH_HELD_BYTES (256 * 1024)
-#define MD_BATCH_MAX_DEPTH 256
-#define MD_BATCH_ALLOC 1
-#define MD_BATCH_FREE 2
-#define MD_BATCH_FRAMES_SHIFT 8
-#define MD_BATCH_EPOCH_SHIFT 20
-#define MD_BATCH_REGISTER 1
-#define MD_BATCH_RETIRE 2
-#define MD_BATCH_INHERITED 4
-
-struct md_batch {
-	uint64_t seq;
-	uint64_t used;
-	uint64_t words[MD_BATCH_WORDS];
-};
 
 /* A thread's buffer and what goes with it, in a page of its own. */
 struct md_batch_thread {

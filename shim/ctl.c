@@ -8,6 +8,8 @@
  * u32 magic "mdt1", u32 op, u32 arg, u32 0) and reads the answer, a 40-byte
  * header (u32 magic, u32 status, u64 overall_size, info_size, total_memory,
  * backtrace_size) followed by overall_size bytes in Android's buffer format.
+ * The protocol's numbers and layouts (CTL_*, struct md_ctl_request and
+ * struct md_ctl_answer) are in abi/mdtrace_abi.h, which mdtrace reads too.
  *
  * The signals of the options that are on get Android's handlers, installed
  * by md_ctl_init with Android's verbose lines. Under mdtrace, the handlers
@@ -36,20 +38,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../abi/mdtrace_abi.h"
 #include "config.h"
 #include "ctl.h"
 #include "debug.h"
 #include "log.h"
 #include "real.h"
 
-#define CTL_MAGIC 0x3174646dU /* "mdt1" little endian */
-#define CTL_OP_LEAK_INFO 1
-#define CTL_OP_SIGNAL 2
-#define CTL_OP_ADOPT 3
-#define CTL_STATUS_OK 0
-#define CTL_STATUS_NOT_TRACKED 1
-#define CTL_REQUEST_SIZE 16
-#define CTL_ANSWER_SIZE 40
 /* How long get_malloc_leak_info waits on mdtrace for each send and receive. */
 #define CTL_TIMEOUT_SECONDS 30
 
@@ -161,10 +156,10 @@ static int recv_all(int fd, uint8_t *p, size_t len)
 
 static void make_request(uint8_t *req, uint32_t op, uint32_t arg)
 {
-	put_u32(req, CTL_MAGIC);
-	put_u32(req + 4, op);
-	put_u32(req + 8, arg);
-	put_u32(req + 12, 0);
+	put_u32(req + offsetof(struct md_ctl_request, magic), CTL_MAGIC);
+	put_u32(req + offsetof(struct md_ctl_request, op), op);
+	put_u32(req + offsetof(struct md_ctl_request, arg), arg);
+	put_u32(req + offsetof(struct md_ctl_request, zero), 0);
 }
 
 /* ---- signals ---- */
@@ -180,7 +175,7 @@ static void make_request(uint8_t *req, uint32_t op, uint32_t arg)
 
 static int notify_mdtrace(int sig)
 {
-	uint8_t req[CTL_REQUEST_SIZE];
+	uint8_t req[sizeof(struct md_ctl_request)];
 	int fd, err = 0;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -202,7 +197,7 @@ static int notify_mdtrace(int sig)
 		 * written), so the process goes on, or exits, only after.
 		 */
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		uint8_t ack[4];
+		uint8_t ack[CTL_ACK_SIZE];
 
 		if (poll(&pfd, 1, CTL_ACK_TIMEOUT_MS) == 1 && read(fd, ack, sizeof(ack)) < 0)
 			err = errno;
@@ -287,7 +282,7 @@ static void install(const struct md_config *cfg, int i)
 
 void md_ctl_init(const struct md_config *cfg)
 {
-	const char *name = getenv("MDSHIM_CTL");
+	const char *name = getenv(ENV_CTL);
 	int len;
 
 	if (__atomic_load_n(&g_ctl_ready, __ATOMIC_ACQUIRE))
@@ -295,7 +290,7 @@ void md_ctl_init(const struct md_config *cfg)
 	g_ctl_options = cfg->options;
 	len = make_addr(name, &g_ctl_addr);
 	if (len < 0)
-		md_log('E', "MDSHIM_CTL=%s: the name of mdtrace's socket is too long", name);
+		md_log('E', ENV_CTL "=%s: the name of mdtrace's socket is too long", name);
 	if (len > 0) {
 		g_ctl_addrlen = (socklen_t)len;
 		memcpy(g_ctl_name, name, strlen(name) + 1);
@@ -344,7 +339,7 @@ static bool traced(void)
 
 void md_ctl_adopt(void)
 {
-	uint8_t req[CTL_REQUEST_SIZE], ans[8];
+	uint8_t req[sizeof(struct md_ctl_request)], ans[CTL_ADOPT_ANSWER_SIZE];
 	struct pollfd pfd;
 	int fd;
 
@@ -432,7 +427,7 @@ void md_ctl_poll_slow(void)
 		int sig = first_signal() + i;
 
 		if (pending & (1U << (NOTIFY_FAILED_SHIFT + i)))
-			md_log('E', "Signal %d not passed to mdtrace (MDSHIM_CTL=%s): %s", sig, g_ctl_name,
+			md_log('E', "Signal %d not passed to mdtrace (" ENV_CTL "=%s): %s", sig, g_ctl_name,
 			       strerror(__atomic_load_n(&g_notify_errno[i], __ATOMIC_RELAXED)));
 		if (!(pending & (1U << i)))
 			continue;
@@ -469,7 +464,7 @@ static uint64_t leak_info_options(void)
 
 	if (__atomic_load_n(&g_ctl_ready, __ATOMIC_ACQUIRE))
 		return g_ctl_options;
-	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
+	opts = getenv(ENV_OPTIONS);
 	if (opts == NULL || opts[0] == '\0' || !md_config_parse(opts, &cfg, err, sizeof(err)))
 		return 0;
 	return cfg.options;
@@ -478,7 +473,7 @@ static uint64_t leak_info_options(void)
 /* connect_mdtrace returns a socket connected to mdtrace, -1 without mdtrace, or -2 after an error line. */
 static int connect_mdtrace(void)
 {
-	const char *name = getenv("MDSHIM_CTL");
+	const char *name = getenv(ENV_CTL);
 	struct sockaddr_un addr;
 	struct timeval tv = { .tv_sec = CTL_TIMEOUT_SECONDS };
 	int len, fd;
@@ -492,7 +487,7 @@ static int connect_mdtrace(void)
 	if (len == 0)
 		return -1;
 	if (len < 0) {
-		md_log('E', "get_malloc_leak_info: cannot connect to mdtrace (MDSHIM_CTL=%s): %s", name,
+		md_log('E', "get_malloc_leak_info: cannot connect to mdtrace (" ENV_CTL "=%s): %s", name,
 		       strerror(ENAMETOOLONG));
 		return -2;
 	}
@@ -512,7 +507,7 @@ static int connect_mdtrace(void)
 		}
 	}
 	if (fd < 0) {
-		md_log('E', "get_malloc_leak_info: cannot connect to mdtrace (MDSHIM_CTL=%s): %s", name,
+		md_log('E', "get_malloc_leak_info: cannot connect to mdtrace (" ENV_CTL "=%s): %s", name,
 		       strerror(errno));
 		return -2;
 	}
@@ -533,7 +528,7 @@ static const char *recv_error(int err)
 static void fetch_leak_info(int fd, uint8_t **info, size_t *overall_size, size_t *info_size,
 			    size_t *total_memory, size_t *backtrace_size)
 {
-	uint8_t req[CTL_REQUEST_SIZE], ans[CTL_ANSWER_SIZE];
+	uint8_t req[sizeof(struct md_ctl_request)], ans[sizeof(struct md_ctl_answer)];
 	uint64_t overall, isize, total, frames;
 	uint32_t magic, status;
 	uint8_t *buf;
@@ -550,12 +545,12 @@ static void fetch_leak_info(int fd, uint8_t **info, size_t *overall_size, size_t
 		md_log('E', "get_malloc_leak_info: no answer from mdtrace: %s", recv_error(err));
 		return;
 	}
-	magic = get_u32(ans);
-	status = get_u32(ans + 4);
-	overall = get_u64(ans + 8);
-	isize = get_u64(ans + 16);
-	total = get_u64(ans + 24);
-	frames = get_u64(ans + 32);
+	magic = get_u32(ans + offsetof(struct md_ctl_answer, magic));
+	status = get_u32(ans + offsetof(struct md_ctl_answer, status));
+	overall = get_u64(ans + offsetof(struct md_ctl_answer, overall_size));
+	isize = get_u64(ans + offsetof(struct md_ctl_answer, info_size));
+	total = get_u64(ans + offsetof(struct md_ctl_answer, total_memory));
+	frames = get_u64(ans + offsetof(struct md_ctl_answer, backtrace_size));
 	if (magic != CTL_MAGIC) {
 		md_log('E', "get_malloc_leak_info: bad answer from mdtrace (magic 0x%08x)", magic);
 		return;

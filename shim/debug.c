@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "../abi/mdtrace_abi.h"
 #include "batch.h"
 #include "config.h"
 #include "ctl.h"
@@ -106,12 +107,12 @@ void md_init(void)
 	}
 	md_tls.in_shim = 1;
 	md_log_init();
-	md_site_times = getenv("MDSHIM_RECORD") != NULL;
+	md_site_times = getenv(ENV_RECORD) != NULL;
 	md_sample_init();
 	md_real_usable_size = find_usable_size();
-	if (!md_site_times && md_sample_bytes == 0 && getenv("MDSHIM_CTL") != NULL && md_real_usable_size != NULL)
+	if (!md_site_times && md_sample_bytes == 0 && getenv(ENV_CTL) != NULL && md_real_usable_size != NULL)
 		md_batch_init(md_real_usable_size);
-	opts = getenv("LIBC_DEBUG_MALLOC_OPTIONS");
+	opts = getenv(ENV_OPTIONS);
 	if (md_real_usable_size == NULL || opts == NULL || opts[0] == '\0') {
 		md_tls.in_shim = 0;
 		__atomic_store_n(&md_state, MD_ST_OFF, __ATOMIC_RELEASE);
@@ -126,7 +127,7 @@ void md_init(void)
 		return;
 	}
 	md_ctl_init(&md_cfg);
-	if (getenv("MDSHIM_CTL") != NULL) {
+	if (getenv(ENV_CTL) != NULL) {
 		/*
 		 * Under mdtrace, which tracks allocations itself: pointers are
 		 * verified only for the options that rewrite blocks or for

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../abi/mdtrace_abi.h"
 #include "format.h"
 #include "log.h"
 
@@ -68,7 +69,7 @@ int md_log_fd = STDERR_FILENO;
 
 void md_log_init(void)
 {
-	const char *s = getenv("MDSHIM_LOG_FD");
+	const char *s = getenv(ENV_LOG_FD);
 	char *end;
 	long fd;
 	int fl;

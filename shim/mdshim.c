@@ -316,12 +316,12 @@ static int powerof2(size_t x)
  * nanosecond, a fifth of what the shim's hooks cost beyond glibc.
  */
 #define SITE_PROBED(site) md_site_probed((const void *)(uintptr_t)(site))
-#define SITE_ALLOC(...)                                    \
+#define REPORT_ALLOC(...)                                    \
 	do {                                               \
 		if (SITE_PROBED(mdshim_site_alloc))        \
 			mdshim_site_alloc(__VA_ARGS__);    \
 	} while (0)
-#define SITE_FREE(...)                                     \
+#define REPORT_FREE(...)                                     \
 	do {                                               \
 		if (SITE_PROBED(mdshim_site_free))         \
 			mdshim_site_free(__VA_ARGS__);     \
@@ -370,7 +370,7 @@ static inline bool site_old(void *ptr)
 static inline void site_free_done(void *ptr, uint64_t start)
 {
 	if (md_site_times && ptr != NULL)
-		SITE_ALLOC(NULL, MD_CALL_FREE, (uintptr_t)ptr, 0, start);
+		REPORT_ALLOC(NULL, CALL_FREE, (uintptr_t)ptr, 0, start);
 }
 
 /* fast_path reports whether a hook may take the shortest path (md_fast). */
@@ -392,7 +392,7 @@ void *malloc(size_t size)
 		ENTER();
 		r = internal_malloc(size);
 		LEAVE();
-		SITE_ALLOC(r, MD_CALL_MALLOC, size, 0, 0);
+		REPORT_ALLOC(r, CALL_MALLOC, size, 0, 0);
 		return r;
 	}
 	md_ctl_poll();
@@ -408,7 +408,7 @@ void *malloc(size_t size)
 			return r;
 	}
 	if (site_new(r, size))
-		SITE_ALLOC(r, MD_CALL_MALLOC, size, 0, start);
+		REPORT_ALLOC(r, CALL_MALLOC, size, 0, start);
 	return r;
 }
 
@@ -424,7 +424,7 @@ void free(void *ptr)
 	if (fast_path()) {
 		if (ptr == NULL)
 			return;
-		SITE_FREE(ptr, MD_CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE);
 		ENTER();
 		debug_free(ptr);
 		LEAVE();
@@ -436,7 +436,7 @@ void free(void *ptr)
 		return;
 	start = site_start();
 	if (site_old(ptr))
-		SITE_FREE(ptr, MD_CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE);
 	if (on) {
 		ENTER();
 		debug_free(ptr);
@@ -466,7 +466,7 @@ void *calloc(size_t nmemb, size_t size)
 			return r;
 	}
 	if (site_new(r, nmemb * size))
-		SITE_ALLOC(r, MD_CALL_CALLOC, nmemb, size, start);
+		REPORT_ALLOC(r, CALL_CALLOC, nmemb, size, start);
 	return r;
 }
 
@@ -489,7 +489,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
 	if (old_site)
-		SITE_FREE(ptr, MD_CALL_REALLOC);
+		REPORT_FREE(ptr, CALL_REALLOC);
 	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);
@@ -498,22 +498,22 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 		r = __libc_realloc(ptr, size);
 	}
 	if (md_sample_bytes == 0) {
-		SITE_ALLOC(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+		REPORT_ALLOC(r, CALL_REALLOC, (uintptr_t)ptr, size, start);
 		return r;
 	}
 	if (r == NULL && size != 0) {
 		/* Failed: the old block stays as it was, sampled or not. */
 		if (old_site && md_sample_mark(ptr))
-			SITE_ALLOC(NULL, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+			REPORT_ALLOC(NULL, CALL_REALLOC, (uintptr_t)ptr, size, start);
 		return r;
 	}
 	/* Else the old block is gone (its saved entry is never restored). */
 	if (!new_site || r == NULL || !md_sample_mark(r))
 		return r;
 	if (old_site)
-		SITE_ALLOC(r, MD_CALL_REALLOC, (uintptr_t)ptr, size, start);
+		REPORT_ALLOC(r, CALL_REALLOC, (uintptr_t)ptr, size, start);
 	else
-		SITE_ALLOC(r, MD_CALL_MALLOC, size, 0, start);
+		REPORT_ALLOC(r, CALL_MALLOC, size, 0, start);
 	return r;
 }
 
@@ -555,7 +555,7 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 			return r;
 	}
 	if (site_new(r, size))
-		SITE_ALLOC(r, MD_CALL_MEMALIGN, alignment, size, start);
+		REPORT_ALLOC(r, CALL_MEMALIGN, alignment, size, start);
 	return r;
 }
 

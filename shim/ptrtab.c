@@ -22,7 +22,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 
-#include "hash.h"
+#include "../abi/mdtrace_abi.h"
 #include "ptrtab.h"
 
 /* Slots in a shard's first array: one page. */
@@ -30,7 +30,7 @@
 
 static uint64_t hash_ptr(uintptr_t p)
 {
-	return md_mix64((uint64_t)p);
+	return mix64((uint64_t)p);
 }
 
 static void lock(struct md_ptrtab_shard *s)

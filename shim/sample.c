@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hash.h"
+#include "../abi/mdtrace_abi.h"
 #include "log.h"
 #include "ptrtab.h"
 #include "sample.h"
@@ -40,12 +40,12 @@ static void fork_child(void);
 
 static size_t filter_slot(const void *p)
 {
-	return (size_t)(md_mix64((uintptr_t)p) >> (64 - FILTER_BITS));
+	return (size_t)(mix64((uintptr_t)p) >> (64 - FILTER_BITS));
 }
 
 void md_sample_init(void)
 {
-	const char *s = getenv("MDSHIM_SAMPLE_BYTES");
+	const char *s = getenv(ENV_SAMPLE_BYTES);
 	char *end;
 	unsigned long long n;
 	void *f;
@@ -54,7 +54,7 @@ void md_sample_init(void)
 		return;
 	n = strtoull(s, &end, 10);
 	if (*end != '\0' || n == 0 || n > (1ULL << 40)) {
-		md_log('E', "MDSHIM_SAMPLE_BYTES=%s: not a sampling interval; every allocation is reported", s);
+		md_log('E', ENV_SAMPLE_BYTES "=%s: not a sampling interval; every allocation is reported", s);
 		return;
 	}
 	f = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -77,7 +77,7 @@ static uint64_t next_u64(void)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		x = md_mix64((uint64_t)(uintptr_t)&t_rng ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 40) | 1;
+		x = mix64((uint64_t)(uintptr_t)&t_rng ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 40) | 1;
 	}
 	x ^= x >> 12;
 	x ^= x << 25;

@@ -6,19 +6,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct md_batch;
+#include "../abi/mdtrace_abi.h"
 
 /*
- * The calls reported at the probe sites (site.c), numbered as in mdtrace's
- * BPF programs (enum call in bpf/mdtrace.bpf.c).
+ * The calls reported at the probe sites (site.c) are enum call's, in
+ * abi/mdtrace_abi.h: CALL_MALLOC, CALL_CALLOC, CALL_REALLOC, CALL_MEMALIGN
+ * and CALL_FREE.
  */
-enum md_site_call {
-	MD_CALL_MALLOC = 1,
-	MD_CALL_CALLOC = 2,   /* a0: count, a1: element size */
-	MD_CALL_REALLOC = 3,  /* a0: old pointer, a1: size */
-	MD_CALL_MEMALIGN = 5, /* a0: alignment, a1: size */
-	MD_CALL_FREE = 9,     /* a0: the freed pointer */
-};
 
 /*
  * md_site_probed reports whether mdtrace probes a site: a probe replaces
@@ -38,11 +32,11 @@ static inline bool md_site_probed(const void *site)
  * mdshim_site_alloc follows every allocation the program makes, failed ones
  * too, with its result, the call, its arguments and, when mdtrace records
  * calls (MDSHIM_RECORD), the CLOCK_MONOTONIC time the call started (else 0).
- * While recording it also follows every free, as MD_CALL_FREE. realloc's
+ * While recording it also follows every free, as CALL_FREE. realloc's
  * old block is reported to mdshim_site_free before the real realloc.
  *
  * mdshim_site_free precedes every free of a non-NULL pointer (call
- * MD_CALL_FREE) and realloc of one (MD_CALL_REALLOC), before the block can
+ * CALL_FREE) and realloc of one (CALL_REALLOC), before the block can
  * be handed out again.
  *
  * Sampling (MDSHIM_SAMPLE_BYTES), only the sampled blocks reach the sites:
@@ -50,7 +44,7 @@ static inline bool md_site_probed(const void *site)
  * reported. A realloc of a reported block whose new block is not sampled
  * calls mdshim_site_alloc only if it fails, with a NULL result, so that
  * the old block comes back; one of an unreported block whose new block is
- * sampled reports the new block as MD_CALL_MALLOC.
+ * sampled reports the new block as CALL_MALLOC.
  */
 void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
 		       uint64_t start_ns) __attribute__((visibility("protected")));

@@ -346,3 +346,15 @@ func FuncOffset(path, symbol string) (uint64, error) {
 	fs, err := funcNamed(path, symbol)
 	return fs.off, err
 }
+
+// loadedLibraries returns the libraries the loader listed for the program
+// process pid executes, as AllocatorOfExec found them (nil if it has not),
+// spelled as the loader names them.
+func loadedLibraries(pid int, exe string) []string {
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	key, keyed := execKey(pid, exe, env)
+	if !keyed {
+		return nil
+	}
+	return execCache.files(key)
+}

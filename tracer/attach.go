@@ -12,6 +12,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/mdtrace/mdtrace/abi"
 )
 
 // AttachError reports entry points that could not be probed. Tracing goes
@@ -93,7 +95,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// malloc_usable_size changes nothing; only verify_pointers
 		// checks its pointer. Some programs call it for every block:
 		// without verify_pointers, it costs them no probe.
-		if (ep.call == callUsableSize || ep.call == callThreadEnd) && !p.verify {
+		if (ep.call == abi.CallUsableSize || ep.call == abi.CallThreadEnd) && !p.verify {
 			continue
 		}
 		fs, ok := offsets[ep.symbol]
@@ -103,7 +105,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 			}
 			continue
 		}
-		if !slices.Contains(names, ep.name()) && ep.call != callThreadEnd {
+		if !slices.Contains(names, ep.name()) && ep.call != abi.CallThreadEnd {
 			names = append(names, ep.name())
 		}
 		// Functions exported at one address are probed once.
@@ -120,7 +122,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		switch {
 		// A runtime's new that only jumps to another new (new[] to
 		// new) adds nothing: the other's probe sees the same caller.
-		case ep.call == callRuntimeNew && pl.thunk:
+		case ep.call == abi.CallRuntimeNew && pl.thunk:
 			continue
 		// Nor does an allocator's operator that only jumps to another
 		// function probed here (jemalloc's delete[] to free): the call
@@ -130,16 +132,16 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// Nor a runtime's new whose probe would be single-stepped: its
 		// block keeps the runtime's frame rather than cost every call
 		// 9 us.
-		case ep.call == callRuntimeNew && pl.stepped:
+		case ep.call == abi.CallRuntimeNew && pl.stepped:
 			continue
 		}
 		// Past a "sub $n,%rsp" (libstdc++'s nothrow forms), a runtime's
 		// new finds the entry's stack pointer n bytes up: n goes in the
 		// cookie's high half.
-		if ep.call == callRuntimeNew {
+		if ep.call == abi.CallRuntimeNew {
 			ep.call |= pl.delta << 32
 		}
-		if prog == p.objs.AllocEntry && ep.call == callFree {
+		if prog == p.objs.AllocEntry && ep.call == abi.CallFree {
 			// With record_allocs (its end time) and verify_pointers
 			// (its place in nested calls), free gets a return probe.
 			ep.ret = p.record || p.verify
@@ -156,7 +158,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 	}
 	// Before a delete can be hit, free must know to look for one in flight.
-	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == callDelete }) {
+	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == abi.CallDelete }) {
 		if err := p.objs.HaveDeletes.Set(uint32(1)); err != nil {
 			return fmt.Errorf("setting have_deletes: %w", err)
 		}

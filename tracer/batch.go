@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/leak"
 )
@@ -17,18 +18,12 @@ import (
 // launched command hands its allocations and frees to the probes a buffer
 // at a time. Between two hand-overs the probes' table lacks the calls a
 // buffer holds; a snapshot reads the buffers of the process from its
-// memory and adds them (pendingBatches, addPending). These constants mirror
-// the shim's and bpf/batch.h's.
-const (
-	batchWords        = 440
-	batchHeader       = 16
-	batchAlloc        = 1
-	batchFree         = 2
-	batchFramesShift  = 8
-	batchFramesMask   = 0x1ff
-	batchEpochShift   = 20
-	batchReadAttempts = 4
-)
+// memory and adds them (pendingBatches, addPending). Its layout is in
+// abi/mdtrace_abi.h (abi.Batch*, abi.SizeofBatch, abi.OffsetofBatch*).
+
+// batchReadAttempts is how many times a batch that changes under the read
+// is read again.
+const batchReadAttempts = 4
 
 // pendingCall is a call a thread's batch holds.
 type pendingCall struct {
@@ -76,7 +71,7 @@ func (p *Probes) pendingBatches(tgid int) pendingCalls {
 		return pendingCalls{}
 	}
 	var calls []pendingCall
-	buf := make([]byte, batchHeader+8*batchWords)
+	buf := make([]byte, abi.SizeofBatch)
 	for _, addr := range addrs {
 		for range batchReadAttempts {
 			words, ok := readBatch(tgid, addr, buf)
@@ -99,18 +94,18 @@ func readBatch(pid int, addr uint64, buf []byte) ([]uint64, bool) {
 	if !readMem(pid, addr, buf) {
 		return nil, false
 	}
-	seq := binary.LittleEndian.Uint64(buf)
-	used := binary.LittleEndian.Uint64(buf[8:])
-	if seq%2 != 0 || used > batchWords {
+	seq := binary.LittleEndian.Uint64(buf[abi.OffsetofBatchSeq:])
+	used := binary.LittleEndian.Uint64(buf[abi.OffsetofBatchUsed:])
+	if seq%2 != 0 || used > abi.BatchWords {
 		return nil, false
 	}
 	var again [8]byte
-	if !readMem(pid, addr, again[:]) || binary.LittleEndian.Uint64(again[:]) != seq {
+	if !readMem(pid, addr+abi.OffsetofBatchSeq, again[:]) || binary.LittleEndian.Uint64(again[:]) != seq {
 		return nil, false
 	}
 	words := make([]uint64, used)
 	for i := range words {
-		words[i] = binary.LittleEndian.Uint64(buf[batchHeader+8*i:])
+		words[i] = binary.LittleEndian.Uint64(buf[abi.OffsetofBatchWords+8*i:])
 	}
 	return words, true
 }
@@ -128,14 +123,14 @@ func readMem(pid int, addr uint64, buf []byte) bool {
 // up to the first that makes no sense.
 func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 	for at := 0; at < len(w); {
-		kind := w[at] & 0xff
-		nr := int(w[at]>>batchFramesShift) & batchFramesMask
-		c := pendingCall{epoch: w[at] >> batchEpochShift}
+		kind := w[at] & abi.BatchKindMask
+		nr := int(w[at]>>abi.BatchFramesShift) & abi.BatchFramesMask
+		c := pendingCall{epoch: w[at] >> abi.BatchEpochShift}
 		switch {
-		case kind == batchFree && at+2 <= len(w):
+		case kind == abi.BatchFree && at+2 <= len(w):
 			c.free, c.ptr = true, w[at+1]
 			at += 2
-		case kind == batchAlloc && nr <= depth && at+3+nr <= len(w):
+		case kind == abi.BatchAlloc && nr <= depth && at+3+nr <= len(w):
 			c.ptr, c.size = w[at+1], w[at+2]
 			c.frames = w[at+3 : at+3+nr]
 			at += 3 + nr
@@ -268,19 +263,10 @@ func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int)
 func stackHash(frames []uint64) uint64 {
 	h := uint64(len(frames))
 	for _, f := range frames {
-		h = mix64(h ^ f)
+		h = abi.Mix64(h ^ f)
 	}
 	if h == 0 {
 		h = 1
 	}
-	return h
-}
-
-func mix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
 	return h
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mdtrace/mdtrace/abi"
 )
 
 // entryPoint is one allocator function and how it is traced.
@@ -26,9 +28,9 @@ type entryPoint struct {
 func (ep entryPoint) use(verify bool) entryUse {
 	return entryUse{
 		args:        ep.args,
-		nullSkipped: ep.call == callFree || ep.call == callDelete,
+		nullSkipped: ep.call == abi.CallFree || ep.call == abi.CallDelete,
 		noDeref:     verify,
-		stackMoves:  ep.call == callRuntimeNew,
+		stackMoves:  ep.call == abi.CallRuntimeNew,
 	}
 }
 
@@ -50,45 +52,45 @@ func (ep entryPoint) name() string {
 // entryPoints are the allocator's functions. Functions exported at one
 // address (memalign and aligned_alloc in glibc 2.36) are probed once.
 var entryPoints = []entryPoint{
-	{"malloc", callMalloc, true, true, 1},
-	{"free", callFree, false, true, 1},
-	{"calloc", callCalloc, true, true, 2},
-	{"realloc", callRealloc, true, true, 2},
-	{"reallocarray", callReallocarray, true, false, 3},
-	{"posix_memalign", callPosixMemalign, true, false, 3},
-	{"memalign", callMemalign, true, false, 2},
-	{"aligned_alloc", callMemalign, true, false, 2},
-	{"valloc", callValloc, true, false, 1},
-	{"pvalloc", callPvalloc, true, false, 1},
-	{"malloc_usable_size", callUsableSize, false, false, 1},
+	{"malloc", abi.CallMalloc, true, true, 1},
+	{"free", abi.CallFree, false, true, 1},
+	{"calloc", abi.CallCalloc, true, true, 2},
+	{"realloc", abi.CallRealloc, true, true, 2},
+	{"reallocarray", abi.CallReallocarray, true, false, 3},
+	{"posix_memalign", abi.CallPosixMemalign, true, false, 3},
+	{"memalign", abi.CallMemalign, true, false, 2},
+	{"aligned_alloc", abi.CallMemalign, true, false, 2},
+	{"valloc", abi.CallValloc, true, false, 1},
+	{"pvalloc", abi.CallPvalloc, true, false, 1},
+	{"malloc_usable_size", abi.CallUsableSize, false, false, 1},
 	// With verify, where a thread's end begins: glibc then frees its
 	// thread cache through free (see thread_cache_free in the BPF).
-	{"__call_tls_dtors", callThreadEnd, false, false, 0},
+	{"__call_tls_dtors", abi.CallThreadEnd, false, false, 0},
 	// C++'s operators, where the allocator defines its own (jemalloc,
 	// tcmalloc) and they need not call malloc or free. Blocks are
 	// counted once however they call each other or malloc and free: an
 	// operator delete has a return probe, so that a free inside it is
 	// seen to be nested. The sized and nothrow forms take more arguments.
-	{"_Znwm", callMalloc, true, false, 1},
-	{"_Znam", callMalloc, true, false, 1},
-	{"_ZnwmRKSt9nothrow_t", callMalloc, true, false, 2},
-	{"_ZnamRKSt9nothrow_t", callMalloc, true, false, 2},
-	{"_ZnwmSt11align_val_t", callNewAligned, true, false, 2},
-	{"_ZnamSt11align_val_t", callNewAligned, true, false, 2},
-	{"_ZnwmSt11align_val_tRKSt9nothrow_t", callNewAligned, true, false, 3},
-	{"_ZnamSt11align_val_tRKSt9nothrow_t", callNewAligned, true, false, 3},
-	{"_ZdlPv", callDelete, true, false, 1},
-	{"_ZdaPv", callDelete, true, false, 1},
-	{"_ZdlPvm", callDelete, true, false, 2},
-	{"_ZdaPvm", callDelete, true, false, 2},
-	{"_ZdlPvRKSt9nothrow_t", callDelete, true, false, 2},
-	{"_ZdaPvRKSt9nothrow_t", callDelete, true, false, 2},
-	{"_ZdlPvSt11align_val_t", callDelete, true, false, 2},
-	{"_ZdaPvSt11align_val_t", callDelete, true, false, 2},
-	{"_ZdlPvmSt11align_val_t", callDelete, true, false, 3},
-	{"_ZdaPvmSt11align_val_t", callDelete, true, false, 3},
-	{"_ZdlPvSt11align_val_tRKSt9nothrow_t", callDelete, true, false, 3},
-	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", callDelete, true, false, 3},
+	{"_Znwm", abi.CallMalloc, true, false, 1},
+	{"_Znam", abi.CallMalloc, true, false, 1},
+	{"_ZnwmRKSt9nothrow_t", abi.CallMalloc, true, false, 2},
+	{"_ZnamRKSt9nothrow_t", abi.CallMalloc, true, false, 2},
+	{"_ZnwmSt11align_val_t", abi.CallNewAligned, true, false, 2},
+	{"_ZnamSt11align_val_t", abi.CallNewAligned, true, false, 2},
+	{"_ZnwmSt11align_val_tRKSt9nothrow_t", abi.CallNewAligned, true, false, 3},
+	{"_ZnamSt11align_val_tRKSt9nothrow_t", abi.CallNewAligned, true, false, 3},
+	{"_ZdlPv", abi.CallDelete, true, false, 1},
+	{"_ZdaPv", abi.CallDelete, true, false, 1},
+	{"_ZdlPvm", abi.CallDelete, true, false, 2},
+	{"_ZdaPvm", abi.CallDelete, true, false, 2},
+	{"_ZdlPvRKSt9nothrow_t", abi.CallDelete, true, false, 2},
+	{"_ZdaPvRKSt9nothrow_t", abi.CallDelete, true, false, 2},
+	{"_ZdlPvSt11align_val_t", abi.CallDelete, true, false, 2},
+	{"_ZdaPvSt11align_val_t", abi.CallDelete, true, false, 2},
+	{"_ZdlPvmSt11align_val_t", abi.CallDelete, true, false, 3},
+	{"_ZdaPvmSt11align_val_t", abi.CallDelete, true, false, 3},
+	{"_ZdlPvSt11align_val_tRKSt9nothrow_t", abi.CallDelete, true, false, 3},
+	{"_ZdaPvSt11align_val_tRKSt9nothrow_t", abi.CallDelete, true, false, 3},
 }
 
 // runtimeNews are the forms of operator new probed in a C++ runtime that
@@ -102,7 +104,7 @@ var runtimeNews = func() []entryPoint {
 	var out []entryPoint
 	for _, ep := range entryPoints {
 		if strings.HasPrefix(ep.symbol, "_Zn") {
-			out = append(out, entryPoint{ep.symbol, callRuntimeNew, false, false, ep.args})
+			out = append(out, entryPoint{ep.symbol, abi.CallRuntimeNew, false, false, ep.args})
 		}
 	}
 	return out
@@ -138,9 +140,9 @@ func DefinesNew(path string) bool {
 // the shim calls with a call's result and arguments. Where a library has
 // them, they replace every entry and return probe.
 var shimSites = []entryPoint{
-	{"mdshim_site_alloc", siteAlloc, false, true, 5},
-	{"mdshim_site_free", siteFree, false, true, 2},
-	{"mdshim_site_batch", siteBatch, false, false, 4},
+	{"mdshim_site_alloc", abi.SiteAlloc, false, true, 5},
+	{"mdshim_site_free", abi.SiteFree, false, true, 2},
+	{"mdshim_site_batch", abi.SiteBatch, false, false, 4},
 }
 
 // hasShimSites reports whether a library's functions include the shim's

@@ -114,6 +114,16 @@ func (c *execMemo) get(k execKeyT) (lib, runtime string, ok bool) {
 	return e.lib, e.runtime, true
 }
 
+// files returns the loader and the libraries remembered for k, nil if
+// none.
+func (c *execMemo) files(k execKeyT) []string {
+	e, ok := c.m.get(k)
+	if !ok {
+		return nil
+	}
+	return e.files
+}
+
 // put remembers that k's program, with loader interp and libraries libs,
 // gets malloc from lib and C++'s runtime from runtime.
 func (c *execMemo) put(k execKeyT, interp string, libs []string, lib, runtime string) {

@@ -115,6 +115,13 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		depth = 1
 	}
 	spec.Maps["stacks"].ValueSize = uint32(8 * depth)
+	if cfg.UnwindEntries == 0 {
+		cfg.UnwindEntries = DefaultUnwindEntries
+	}
+	if cfg.StackDepth == 0 {
+		cfg.UnwindEntries = 1
+	}
+	spec.Maps["unwind_entries"].MaxEntries = cfg.UnwindEntries
 
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
@@ -144,6 +151,10 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 			return nil, &VerifierError{Release: KernelRelease(), Err: verr}
 		}
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
+	}
+	if cfg.StackDepth > 0 {
+		p.unwind = &unwindTables{entries: p.objs.UnwindEntries, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles,
+			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{}}
 	}
 	p.tables, err = newLiveTables(tableObjects{
 		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks,

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -29,31 +30,8 @@ const (
 	DefaultRecordBuffer = 32 << 20
 )
 
-// Counter indexes; they mirror enum counter in bpf/common.h.
-const (
-	counterAllocs = iota
-	counterFrees
-	counterUnknownFrees
-	counterTableFull
-	counterStackFull
-	counterStackCollision
-	counterStackError
-	counterStateError
-	counterMissedReturn
-	counterNested
-	counterUsableSize
-	counterRecordsLost
-	counterNotifyLost
-	counterErrorsLost
-	counterProgramLost
-	counterGenLost
-	counterBatchLost
-	counterOrphansLost
-	counterFreesEarly
-	counterMax
-)
-
-// Counters are the totals of the BPF counters.
+// Counters are the totals of the BPF counters, a field for each of enum
+// counter's in abi/mdtrace_abi.h, in its order.
 type Counters struct {
 	Allocs         uint64 // allocations added to the live table
 	Frees          uint64 // frees of tracked blocks
@@ -74,11 +52,13 @@ type Counters struct {
 	BatchLost      uint64 // batched calls lost: a batch the probes could not read or understand
 	OrphansLost    uint64 // frees that came before their block's batch and could not be kept for it
 	FreesEarly     uint64 // frees that came before their block's batch, matched when it came (not a loss)
+	UnwindStopped  uint64 // backtraces cut short: a frame the unwind tables could not go past
+	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
-// (MAX_STACK_DEPTH in bpf/stack.h), Android's most.
-const MaxStackDepth = 256
+// (MAX_STACK_DEPTH in abi/mdtrace_abi.h), Android's most.
+const MaxStackDepth = abi.MaxStackDepth
 
 // ProbeConfig sets what the BPF programs record.
 type ProbeConfig struct {
@@ -124,6 +104,9 @@ type ProbeConfig struct {
 	// Preemptible forces the stack walk's preemption guard on or off;
 	// nil: on where the running kernel may preempt BPF programs.
 	Preemptible *bool
+	// UnwindEntries is the room of the unwind tables of the files the
+	// traced processes map, shared by all (DefaultUnwindEntries when 0).
+	UnwindEntries uint32
 	// Program, when set, is program mode: probes attached without a PID
 	// count only the processes that execute a program whose file name
 	// contains Program, and their children (see WatchPrograms).
@@ -137,6 +120,8 @@ type ProbeConfig struct {
 // or later, task storage 5.11 or later.
 type Probes struct {
 	objs bpf.MdtraceObjects
+	// unwind holds the files' unwind tables; nil without backtraces.
+	unwind *unwindTables
 	// coll holds the data sections behind objs' variables.
 	coll       *ebpf.Collection
 	stackDepth int
@@ -190,33 +175,6 @@ type Probes struct {
 	lastLen map[int]int
 }
 
-// Allocator calls; they mirror enum call in bpf/common.h and are the
-// attach cookies of the entry probe.
-const (
-	callMalloc = iota + 1
-	callCalloc
-	callRealloc
-	callReallocarray
-	callMemalign
-	callPosixMemalign
-	callValloc
-	callPvalloc
-	callFree
-	callUsableSize
-	callNewAligned // operator new(size_t, align_val_t)
-	callDelete     // operator delete, with a return probe
-	callRuntimeNew // a C++ runtime's operator new on another file's malloc: entry only
-	callThreadEnd  // glibc's __call_tls_dtors, where a thread's end begins: entry only
-)
-
-// Cookies of the shim's probe sites; they mirror enum site in
-// bpf/mdtrace.bpf.c.
-const (
-	siteAlloc = iota + 1
-	siteFree
-	siteBatch
-)
-
 // SetBacktrace turns backtrace capture on or off while tracing.
 func (p *Probes) SetBacktrace(on bool) error {
 	return p.objs.BacktraceOn.Set(boolU32(on))
@@ -237,7 +195,7 @@ func (p *Probes) Close() error {
 
 // Counters returns the BPF counters summed over all CPUs.
 func (p *Probes) Counters() (Counters, error) {
-	var vals [counterMax]uint64
+	var vals [abi.CounterMax]uint64
 	for i := range vals {
 		var per []uint64
 		if err := p.objs.Counters.Lookup(uint32(i), &per); err != nil {
@@ -247,27 +205,34 @@ func (p *Probes) Counters() (Counters, error) {
 			vals[i] += v
 		}
 	}
+	return countersOf(&vals), nil
+}
+
+// countersOf is Counters from the totals of the counters map.
+func countersOf(vals *[abi.CounterMax]uint64) Counters {
 	return Counters{
-		Allocs:         vals[counterAllocs],
-		Frees:          vals[counterFrees],
-		UnknownFrees:   vals[counterUnknownFrees],
-		TableFull:      vals[counterTableFull],
-		StackFull:      vals[counterStackFull],
-		StackCollision: vals[counterStackCollision],
-		StackError:     vals[counterStackError],
-		StateError:     vals[counterStateError],
-		MissedReturn:   vals[counterMissedReturn],
-		Nested:         vals[counterNested],
-		UsableSize:     vals[counterUsableSize],
-		RecordsLost:    vals[counterRecordsLost],
-		NotifyLost:     vals[counterNotifyLost],
-		ErrorsLost:     vals[counterErrorsLost],
-		ProgramLost:    vals[counterProgramLost],
-		GenLost:        vals[counterGenLost],
-		BatchLost:      vals[counterBatchLost],
-		OrphansLost:    vals[counterOrphansLost],
-		FreesEarly:     vals[counterFreesEarly],
-	}, nil
+		Allocs:         vals[abi.CounterAllocs],
+		Frees:          vals[abi.CounterFrees],
+		UnknownFrees:   vals[abi.CounterUnknownFrees],
+		TableFull:      vals[abi.CounterTableFull],
+		StackFull:      vals[abi.CounterStackFull],
+		StackCollision: vals[abi.CounterStackCollision],
+		StackError:     vals[abi.CounterStackError],
+		StateError:     vals[abi.CounterStateError],
+		MissedReturn:   vals[abi.CounterMissedReturn],
+		Nested:         vals[abi.CounterNested],
+		UsableSize:     vals[abi.CounterUsableSize],
+		RecordsLost:    vals[abi.CounterRecordsLost],
+		NotifyLost:     vals[abi.CounterNotifyLost],
+		ErrorsLost:     vals[abi.CounterErrorsLost],
+		ProgramLost:    vals[abi.CounterProgramLost],
+		GenLost:        vals[abi.CounterGenLost],
+		BatchLost:      vals[abi.CounterBatchLost],
+		OrphansLost:    vals[abi.CounterOrphansLost],
+		FreesEarly:     vals[abi.CounterFreesEarly],
+		UnwindStopped:  vals[abi.CounterUnwindStopped],
+		StackTruncated: vals[abi.CounterStackTruncated],
+	}
 }
 
 // formatCount renders n with thousands separators for messages.

@@ -9,11 +9,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
 // MaxProgramName bounds the program name of program mode, with its NUL.
-const MaxProgramName = 64
+const MaxProgramName = abi.ProgramNameMax
 
 // ProgramExec is a process that program mode traces from now on: it
 // executed a matching program, or a traced process forked it.

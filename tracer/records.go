@@ -7,18 +7,9 @@ import (
 	"github.com/mdtrace/mdtrace/output"
 )
 
-// Record types; they mirror enum record_type in bpf/record.h and
-// the order of Android's record_allocs entry types.
-const (
-	RecordMalloc = iota + 1
-	RecordCalloc
-	RecordMemalign
-	RecordRealloc
-	RecordFree
-	RecordThreadDone
-)
-
-// Record is one allocator call of a traced process, for record_allocs.
+// Record is one allocator call of a traced process, for record_allocs. Its
+// Type is one of enum record_type in abi/mdtrace_abi.h (abi.RecordMalloc
+// and on), output.RecordType's values.
 type Record = bpf.MdtraceRecordEvent
 
 // OutputRecord is ev as a record_allocs entry; whether its pointer is

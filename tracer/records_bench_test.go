@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/output"
 )
@@ -45,8 +46,8 @@ func recordSource(tb testing.TB, p *Probes) *ebpf.Program {
 			asm.StoreImm(asm.RFP, ev+40, 4242, asm.Word),    // tid
 			asm.Mov.Reg(asm.R0, asm.R6),
 			asm.And.Imm(asm.R0, 1),
-			asm.Mul.Imm(asm.R0, RecordFree-RecordMalloc),
-			asm.Add.Imm(asm.R0, RecordMalloc),
+			asm.Mul.Imm(asm.R0, abi.RecordFree-abi.RecordMalloc),
+			asm.Add.Imm(asm.R0, abi.RecordMalloc),
 			asm.StoreMem(asm.RFP, ev+44, asm.R0, asm.Word), // type
 			asm.StoreImm(asm.RFP, ev+48, 4242, asm.Word),   // tgid
 			asm.StoreImm(asm.RFP, ev+52, 0, asm.Word),      // pad

@@ -61,6 +61,7 @@ func (p *Probes) Release(pid int) {
 	c := p.startCleanerLocked()
 	p.mu.Unlock()
 	p.Untrace(pid)
+	p.forgetUnwind(pid)
 	if full {
 		select {
 		case c.wake <- struct{}{}:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/leak"
 )
@@ -133,16 +134,12 @@ func decodeStack(buf []byte, depth int) []uint64 {
 	return frames
 }
 
-// allocZygote is the bit of a live-table entry's size that says a zygote
-// child made it; it mirrors ALLOC_ZYGOTE in bpf/common.h.
-const allocZygote = 1 << 63
-
 // allocOf is the live-table entry key, info as an allocation of a snapshot.
 func allocOf(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) leak.Alloc {
 	return leak.Alloc{
 		Ptr:     key.Ptr,
-		Size:    info.Size &^ allocZygote,
-		Zygote:  info.Size&allocZygote != 0,
+		Size:    info.Size &^ abi.AllocZygote,
+		Zygote:  info.Size&abi.AllocZygote != 0,
 		StackID: info.StackId,
 	}
 }

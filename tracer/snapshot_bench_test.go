@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/internal/benchproc"
 	"github.com/mdtrace/mdtrace/leak"
@@ -91,7 +92,7 @@ func fillTable(tb testing.TB, p *Probes, f tableFill) []uint64 {
 			info.StackId = ids[zipf.Uint64()]
 		}
 		if rng.IntN(50) == 0 {
-			info.Size |= allocZygote
+			info.Size |= abi.AllocZygote
 		}
 		keys = append(keys, bpf.MdtraceAllocKey{Tgid: f.tgid, Ptr: ptr})
 		infos = append(infos, info)
@@ -118,9 +119,9 @@ func (p *Probes) snapshotBySyscall(tgid int) (*leak.Snapshot, error) {
 			if err := tiers[i].m.Lookup(b, &bk); err != nil {
 				return nil, err
 			}
-			for j := range bucketSlots {
+			for j := range abi.BucketSlots {
 				key := bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: bk.Ptr[j]}
-				if key.Ptr > slotBusy && int(key.Tgid) == tgid {
+				if key.Ptr > abi.SlotBusy && int(key.Tgid) == tgid {
 					snap.Allocs = append(snap.Allocs, allocOf(&key, &bk.Info[j]))
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -36,14 +37,11 @@ import (
 // the table fills (a check every 20 ms had cost 1% of a CPU while the
 // traced process did nothing), and the rest of the tier in use is the room
 // for a burst of allocations while the next is made.
+// The most tiers, the slots of a bucket and the pointer of a slot being
+// filled in or emptied are abi.TableTiers, abi.BucketSlots and abi.SlotBusy.
 const (
-	// tableTiers is the most tiers: TABLE_TIERS in bpf/table.h.
-	tableTiers = 4
 	// firstTier is the room of the first tier, 2.5 MB of slots.
 	firstTier = 64 << 10
-	// bucketSlots is BUCKET_SLOTS, and slotBusy SLOT_BUSY.
-	bucketSlots = 16
-	slotBusy    = 1
 	// retryGrow is how long after a failure to make a tier it is tried
 	// again.
 	retryGrow = 100 * time.Millisecond
@@ -61,7 +59,7 @@ func tierSizes(total, first uint32) []uint32 {
 	}
 	var sizes []uint32
 	left, size := total, first
-	for len(sizes) < tableTiers-1 && size < left {
+	for len(sizes) < abi.TableTiers-1 && size < left {
 		sizes = append(sizes, size)
 		left -= size
 		if size > left/4 {
@@ -77,7 +75,7 @@ func tierSizes(total, first uint32) []uint32 {
 // fifth more slots than blocks, as a tier is full before every slot is
 // used. Two at least, as a block has two buckets.
 func tierBuckets(room uint32) uint32 {
-	return uint32(max((uint64(room)*6/5+bucketSlots-1)/bucketSlots, 2))
+	return uint32(max((uint64(room)*6/5+abi.BucketSlots-1)/abi.BucketSlots, 2))
 }
 
 // fillingAt returns how many slots of the emptier bucket of a block say
@@ -88,7 +86,7 @@ func tierBuckets(room uint32) uint32 {
 // most of it the RCU grace period an update of the tables map waits for),
 // and a small one keeps a third.
 func fillingAt(n uint32) uint32 {
-	if uint64(n)*bucketSlots/5 >= 128<<10 {
+	if uint64(n)*abi.BucketSlots/5 >= 128<<10 {
 		return 13
 	}
 	return 10
@@ -97,15 +95,7 @@ func fillingAt(n uint32) uint32 {
 // bucketsOf returns the two buckets of key in a tier of n buckets, as
 // buckets_of in bpf/table.h.
 func bucketsOf(key *bpf.MdtraceAllocKey, n uint32) (uint32, uint32) {
-	x := key.Ptr ^ uint64(key.Tgid)<<47
-	b0 := uint32((x * 0x9e3779b97f4a7c15 >> 32) * uint64(n) >> 32)
-	b1 := uint32((x * 0xc2b2ae3d27d4eb4f >> 32) * uint64(n) >> 32)
-	if b1 == b0 {
-		if b1 = b0 + 1; b1 == n {
-			b1 = 0
-		}
-	}
-	return b0, b1
+	return abi.TableBuckets(key.Ptr, key.Tgid, n)
 }
 
 // tier is one tier of the live table, mapped into mdtrace's memory.
@@ -144,9 +134,9 @@ func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.Md
 	)
 	for i := range t.buckets {
 		bk := t.bucket(i)
-		for j := range bucketSlots {
+		for j := range abi.BucketSlots {
 			p := atomic.LoadUint64(&bk.Ptr[j])
-			if p <= slotBusy {
+			if p <= abi.SlotBusy {
 				continue
 			}
 			key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
@@ -162,7 +152,7 @@ func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.Md
 // takeOut empties slot j of bk, which held key, as take_out in
 // bpf/table.h. False when the probes emptied it first.
 func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) bool {
-	if !atomic.CompareAndSwapUint64(&bk.Ptr[j], key.Ptr, slotBusy) {
+	if !atomic.CompareAndSwapUint64(&bk.Ptr[j], key.Ptr, abi.SlotBusy) {
 		return false
 	}
 	atomic.StoreUint32(&bk.Tgid[j], 0)
@@ -183,8 +173,8 @@ func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, fi
 	}
 	filling = used >= int(fillingAt(t.buckets))
 	for _, bk := range bks {
-		for j := range bucketSlots {
-			if atomic.LoadUint64(&bk.Ptr[j]) != 0 || !atomic.CompareAndSwapUint64(&bk.Ptr[j], 0, slotBusy) {
+		for j := range abi.BucketSlots {
+			if atomic.LoadUint64(&bk.Ptr[j]) != 0 || !atomic.CompareAndSwapUint64(&bk.Ptr[j], 0, abi.SlotBusy) {
 				continue
 			}
 			atomic.StoreUint32(&bk.Tgid[j], key.Tgid)
@@ -219,7 +209,7 @@ func (t *tier) putAll(keys []bpf.MdtraceAllocKey, infos []bpf.MdtraceAllocInfo, 
 // usedSlots counts the slots of bk in use.
 func usedSlots(bk *bpf.MdtraceBucket) int {
 	n := 0
-	for j := range bucketSlots {
+	for j := range abi.BucketSlots {
 		if atomic.LoadUint64(&bk.Ptr[j]) != 0 {
 			n++
 		}
@@ -270,7 +260,7 @@ type tableObjects struct {
 
 // tierVars returns tier_buckets and tier_filling_at for tiers of the
 // given numbers of buckets.
-func tierVars(buckets ...uint32) (n, at [tableTiers]uint32) {
+func tierVars(buckets ...uint32) (n, at [abi.TableTiers]uint32) {
 	for i, b := range buckets {
 		n[i], at[i] = b, fillingAt(b)
 	}

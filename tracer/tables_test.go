@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/leak"
 )
@@ -42,7 +43,7 @@ func TestTierSizes(t *testing.T) {
 		for _, s := range got {
 			sum += uint64(s)
 		}
-		if sum != uint64(c.total) || len(got) > tableTiers {
+		if sum != uint64(c.total) || len(got) > abi.TableTiers {
 			t.Errorf("tierSizes(%d, %d) = %v: %d tiers adding up to %d", c.total, c.first, got, len(got), sum)
 		}
 	}
@@ -226,9 +227,9 @@ func TestTableSharedWithUserSpace(t *testing.T) {
 	for _, tr := range p.tables.made() {
 		for b := range tr.buckets {
 			bk := tr.bucket(b)
-			for j := range bucketSlots {
+			for j := range abi.BucketSlots {
 				switch {
-				case bk.Ptr[j] == slotBusy:
+				case bk.Ptr[j] == abi.SlotBusy:
 					busy++
 				case bk.Ptr[j] != 0:
 					entries++

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -24,7 +25,7 @@ func (p *Probes) Totals() (map[int]Totals, error) {
 		}
 		t := out[int(key.Tgid)]
 		t.Blocks++
-		t.Bytes += info.Size &^ allocZygote
+		t.Bytes += info.Size &^ abi.AllocZygote
 		out[int(key.Tgid)] = t
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/stacks"
@@ -238,8 +239,8 @@ func TestFullMapsAreCounted(t *testing.T) {
 	// Room for 4 live blocks, the smallest table: two buckets of 16
 	// slots. And for 3 unique backtraces.
 	snap, _, c, _ := exitSnapshot(t, ProbeConfig{StackDepth: 16, MaxAllocs: 4, MaxStacks: 3}, prog)
-	if len(snap.Allocs) > 2*bucketSlots {
-		t.Errorf("%d live blocks in a table of %d slots", len(snap.Allocs), 2*bucketSlots)
+	if len(snap.Allocs) > 2*abi.BucketSlots {
+		t.Errorf("%d live blocks in a table of %d slots", len(snap.Allocs), 2*abi.BucketSlots)
 	}
 	if c.TableFull == 0 || c.StackFull == 0 {
 		t.Errorf("losses not counted: %+v", c)
@@ -288,7 +289,7 @@ func shimEnv(t *testing.T, options string, extra ...string) []string {
 		t.Fatal(err)
 	}
 	// MDSHIM_CTL: under mdtrace; no signal or leak info call reaches it here.
-	env := PreloadEnv(os.Environ(), shim, "LIBC_DEBUG_MALLOC_OPTIONS="+options, "MDSHIM_CTL=/nonexistent")
+	env := PreloadEnv(os.Environ(), shim, abi.EnvOptions+"="+options, abi.EnvCtl+"=/nonexistent")
 	return append(env, extra...)
 }
 
@@ -304,7 +305,7 @@ func TestBatchHandoff(t *testing.T) {
 	prog := testProg(t, "handoff")
 	for _, mode := range []string{"exit", "_exit"} {
 		t.Run(mode, func(t *testing.T) {
-			env := shimEnv(t, "backtrace leak_track", "MDSHIM_BATCH=16")
+			env := shimEnv(t, "backtrace leak_track", abi.EnvBatch+"=16")
 			snap, names, c, st := exitSnapshotEnv(t, ProbeConfig{StackDepth: 16}, env, prog, "20000", "3", "3", "5", mode)
 			if !st.Known || st.Code != 0 {
 				t.Errorf("exit status = %+v, want 0", st)

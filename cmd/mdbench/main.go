@@ -34,12 +34,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/tracer"
 )
-
-// optionsEnv is the variable that gives the shim its options.
-const optionsEnv = "LIBC_DEBUG_MALLOC_OPTIONS"
 
 // siteSymbols are the shim's probe sites.
 var siteSymbols = []string{"mdshim_site_alloc", "mdshim_site_free"}
@@ -221,11 +219,11 @@ func runSites(argv []string, shim string, batch bool) (int, error) {
 	}
 	var sites []fn
 	symbols := siteSymbols
-	env := tracer.PreloadEnv(os.Environ(), shim, optionsEnv+"=")
+	env := tracer.PreloadEnv(os.Environ(), shim, abi.EnvOptions+"=")
 	if batch {
 		symbols = append(symbols, "mdshim_site_batch")
 		// MDSHIM_CTL: as under mdtrace, whose socket is not needed here.
-		env = append(env, "MDSHIM_BATCH=16", "MDSHIM_CTL=/nonexistent")
+		env = append(env, abi.EnvBatch+"=16", abi.EnvCtl+"=/nonexistent")
 	}
 	for _, sym := range symbols {
 		off, err := tracer.FuncOffset(shim, sym)

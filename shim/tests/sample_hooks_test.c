@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../hash.h"
+#include "../../abi/mdtrace_abi.h"
 #include "../sample.h"
 #include "check.h"
 #include "site_model.h"
@@ -57,7 +57,7 @@ enum { PAIRS = 200000, HELD = 20000, THREADS = 4, THREAD_BLOCKS = 5000 };
 /* size_of is the fixed size of allocation i: 1 to 8192 bytes. */
 static size_t size_of(long i)
 {
-	return 1 + (size_t)(md_mix64((uint64_t)i + 1) % 8192);
+	return 1 + (size_t)(mix64((uint64_t)i + 1) % 8192);
 }
 
 static double chance(size_t size)

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "../../abi/mdtrace_abi.h"
 #include "../batch.h"
-#include "../hash.h"
 #include "../sample.h"
 #include "../site.h"
 #include "site_model.h"
@@ -29,7 +29,7 @@ static struct slot {
 static pthread_mutex_t g_model_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct site_model_counts g_counts;
 /* The frames of the last batched allocation. */
-static uint64_t g_last_frames[MD_BATCH_MAX_DEPTH];
+static uint64_t g_last_frames[MAX_STACK_DEPTH];
 static size_t g_last_nframes;
 
 /* The block a realloc took out of the table, per thread, as alloc_site keeps it. */
@@ -38,7 +38,7 @@ static __thread bool t_old_valid;
 
 static size_t home(uintptr_t p)
 {
-	return (size_t)(md_mix64(p) & (SLOTS - 1));
+	return (size_t)(mix64(p) & (SLOTS - 1));
 }
 
 static size_t find(uintptr_t p)
@@ -103,16 +103,16 @@ void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned
 	(void)start_ns;
 	pthread_mutex_lock(&g_model_lock);
 	switch (call) {
-	case MD_CALL_MALLOC:
+	case CALL_MALLOC:
 		size = a0;
 		break;
-	case MD_CALL_CALLOC:
+	case CALL_CALLOC:
 		size = a0 * a1;
 		break;
-	case MD_CALL_MEMALIGN:
+	case CALL_MEMALIGN:
 		size = a1;
 		break;
-	case MD_CALL_REALLOC:
+	case CALL_REALLOC:
 		size = a1;
 		if (a0 != 0 && ptr == 0 && size != 0 && t_old_valid) {
 			put(a0, t_old.size);
@@ -143,7 +143,7 @@ void mdshim_site_free(void *ptr, unsigned long call)
 		g_counts.unknown_frees++;
 	else
 		g_counts.live--;
-	if (call == MD_CALL_REALLOC) {
+	if (call == CALL_REALLOC) {
 		t_old = s;
 		t_old_valid = found;
 	}
@@ -158,17 +158,17 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 	(void)flags;
 	pthread_mutex_lock(&g_model_lock);
 	g_counts.batches++;
-	for (uint64_t at = 0; at < used && used <= MD_BATCH_WORDS;) {
-		uint64_t w0 = b->words[at], nr = (w0 >> MD_BATCH_FRAMES_SHIFT) & 0x1ff;
+	for (uint64_t at = 0; at < used && used <= BATCH_WORDS;) {
+		uint64_t w0 = b->words[at], nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 
-		if ((w0 & 0xff) == MD_BATCH_FREE && at + 2 <= used) {
+		if ((w0 & BATCH_KIND_MASK) == BATCH_FREE && at + 2 <= used) {
 			g_counts.frees++;
 			if (take((uintptr_t)b->words[at + 1], &s))
 				g_counts.live--;
 			else
 				g_counts.unknown_frees++;
 			at += 2;
-		} else if ((w0 & 0xff) == MD_BATCH_ALLOC && nr <= md_batch_depth && at + 3 + nr <= used) {
+		} else if ((w0 & BATCH_KIND_MASK) == BATCH_ALLOC && nr <= md_batch_depth && at + 3 + nr <= used) {
 			put((uintptr_t)b->words[at + 1], b->words[at + 2]);
 			count_alloc(b->words[at + 2]);
 			if (nr > 0) {

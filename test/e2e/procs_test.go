@@ -288,8 +288,11 @@ func TestShimStressUnderMdtrace(t *testing.T) {
 	if strings.Contains(log, "ALLOCATION") {
 		t.Errorf("errors:\n%s", log)
 	}
+	// A block of the runtime's may have the program's frames below its
+	// first (a stdio buffer made by a printf in main): only a first frame
+	// in the program makes a block the program's.
 	for _, m := range logMessages(t, log, "") {
-		if strings.Contains(m, prog("record")+" (") {
+		if strings.HasPrefix(m, "          #00 ") && strings.Contains(m, prog("record")+" (") {
 			t.Errorf("a leak of the program's own: %s\n%s", m, log)
 		}
 	}

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
-	"github.com/mdtrace/mdtrace/tracer"
 )
 
 // normalizeRecords renders records with thread ids as T1 (the process) and
@@ -239,9 +239,9 @@ func TestRecordAllocsUnwritableFile(t *testing.T) {
 }
 
 func TestRecordTypesMatch(t *testing.T) {
-	if tracer.RecordMalloc != int(output.RecordMalloc) || tracer.RecordThreadDone != int(output.RecordThreadDone) ||
-		tracer.RecordCalloc != int(output.RecordCalloc) || tracer.RecordMemalign != int(output.RecordMemalign) ||
-		tracer.RecordRealloc != int(output.RecordRealloc) || tracer.RecordFree != int(output.RecordFree) {
+	if abi.RecordMalloc != int(output.RecordMalloc) || abi.RecordThreadDone != int(output.RecordThreadDone) ||
+		abi.RecordCalloc != int(output.RecordCalloc) || abi.RecordMemalign != int(output.RecordMemalign) ||
+		abi.RecordRealloc != int(output.RecordRealloc) || abi.RecordFree != int(output.RecordFree) {
 		t.Error("the tracer's record types differ from the output package's")
 	}
 }

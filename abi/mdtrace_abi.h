@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * mdtrace's ABI: what its three sides must agree on, written once here.
+ *
+ *   the probes   bpf/mdtrace.bpf.c and its headers (through bpf/common.h)
+ *   the shim     shim/, the LD_PRELOAD library (C)
+ *   mdtrace      Go: tracer/, ctl/, session/, output/, through package abi
+ *
+ * Package abi (abi/abi.go) is generated from this file by abi/gen (go
+ * generate ./abi, or make generate): every #define of a number or a string
+ * and every enumerator becomes a Go constant, NAME_IN_CAPS as NameInCaps,
+ * and every struct its Go sizes and offsets, struct md_name's field f as
+ * SizeofName and OffsetofNameF. abi/abi_test.go fails when abi.go is stale,
+ * when a value C computes differs from Go's, when mix64 or table_buckets
+ * differ from their Go versions (abi/funcs.go), and when bpf/ or shim/
+ * define one of these names themselves.
+ *
+ * Plain C for clang -target bpf and the host's cc alike: no includes, the
+ * compilers' own __UINT64_TYPE__ and __UINT32_TYPE__. A #define here holds
+ * a number, a string, or an expression of numbers, names defined above and
+ * + - * / % << >> & | ^ ( ), which Go writes the same; no casts, no ~.
+ */
+#ifndef MDTRACE_ABI_H
+#define MDTRACE_ABI_H
+
+typedef __UINT64_TYPE__ md_u64;
+typedef __UINT32_TYPE__ md_u32;
+
+/* ---- Allocator calls, probe sites, counters, records ---- */
+
+/*
+ * The allocator entry points. mdtrace sets them as the attach cookie of
+ * the entry probe (tracer/entrypoints.go); the probes read the cookie and
+ * keep the call in flight in struct thread_state. The shim passes
+ * CALL_MALLOC, CALL_CALLOC, CALL_REALLOC, CALL_MEMALIGN and CALL_FREE as
+ * the call argument of its probe sites (shim/mdshim.c), which the probes
+ * read.
+ */
+enum call {
+	CALL_NONE = 0,
+	CALL_MALLOC,
+	CALL_CALLOC,	   /* at a site: a0 count, a1 element size */
+	CALL_REALLOC,	   /* at a site: a0 old pointer, a1 size */
+	CALL_REALLOCARRAY,
+	CALL_MEMALIGN,	   /* at a site: a0 alignment, a1 size */
+	CALL_POSIX_MEMALIGN,
+	CALL_VALLOC,
+	CALL_PVALLOC,
+	CALL_FREE,	   /* entry only; at a site: a0 the freed pointer */
+	CALL_USABLE_SIZE,  /* malloc_usable_size: entry only */
+	CALL_NEW_ALIGNED,  /* C++'s operator new(size, align_val_t) */
+	CALL_DELETE,	   /* C++'s operator delete: entry and return */
+	CALL_RUNTIME_NEW,  /* a C++ runtime's operator new on another malloc: entry only */
+	CALL_THREAD_END,   /* glibc's __call_tls_dtors, where a thread's end begins: entry only */
+};
+
+/*
+ * The shim's probe sites: mdtrace sets them as the attach cookie of the
+ * probe alloc_site (tracer/entrypoints.go), which reads it.
+ */
+enum site {
+	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
+	SITE_FREE,	/* mdshim_site_free(ptr, call) */
+	SITE_BATCH,	/* mdshim_site_batch(batch, used, epoch, flags) */
+};
+
+/*
+ * Indexes into the counters map: the probes count, mdtrace sums them over
+ * the CPUs into tracer.Counters, whose fields are in this order.
+ */
+enum counter {
+	COUNTER_ALLOCS = 0,	   /* allocations added to the live table */
+	COUNTER_FREES,		   /* frees of tracked blocks */
+	COUNTER_UNKNOWN_FREES,	   /* frees of blocks not in the table (allocated before the attach, or untracked) */
+	COUNTER_TABLE_FULL,	   /* allocations not tracked: the live table was full */
+	COUNTER_STACK_FULL,	   /* backtraces lost: the stack map was full */
+	COUNTER_STACK_COLLISION,   /* backtraces lost: two stacks with one hash */
+	COUNTER_STACK_ERROR,	   /* backtraces lost: the kernel could not walk the stack */
+	COUNTER_STATE_ERROR,	   /* calls not seen: no per-thread storage */
+	COUNTER_MISSED_RETURN,	   /* calls whose return probe never ran */
+	COUNTER_NESTED,		   /* allocator calls made by the allocator itself, not counted twice */
+	COUNTER_USABLE_SIZE,	   /* malloc_usable_size calls */
+	COUNTER_RECORDS_LOST,	   /* record_allocs: records lost to a full ring buffer */
+	COUNTER_NOTIFY_LOST,	   /* library load notices lost to a full ring buffer */
+	COUNTER_ERRORS_LOST,	   /* verify_pointers errors lost to a full ring buffer */
+	COUNTER_PROGRAM_LOST,	   /* program mode: processes not traced (traced map or exec ring buffer full) */
+	COUNTER_GEN_LOST,	   /* execs whose program's blocks cannot be told from the one before (gens map full) */
+	COUNTER_BATCH_LOST,	   /* batched calls lost: a batch the probes could not read or understand */
+	COUNTER_ORPHANS_LOST,	   /* frees of blocks whose batch had not come that could not be kept for it */
+	COUNTER_FREES_EARLY,	   /* frees that came before their block's batch, kept and matched later (not a loss) */
+	COUNTER_UNWIND_STOPPED,	   /* backtraces cut short: a frame the unwind tables could not go past */
+	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
+	COUNTER_MAX,
+};
+
+/*
+ * The kinds of record_allocs records, as in Android's record_allocs file:
+ * the probes write them in struct record_event's type (bpf/record.h),
+ * mdtrace reads them as output.RecordType.
+ */
+enum record_type {
+	RECORD_MALLOC = 1,
+	RECORD_CALLOC,
+	RECORD_MEMALIGN,
+	RECORD_REALLOC,
+	RECORD_FREE,
+	RECORD_THREAD_DONE,
+};
+
+/* ---- Limits and flags of the probes' maps ---- */
+
+/*
+ * The largest backtrace, Android's most: the probes' walk and stack map
+ * value (bpf/stack.h), mdtrace's bound of the backtrace depth it sets
+ * (tracer.MaxStackDepth), and the shim's bound of MDSHIM_BATCH's depth.
+ */
+#define MAX_STACK_DEPTH 256
+
+/*
+ * In struct alloc_info's size, written by the probes and by mdtrace (a
+ * zygote child's copy of its parent's blocks), read by mdtrace: the block
+ * was made by a zygote child. No allocation is that large.
+ */
+#define ALLOC_ZYGOTE (1ULL << 63)
+
+/* The program name of program mode, with its NUL: mdtrace writes it, the probes read it. */
+#define PROGRAM_NAME_MAX 64
+
+/*
+ * The live table (bpf/table.h, tracer/tables.go), which the probes and
+ * mdtrace both read and write: its most tiers, the slots of a bucket, and
+ * the pointer of a slot being filled in or emptied.
+ */
+#define TABLE_TIERS 4
+#define BUCKET_SLOTS 16
+#define SLOT_BUSY 1
+
+/* ---- The shim's batches ---- */
+
+/*
+ * A thread of the shim (shim/batch.c) writes its allocations and frees
+ * into its struct md_batch and hands it to the probes through
+ * mdshim_site_batch(b, used, epoch, flags); the probes (bpf/batch.h) read
+ * it there and as its thread ends, mdtrace (tracer/batch.go) from the
+ * process's memory. seq is odd while the batch is handed over and emptied;
+ * used words of events follow. An event is a word of kind (the low byte),
+ * frame count and epoch, then the block's address, and for an allocation
+ * its size and its frames, at most MAX_STACK_DEPTH.
+ */
+#define BATCH_WORDS 440
+#define BATCH_HEADER 16 /* the bytes before the words */
+#define BATCH_KIND_MASK 0xff
+#define BATCH_ALLOC 1
+#define BATCH_FREE 2
+#define BATCH_FRAMES_SHIFT 8
+#define BATCH_FRAMES_MASK 0x1ff
+#define BATCH_EPOCH_SHIFT 20
+/* The most events in a batch: every event takes two words at least. */
+#define BATCH_EVENTS (BATCH_WORDS / 2)
+/*
+ * The probes' index mask into a copy of a batch's words (bpf/batch.h): a
+ * power of two less one, BATCH_WORDS at least.
+ */
+#define BATCH_MASK 511
+
+/*
+ * The flags of mdshim_site_batch, from the shim to the probes: REGISTER
+ * tells them of a thread's new buffer, RETIRE of its end, INHERITED that a
+ * fork child hands over calls made before the fork (its blocks are not a
+ * zygote child's own).
+ */
+#define BATCH_REGISTER 1
+#define BATCH_RETIRE 2
+#define BATCH_INHERITED 4
+
+struct md_batch {
+	md_u64 seq;
+	md_u64 used;
+	md_u64 words[BATCH_WORDS];
+};
+
+_Static_assert(__builtin_offsetof(struct md_batch, words) == BATCH_HEADER, "BATCH_HEADER");
+_Static_assert(BATCH_FRAMES_MASK >= MAX_STACK_DEPTH, "a frame count does not fit its bits");
+_Static_assert(BATCH_EPOCH_SHIFT >= BATCH_FRAMES_SHIFT + 9, "the frame count overlaps the epoch");
+_Static_assert(3 + MAX_STACK_DEPTH <= BATCH_WORDS, "an allocation does not fit a batch");
+_Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) == 0, "BATCH_MASK");
+
+/* ---- The control channel ---- */
+
+/*
+ * The shim (shim/ctl.c) connects to the abstract unix socket that
+ * MDSHIM_CTL names and sends a request; mdtrace (ctl/server.go) answers.
+ * Every field is little endian, written and read a byte at a time: these
+ * structs give the offsets and sizes, not a memory image. A leak info
+ * request is answered with struct md_ctl_answer and overall_size bytes
+ * (Android's get_malloc_leak_info buffer), a signal with the magic alone
+ * once mdtrace has acted on it, an adoption with the magic and a status.
+ */
+#define CTL_MAGIC 0x3174646dU /* "mdt1" */
+#define CTL_OP_LEAK_INFO 1   /* arg 0 */
+#define CTL_OP_SIGNAL 2	     /* arg the signal number */
+#define CTL_OP_ADOPT 3	     /* arg 0: a fork child that nothing traces asks to be followed */
+#define CTL_STATUS_OK 0
+#define CTL_STATUS_NOT_TRACKED 1 /* leak info: the backtrace option is off */
+#define CTL_STATUS_REFUSED 2	 /* adopt: the child is not followed */
+#define CTL_ACK_SIZE 4		 /* a signal's answer: the magic */
+#define CTL_ADOPT_ANSWER_SIZE 8	 /* an adoption's answer: the magic and a status */
+
+struct md_ctl_request {
+	md_u32 magic;
+	md_u32 op;
+	md_u32 arg;
+	md_u32 zero;
+};
+
+struct md_ctl_answer {
+	md_u32 magic;
+	md_u32 status;
+	md_u64 overall_size;
+	md_u64 info_size;
+	md_u64 total_memory;
+	md_u64 backtrace_size;
+};
+
+/* ---- The shim's environment ---- */
+
+/* The variables mdtrace sets for the shim (session/launch.go), which reads them. */
+#define ENV_OPTIONS "LIBC_DEBUG_MALLOC_OPTIONS" /* Android's options; mdtrace's -o */
+#define ENV_CTL "MDSHIM_CTL"			/* the control socket's abstract name */
+#define ENV_BATCH "MDSHIM_BATCH"		/* batch the calls, with this many frames each */
+#define ENV_RECORD "MDSHIM_RECORD"		/* record_allocs: the sites get each call's start time */
+#define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */
+#define ENV_LOG_FD "MDSHIM_LOG_FD"		/* the descriptor of mdtrace's --log file */
+
+/* ---- Functions; Go's versions are in abi/funcs.go ---- */
+
+/*
+ * MurmurHash3's 64-bit finalizer: every bit of h reaches every bit. The
+ * probes hash backtraces with it (stack_id_of), as mdtrace does the frames
+ * of a batch it reads; the shim hashes pointers.
+ */
+static inline __attribute__((always_inline)) md_u64 mix64(md_u64 h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/*
+ * The two buckets of the block at ptr of process tgid in a tier of the live
+ * table of n buckets (n >= 2), where the probes and mdtrace put it and look
+ * for it: two multiplicative hashes of its address and process, scaled to n.
+ */
+static inline __attribute__((always_inline)) void table_buckets(md_u64 ptr, md_u32 tgid, md_u32 n, md_u32 b[2])
+{
+	md_u64 x = ptr ^ ((md_u64)tgid << 47);
+
+	b[0] = (((x * 0x9e3779b97f4a7c15ULL) >> 32) * (md_u64)n) >> 32;
+	b[1] = (((x * 0xc2b2ae3d27d4eb4fULL) >> 32) * (md_u64)n) >> 32;
+	if (b[1] == b[0])
+		b[1] = b[0] + 1 < n ? b[0] + 1 : 0;
+}
+
+#endif /* MDTRACE_ABI_H */

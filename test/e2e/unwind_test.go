@@ -1,0 +1,252 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// programChain returns, for each leaked block of size in a malloc_debug
+// log, the functions of its frames in the program at progPath, and the
+// files of all its frames.
+func programChain(t *testing.T, msgs []string, size int, progPath string) (fns [][]string, files [][]string) {
+	t.Helper()
+	head := fmt.Sprintf("leaked block of size %d ", size)
+	for i := 0; i < len(msgs); i++ {
+		if !strings.Contains(msgs[i], head) {
+			continue
+		}
+		var fn, fl []string
+		for _, m := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(m)
+			if fm == nil {
+				break
+			}
+			fl = append(fl, fm[3])
+			if fm[3] == progPath {
+				fn = append(fn, fm[4])
+			}
+		}
+		fns = append(fns, fn)
+		files = append(files, fl)
+	}
+	return fns, files
+}
+
+// The modes whose backtraces the BPF programs take (the shim's batches
+// take their own).
+var bpfWalkModes = []struct{ name, flag string }{
+	{"no-preload", "--no-preload"},
+	{"no-batch", "--no-batch"},
+}
+
+// TestUnwindWithoutFramePointers: a call chain twelve functions deep, built
+// as distributions build code (-O2 without frame pointers, gcc and clang)
+// and at -O0 with frame pointers, has its every function in the leaked
+// block's backtrace, from the allocation to main and _start, launched and
+// attached; every frame is in a file the process maps.
+func TestUnwindWithoutFramePointers(t *testing.T) {
+	needRoot(t)
+	want := []string{"chain_12"}
+	for i := 11; i >= 1; i-- {
+		want = append(want, fmt.Sprintf("chain_%d", i))
+	}
+	want = append(want, "main", "_start")
+	for _, name := range []string{"chain_gcc_o2", "chain_clang_o2", "chain_o0"} {
+		for _, mode := range bpfWalkModes {
+			t.Run(name+"/"+mode.name, func(t *testing.T) {
+				r := runMdtrace(t, mode.flag, "-o", "backtrace=32 leak_track", "--", prog(name), "100")
+				if r.code != 0 {
+					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+				}
+				fns, files := programChain(t, logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], ""), 4321, prog(name))
+				if len(fns) != 1 || !slices.Equal(fns[0], want) {
+					t.Fatalf("frames in %s: %v, want %v; stderr:\n%s", name, fns, want, r.stderr)
+				}
+				for _, f := range files[0] {
+					if !strings.HasPrefix(f, "/") {
+						t.Errorf("frame outside a file: %q", f)
+					}
+				}
+				if strings.Contains(r.stderr, "backtraces end before") {
+					t.Errorf("a walk stopped early:\n%s", r.stderr)
+				}
+			})
+		}
+	}
+}
+
+// TestUnwindSignalFrame: a block allocated in a signal handler has the
+// handler, then the interrupted code (raise, called by interrupted) on to
+// main: the walk goes through the kernel's signal frame.
+func TestUnwindSignalFrame(t *testing.T) {
+	needRoot(t)
+	want := []string{"leak_in_handler", "handler", "interrupted", "main", "_start"}
+	for _, mode := range bpfWalkModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, mode.flag, "-o", "backtrace leak_track", "--", prog("sigchain"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			fns, _ := programChain(t, logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], ""), 2345, prog("sigchain"))
+			if len(fns) != 1 || !slices.Equal(fns[0], want) {
+				t.Fatalf("frames: %v, want %v; stderr:\n%s", fns, want, r.stderr)
+			}
+		})
+	}
+}
+
+// TestUnwindDlopen: a block a dlopen'ed library leaks has the library's
+// function, then main: the library's table is loaded when it is mapped.
+func TestUnwindDlopen(t *testing.T) {
+	needRoot(t)
+	prog("libplugin.so")
+	for _, mode := range bpfWalkModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, mode.flag, "-o", "backtrace leak_track", "--", prog("dlhost"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			msgs := logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
+			var got []string
+			for i, m := range msgs {
+				if !strings.Contains(m, "leaked block of size 4321 ") {
+					continue
+				}
+				for _, f := range msgs[i+2:] {
+					fm := deepFrameRe.FindStringSubmatch(f)
+					if fm == nil {
+						break
+					}
+					got = append(got, filepath.Base(fm[3])+" "+fm[4])
+				}
+			}
+			if len(got) < 3 || got[0] != "libplugin.so plugin_leak" || got[1] != "dlhost main" {
+				t.Fatalf("frames %v, want libplugin.so's plugin_leak, then dlhost's main; stderr:\n%s", got, r.stderr)
+			}
+		})
+	}
+}
+
+// debianProgram is a program of the distribution, built without frame
+// pointers, and a run of it that leaks.
+var debianPrograms = []struct {
+	path string
+	args []string
+	// main is a function every backtrace goes through: main's caller,
+	// for sqlite3, whose main has no symbol.
+	main *regexp.Regexp
+}{
+	{"/usr/bin/python3.11", []string{"-c", "import json; x = [json.dumps({'a': i}) for i in range(100)]"}, regexp.MustCompile(`^Py_BytesMain$`)},
+	{"/usr/bin/sqlite3", []string{":memory:", "create table t(a); insert into t values(1); select * from t;"}, regexp.MustCompile(`^__libc_start_call_main$`)},
+}
+
+// TestUnwindDebianPrograms: every leaked block of Debian's python3 and
+// sqlite3, built without frame pointers, has a backtrace that reaches
+// their main, launched without the shim.
+func TestUnwindDebianPrograms(t *testing.T) {
+	needRoot(t)
+	for _, p := range debianPrograms {
+		t.Run(filepath.Base(p.path), func(t *testing.T) {
+			if _, err := os.Stat(p.path); err != nil {
+				t.Skipf("%s is not installed", p.path)
+			}
+			r := runMdtrace(t, append([]string{"--no-preload", "-o", "backtrace=256 leak_track", "--", p.path}, p.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			blocks, reached := 0, 0
+			var short []string
+			msgs := logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
+			for i, m := range msgs {
+				if !strings.Contains(m, "leaked block of size ") {
+					continue
+				}
+				blocks++
+				var fns []string
+				for _, f := range msgs[i+2:] {
+					fm := deepFrameRe.FindStringSubmatch(f)
+					if fm == nil {
+						break
+					}
+					fns = append(fns, fm[4])
+				}
+				if slices.ContainsFunc(fns, p.main.MatchString) {
+					reached++
+				} else {
+					short = append(short, strings.Join(fns, " <- "))
+				}
+			}
+			if blocks < 10 || reached != blocks {
+				t.Errorf("%d of %d blocks' backtraces reach main; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
+			}
+		})
+	}
+}
+
+// TestUnwindAttachedPython: attached to Debian's python3 while it runs,
+// every block it allocates afterwards has a backtrace through the
+// interpreter to Py_BytesMain; the blocks it keeps are its 20 bytearrays.
+func TestUnwindAttachedPython(t *testing.T) {
+	needRoot(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not installed", python)
+	}
+	// os._exit: the interpreter's finalization would free them.
+	script := `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+kept = [bytearray(1000 + i) for i in range(20)]
+print("py: done", flush=True)
+sys.stdin.read()
+os._exit(0)
+`
+	dir := t.TempDir()
+	target := startEnv(t, nil, python, "-c", script)
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=256 leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	target.stdin.Write([]byte("go\n"))
+	target.expectLine(t, "py: done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("python exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	arrays, reached := 0, 0
+	for i, msg := range msgs {
+		var size int
+		if _, err := fmt.Sscanf(msg[strings.Index(msg, "leaked block of size ")+len("leaked block of size "):], "%d", &size); err != nil || !strings.Contains(msg, "leaked block") {
+			continue
+		}
+		// A bytearray of n bytes holds n+1.
+		if size < 1001 || size > 1020 {
+			continue
+		}
+		arrays++
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
+			}
+			if fm[4] == "Py_BytesMain" {
+				reached++
+				break
+			}
+		}
+	}
+	if arrays != 20 || reached != 20 {
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, readFile(t, dir+"/log"))
+	}
+}

@@ -1,0 +1,320 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/unwind"
+)
+
+// DefaultUnwindEntries is the room of the unwind tables shared by every
+// traced process: 8 bytes an entry, 8 MiB in all. libc, libstdc++ and
+// Debian's python3.11 take about 127,000.
+const DefaultUnwindEntries = 1 << 20
+
+// maxUnwindMappings is MAX_UNWIND_MAPPINGS in bpf/unwind.h: the executable
+// file mappings of a process the walk knows.
+const maxUnwindMappings = 128
+
+// Packing of a rule (struct unwind_entry in bpf/unwind.h).
+const (
+	ruleRSP    = 0
+	ruleRBP    = 1
+	rulePLT    = 2
+	ruleStop   = 3
+	ruleSignal = 4
+	ruleEnd    = 1 << 3 // why: the outermost frame
+)
+
+// packRule packs a rule as the BPF walk reads it; a rule it cannot hold
+// becomes a stop.
+func packRule(r unwind.Rule) uint32 {
+	stop := uint32(ruleStop) | uint32(r.Stop)<<3
+	var base uint32
+	switch r.Base {
+	case unwind.BaseRSP:
+		base = ruleRSP
+	case unwind.BaseRBP:
+		base = ruleRBP
+	case unwind.BasePLT:
+		return rulePLT | uint32(r.Offset)<<6
+	case unwind.BaseSignal:
+		// The ucontext's layout is the kernel's: the walk knows it.
+		if r.RA != 168 || r.Offset != 160 || r.RBP != 120 {
+			return ruleStop | unwind.StopExpression<<3
+		}
+		return ruleSignal
+	default:
+		return stop
+	}
+	if r.Offset < 0 || r.Offset > 0xffff || r.RA != -8 {
+		return ruleStop | unwind.StopLargeOffset<<3
+	}
+	var words uint32
+	if r.RBP != 0 {
+		if r.RBP > 0 || r.RBP%8 != 0 || -r.RBP/8 > 0xff {
+			return ruleStop | unwind.StopLargeOffset<<3
+		}
+		words = uint32(-r.RBP / 8)
+	}
+	p := base | uint32(r.Offset)<<6 | words<<22
+	if r.Stop == unwind.StopEnd {
+		p |= ruleEnd
+	}
+	return p
+}
+
+// fileRun is where a file's table is in the shared array.
+type fileRun struct {
+	first, count uint32
+	err          error // why the file has no table
+}
+
+// unwindTables are the files' tables loaded into the BPF array, by file.
+type unwindTables struct {
+	mu      sync.Mutex
+	entries *ebpf.Map
+	procs   *ebpf.Map
+	named   *ebpf.Map // unwind_files
+	exes    *ebpf.Map // unwind_exes
+	room    uint32
+	next    uint32
+	files   map[fileID]*unwindFile
+	// lost counts the files whose tables did not fit.
+	lost int
+}
+
+// execMapping is an executable file mapping of a process.
+type execMapping struct {
+	start, end, offset uint64
+	path               string
+}
+
+// execMappings reads the executable file mappings of process pid.
+func execMappings(pid int) ([]execMapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, procErr(pid, err)
+	}
+	defer f.Close()
+	var ms []execMapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || len(fields[1]) < 3 || fields[1][2] != 'x' || !strings.HasPrefix(fields[5], "/") {
+			continue
+		}
+		se := strings.SplitN(fields[0], "-", 2)
+		start, err1 := strconv.ParseUint(se[0], 16, 64)
+		end, err2 := strconv.ParseUint(se[1], 16, 64)
+		off, err3 := strconv.ParseUint(fields[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		ms = append(ms, execMapping{start: start, end: end, offset: off, path: strings.Join(fields[5:], " ")})
+	}
+	return ms, sc.Err()
+}
+
+// LoadUnwind gives the stack walk of process pid the unwind tables of the
+// files it has mapped executable now, so that its backtraces go through
+// code built without frame pointers. A file's table is read once, for
+// every process that maps it; a file without call frame information, or
+// whose table no longer fits, is walked by frame pointers. Called when a
+// process is traced, after each change of its libraries and after an
+// exec.
+func (p *Probes) LoadUnwind(pid int) error {
+	if p.unwind == nil || p.stackDepth == 0 {
+		return nil
+	}
+	ms, err := execMappings(pid)
+	if err != nil {
+		return err
+	}
+	p.unwind.mu.Lock()
+	defer p.unwind.mu.Unlock()
+	var up bpf.MdtraceUnwindProc
+	n := 0
+	for _, m := range ms {
+		if n == maxUnwindMappings {
+			break
+		}
+		// The file as this process maps it, even deleted or replaced.
+		file := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)
+		if _, err := os.Stat(file); err != nil {
+			file = m.path
+		}
+		f := p.unwind.file(file)
+		e := &up.M[n]
+		e.Start, e.End, e.Bias = m.start, m.end, f.bias(m)
+		e.First, e.Count = f.run.first, f.run.count
+		p.unwind.register(pid, m.path, file)
+		n++
+	}
+	// /proc/PID/maps lists mappings by address, as the walk searches them.
+	up.N = uint32(n)
+	// The executable, and the libraries the loader will load, for its
+	// notice to place at once (launch mode: only the executable and the
+	// loader are mapped yet).
+	if exe, err := procExe(pid); err == nil {
+		p.unwind.register(pid, "", fmt.Sprintf("/proc/%d/exe", pid))
+		for _, lib := range loadedLibraries(pid, exe) {
+			p.unwind.register(pid, lib, lib)
+		}
+	}
+	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
+		return fmt.Errorf("unwind tables of process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// unwindFile is a file's table and what is needed to place it.
+type unwindFile struct {
+	run fileRun
+	// textStart and textEnd bound the file's executable segments, as
+	// the file gives their addresses.
+	textStart, textEnd uint64
+	loads              []elf.ProgHeader
+}
+
+// bias is the difference between the addresses of mapping m of the file
+// and the file's own.
+func (f *unwindFile) bias(m execMapping) uint64 {
+	for _, prog := range f.loads {
+		if m.offset >= prog.Off && m.offset < prog.Off+prog.Filesz {
+			return m.start - (prog.Vaddr + (m.offset - prog.Off))
+		}
+	}
+	return 0
+}
+
+// file returns the table of the file at path, loading it the first time.
+func (t *unwindTables) file(path string) *unwindFile {
+	id, ok := statID(path)
+	if ok {
+		if f, seen := t.files[id]; seen {
+			return f
+		}
+	}
+	f := &unwindFile{}
+	ef, err := elf.Open(path)
+	if err != nil {
+		f.run.err = err
+		return f
+	}
+	defer ef.Close()
+	for _, prog := range ef.Progs {
+		if prog.Type != elf.PT_LOAD {
+			continue
+		}
+		f.loads = append(f.loads, prog.ProgHeader)
+		if prog.Flags&elf.PF_X != 0 {
+			if f.textEnd == 0 || prog.Vaddr < f.textStart {
+				f.textStart = prog.Vaddr
+			}
+			f.textEnd = max(f.textEnd, prog.Vaddr+prog.Memsz)
+		}
+	}
+	f.run = t.load(ef)
+	if ok {
+		t.files[id] = f
+	}
+	return f
+}
+
+// register lets the loader's notice (bpf/libs.h) place the table of the
+// file at path, named by the loader as name ("" for the executable of
+// process pid).
+func (t *unwindTables) register(pid int, name, path string) {
+	f := t.file(path)
+	if f.run.count == 0 {
+		return
+	}
+	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, First: f.run.first, Count: f.run.count}
+	if name == "" {
+		t.exes.Put(uint32(pid), &v)
+		return
+	}
+	t.named.Put(pathHash(name), &v)
+}
+
+// pathHash is path_hash in bpf/unwind.h: FNV-1a of the first 255 bytes.
+func pathHash(path string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(path) && i < 255; i++ {
+		h ^= uint64(path[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
+
+// load puts an ELF file's table into the shared array.
+func (t *unwindTables) load(f *elf.File) fileRun {
+	tab, err := unwind.FromELF(f)
+	if err != nil {
+		return fileRun{err: err}
+	}
+	n := uint32(len(tab.Entries))
+	if n == 0 || n > 1<<20 {
+		return fileRun{err: fmt.Errorf("%d unwind entries", n)}
+	}
+	if t.next+n > t.room || t.next+n < t.next {
+		t.lost++
+		return fileRun{err: errors.New("the unwind tables are full")}
+	}
+	keys := make([]uint32, n)
+	vals := make([]bpf.MdtraceUnwindEntry, n)
+	for i, e := range tab.Entries {
+		if e.PC > 0xffffffff {
+			return fileRun{err: fmt.Errorf("code at %#x, beyond 4 GiB", e.PC)}
+		}
+		keys[i] = t.next + uint32(i)
+		vals[i] = bpf.MdtraceUnwindEntry{Pc: uint32(e.PC), Rule: packRule(e.Rule)}
+	}
+	if _, err := t.entries.BatchUpdate(keys, vals, nil); err != nil {
+		// Kernels without batch operations on arrays: one at a time.
+		for i := range keys {
+			if err := t.entries.Put(keys[i], vals[i]); err != nil {
+				return fileRun{err: fmt.Errorf("loading an unwind table: %w", err)}
+			}
+		}
+	}
+	run := fileRun{first: t.next, count: n}
+	t.next += n
+	return run
+}
+
+// forgetUnwind drops process pid's list of mappings.
+func (p *Probes) forgetUnwind(pid int) {
+	if p.unwind == nil {
+		return
+	}
+	p.unwind.mu.Lock()
+	defer p.unwind.mu.Unlock()
+	p.unwind.procs.Delete(uint32(pid))
+	p.unwind.exes.Delete(uint32(pid))
+}
+
+// UnwindTablesLost is the number of files whose unwind tables did not fit
+// in the room the probes have (ProbeConfig.UnwindEntries): their frames are
+// walked by frame pointers.
+func (p *Probes) UnwindTablesLost() int {
+	if p.unwind == nil {
+		return 0
+	}
+	p.unwind.mu.Lock()
+	defer p.unwind.mu.Unlock()
+	return p.unwind.lost
+}
