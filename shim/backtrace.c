@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Frame-pointer backtraces, and their log lines, their functions named by
- * md_symbolize (symbols.c). Nothing here allocates, but for the thread's
- * stack bounds, looked up once per thread.
+ * Backtraces, walked by the .eh_frame unwinder (unwind.c), and their log
+ * lines, their functions named by md_symbolize (symbols.c). Nothing here
+ * allocates, but for the thread's stack bounds, looked up once per thread.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -11,10 +11,7 @@
 #include "backtrace.h"
 #include "log.h"
 #include "symbols.h"
-
-/* Start and end of this library's image, provided by the linker. */
-extern const char __ehdr_start[] __attribute__((visibility("hidden")));
-extern const char _end[] __attribute__((visibility("hidden")));
+#include "unwind.h"
 
 /* Thread stack bounds, looked up once per thread. */
 static __thread uintptr_t t_stack_lo __attribute__((tls_model("initial-exec")));
@@ -47,35 +44,12 @@ bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi)
 	return t_stack_hi != 0;
 }
 
-static int in_library(uintptr_t pc)
-{
-	return pc >= (uintptr_t)__ehdr_start && pc < (uintptr_t)_end;
-}
-
 size_t md_backtrace(void *fp, uintptr_t *frames, size_t max)
 {
-	uintptr_t cur = (uintptr_t)fp;
-	size_t n = 0;
-
 	stack_bounds();
 	if (t_stack_hi == 0)
 		return 0;
-	while (n < max) {
-		uintptr_t next, ra;
-
-		if (cur < t_stack_lo || cur > t_stack_hi - 2 * sizeof(uintptr_t) || (cur & 15) != 0)
-			break;
-		next = ((const uintptr_t *)cur)[0];
-		ra = ((const uintptr_t *)cur)[1];
-		if (ra < 4096)
-			break;
-		if (!in_library(ra))
-			frames[n++] = ra - 1;
-		if (next <= cur)
-			break;
-		cur = next;
-	}
-	return n;
+	return md_unwind((uintptr_t)fp, t_stack_lo, t_stack_hi, frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF);
 }
 
 void md_backtrace_log(const uintptr_t *frames, size_t n)

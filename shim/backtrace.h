@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* Frame-pointer backtraces and their log lines (backtrace.c). */
+/* Backtraces and their log lines (backtrace.c). */
 #ifndef MD_BACKTRACE_H
 #define MD_BACKTRACE_H
 
@@ -8,9 +8,10 @@
 #include <stdint.h>
 
 /*
- * md_backtrace walks frame pointers from fp (the frame of an exported hook)
- * and stores up to max return addresses minus one, skipping the library's
- * own code. Each frame pointer is checked against the thread's stack bounds.
+ * md_backtrace walks the stack from fp (the frame of an exported hook) by
+ * the callers' unwind tables (md_unwind, unwind.h) and stores up to max
+ * return addresses minus one, skipping the library's own code. Each read
+ * of the stack is checked against the thread's stack bounds.
  */
 size_t md_backtrace(void *fp, uintptr_t *frames, size_t max);
 

@@ -41,6 +41,7 @@
 #include "debug.h"
 #include "real.h"
 #include "site.h"
+#include "unwind.h"
 
 bool md_batch_on;
 unsigned md_batch_depth;
@@ -233,31 +234,14 @@ unbatched:
 }
 
 /*
- * walk stores the return addresses of the frame chain from fp, the
- * hook's frame, as the probes' own walk does at a site: the program's call
- * of the allocator first, a record at a time while each is in the
- * thread's stack, aligned, above the one before and holding a return
- * address in user space.
+ * walk stores the return addresses of the stack from fp, the hook's frame,
+ * as the probes' own walk does at a site: the program's call of the
+ * allocator first, walked by the callers' unwind tables (unwind.c) within
+ * the thread's stack.
  */
 static inline unsigned walk(const struct md_batch_thread *bt, uintptr_t fp, uint64_t *out)
 {
-	unsigned n = 0;
-
-	while (n < md_batch_depth) {
-		uintptr_t next, ret;
-
-		if ((fp & 7) != 0 || fp < bt->lo || fp > bt->hi - 16)
-			break;
-		next = ((const uintptr_t *)fp)[0];
-		ret = ((const uintptr_t *)fp)[1];
-		if (ret < 4096 || ret >= (1ULL << 47))
-			break;
-		out[n++] = ret;
-		if (next <= fp)
-			break;
-		fp = next;
-	}
-	return n;
+	return (unsigned)md_unwind(fp, bt->lo, bt->hi, out, md_batch_depth, 0);
 }
 
 /*

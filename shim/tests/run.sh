@@ -8,7 +8,7 @@
 # letter, the pointers a workload names on stdout become their names, the
 # program path becomes PROG and each run of backtrace frame lines becomes
 # one "E FRAME" line. Prints "N passed, N failed"; exits 1 on any failure.
-# The cases are in run_checks.sh, run_verify.sh and run_ctl.sh.
+# The cases are in run_checks.sh, run_verify.sh, run_ctl.sh and run_unwind.sh.
 #
 # Usage: sh shim/tests/run.sh   (from anywhere; CC and CXX are honoured)
 
@@ -175,6 +175,7 @@ FR='E           #[0-9]{2}  pc [0-9a-f]{16}  '
 . "$HERE/run_checks.sh"
 . "$HERE/run_verify.sh"
 . "$HERE/run_ctl.sh"
+. "$HERE/run_unwind.sh"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -28,6 +28,9 @@ static struct slot {
 } g_table[SLOTS];
 static pthread_mutex_t g_model_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct site_model_counts g_counts;
+/* The frames of the last batched allocation. */
+static uint64_t g_last_frames[MAX_STACK_DEPTH];
+static size_t g_last_nframes;
 
 /* The block a realloc took out of the table, per thread, as alloc_site keeps it. */
 static __thread struct slot t_old;
@@ -172,6 +175,9 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 				g_counts.framed++;
 				g_counts.last_frame = b->words[at + 3];
 			}
+			for (uint64_t i = 0; i < nr; i++)
+				g_last_frames[i] = b->words[at + 3 + i];
+			g_last_nframes = nr;
 			at += 3 + nr;
 		} else {
 			g_counts.bad_events++;
@@ -208,6 +214,18 @@ struct site_model_counts site_model_diff(struct site_model_counts a, struct site
 		.bad_events = b.bad_events - a.bad_events,
 		.last_frame = b.last_frame,
 	};
+}
+
+size_t site_model_last_frames(uint64_t *out, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&g_model_lock);
+	n = g_last_nframes < max ? g_last_nframes : max;
+	for (size_t i = 0; i < n; i++)
+		out[i] = g_last_frames[i];
+	pthread_mutex_unlock(&g_model_lock);
+	return n;
 }
 
 bool site_model_live(const void *p, size_t *size)

@@ -29,6 +29,9 @@ struct site_model_counts site_model_counts(void);
 /* site_model_diff is what the probes saw between counts a and later counts b. */
 struct site_model_counts site_model_diff(struct site_model_counts a, struct site_model_counts b);
 
+/* site_model_last_frames copies up to max frames of the last batched allocation, and returns how many. */
+size_t site_model_last_frames(uint64_t *out, size_t max);
+
 /* site_model_live reports whether p is in the table and, if size is not NULL, its size. */
 bool site_model_live(const void *p, size_t *size);
 

@@ -130,9 +130,9 @@ func TestTopView(t *testing.T) {
 	}
 	want := []string{
 		"       BYTES     BLOCKS  SITE\n",
-		"        4096          1  leak_pvalloc <- main <- __libc_start_call_main\n",
-		"        1024          1  leak_aligned_alloc <- main <- __libc_start_call_main\n",
-		"        1013          1  leak_in_constructor <- __libc_start_main\n",
+		"        4096          1  leak_pvalloc <- main <- __libc_start_call_main <- __libc_start_main\n",
+		"        1024          1  leak_aligned_alloc <- main <- __libc_start_call_main <- __libc_start_main\n",
+		"        1013          1  leak_in_constructor <- __libc_start_main <- _start\n",
 	}
 	header := regexp.MustCompile(`^mdtrace: process \d+ \(` + regexp.QuoteMeta(prog("leaky")) + `\) at HH:MM:SS: 13 live blocks, 16194 bytes; top 3 of 13 allocation sites:\n$`)
 	if !header.MatchString(view[0]) {
