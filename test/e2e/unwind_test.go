@@ -39,9 +39,10 @@ func programChain(t *testing.T, msgs []string, size int, progPath string) (fns [
 	return fns, files
 }
 
-// The modes whose backtraces the BPF programs take (the shim's batches
-// take their own).
-var bpfWalkModes = []struct{ name, flag string }{
+// The launch modes: the shim's batches walk their own stacks (shim/
+// unwind.c), the BPF programs the others' (bpf/unwind.h).
+var unwindModes = []struct{ name, flag string }{
+	{"batched", "--shim="},
 	{"no-preload", "--no-preload"},
 	{"no-batch", "--no-batch"},
 }
@@ -59,9 +60,9 @@ func TestUnwindWithoutFramePointers(t *testing.T) {
 	}
 	want = append(want, "main", "_start")
 	for _, name := range []string{"chain_gcc_o2", "chain_clang_o2", "chain_o0"} {
-		for _, mode := range bpfWalkModes {
+		for _, mode := range unwindModes {
 			t.Run(name+"/"+mode.name, func(t *testing.T) {
-				r := runMdtrace(t, mode.flag, "-o", "backtrace=32 leak_track", "--", prog(name), "100")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace=32 leak_track", "--", prog(name), "100")
 				if r.code != 0 {
 					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 				}
@@ -88,9 +89,9 @@ func TestUnwindWithoutFramePointers(t *testing.T) {
 func TestUnwindSignalFrame(t *testing.T) {
 	needRoot(t)
 	want := []string{"leak_in_handler", "handler", "interrupted", "main", "_start"}
-	for _, mode := range bpfWalkModes {
+	for _, mode := range unwindModes {
 		t.Run(mode.name, func(t *testing.T) {
-			r := runMdtrace(t, mode.flag, "-o", "backtrace leak_track", "--", prog("sigchain"))
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("sigchain"))
 			if r.code != 0 {
 				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 			}
@@ -107,9 +108,9 @@ func TestUnwindSignalFrame(t *testing.T) {
 func TestUnwindDlopen(t *testing.T) {
 	needRoot(t)
 	prog("libplugin.so")
-	for _, mode := range bpfWalkModes {
+	for _, mode := range unwindModes {
 		t.Run(mode.name, func(t *testing.T) {
-			r := runMdtrace(t, mode.flag, "-o", "backtrace leak_track", "--", prog("dlhost"))
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("dlhost"))
 			if r.code != 0 {
 				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
 			}
@@ -149,44 +150,53 @@ var debianPrograms = []struct {
 
 // TestUnwindDebianPrograms: every leaked block of Debian's python3 and
 // sqlite3, built without frame pointers, has a backtrace that reaches
-// their main, launched without the shim.
+// their main, in every launch mode.
 func TestUnwindDebianPrograms(t *testing.T) {
 	needRoot(t)
 	for _, p := range debianPrograms {
-		t.Run(filepath.Base(p.path), func(t *testing.T) {
-			if _, err := os.Stat(p.path); err != nil {
-				t.Skipf("%s is not installed", p.path)
+		for _, mode := range unwindModes {
+			t.Run(filepath.Base(p.path)+"/"+mode.name, func(t *testing.T) {
+				debianProgram(t, p.path, p.args, p.main, modeFlag(mode.flag))
+			})
+		}
+	}
+}
+
+// debianProgram runs path under mdtrace in a launch mode and checks that
+// every leaked block's backtrace has a function main matches.
+func debianProgram(t *testing.T, path string, args []string, main *regexp.Regexp, mode string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s is not installed", path)
+	}
+	r := runMdtrace(t, append([]string{mode, "-o", "backtrace=256 leak_track", "--", path}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	blocks, reached := 0, 0
+	var short []string
+	msgs := logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
+	for i, m := range msgs {
+		if !strings.Contains(m, "leaked block of size ") {
+			continue
+		}
+		blocks++
+		var fns []string
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
 			}
-			r := runMdtrace(t, append([]string{"--no-preload", "-o", "backtrace=256 leak_track", "--", p.path}, p.args...)...)
-			if r.code != 0 {
-				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-			}
-			blocks, reached := 0, 0
-			var short []string
-			msgs := logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
-			for i, m := range msgs {
-				if !strings.Contains(m, "leaked block of size ") {
-					continue
-				}
-				blocks++
-				var fns []string
-				for _, f := range msgs[i+2:] {
-					fm := deepFrameRe.FindStringSubmatch(f)
-					if fm == nil {
-						break
-					}
-					fns = append(fns, fm[4])
-				}
-				if slices.ContainsFunc(fns, p.main.MatchString) {
-					reached++
-				} else {
-					short = append(short, strings.Join(fns, " <- "))
-				}
-			}
-			if blocks < 10 || reached != blocks {
-				t.Errorf("%d of %d blocks' backtraces reach main; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
-			}
-		})
+			fns = append(fns, fm[4])
+		}
+		if slices.ContainsFunc(fns, main.MatchString) {
+			reached++
+		} else {
+			short = append(short, strings.Join(fns, " <- "))
+		}
+	}
+	if blocks < 10 || reached != blocks {
+		t.Errorf("%d of %d blocks' backtraces reach main; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
 	}
 }
 
