@@ -117,6 +117,14 @@ enum record_type {
 #define MAX_STACK_DEPTH 256
 
 /*
+ * The bit of a stack id (the probes' hash of a backtrace's frames) that
+ * says the backtrace was cut at the frame limit with frames left beyond
+ * it: set by the probes' walk (bpf/stack.h), read by mdtrace, which never
+ * merges a cut backtrace with a complete one and marks it in --folded.
+ */
+#define STACK_ID_TRUNCATED 1
+
+/*
  * In struct alloc_info's size, written by the probes and by mdtrace (a
  * zygote child's copy of its parent's blocks), read by mdtrace: the block
  * was made by a zygote child. No allocation is that large.

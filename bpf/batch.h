@@ -268,7 +268,8 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 				saved = own->w[end];
 				own->w[end] = 0;
 			}
-			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr);
+			/* The shim's walks are cut at the depth it was given: not marked. */
+			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr, 0);
 			if (nr < stack_depth)
 				own->w[end] = saved;
 		}

@@ -157,11 +157,11 @@ type MdtraceWalkBuf struct {
 		Hi    uint32
 		Hint  uint32
 	}
-	Sp0  uint64
-	Base uint64
-	Len  uint64
-	Nr   uint32
-	_    [4]byte
+	Sp0       uint64
+	Base      uint64
+	Len       uint64
+	Nr        uint32
+	Truncated uint32
 }
 
 // Names of all BPF objects in the ELF.

@@ -106,6 +106,8 @@ struct walk_buf {
 	struct unwind_regs r;
 	u64 sp0, base, len;
 	u32 nr;
+	/* The walk reached the frame limit with a frame left beyond it. */
+	u32 truncated;
 };
 
 struct {
@@ -183,10 +185,8 @@ static long walk_step(u64 i, void *data)
 	struct walk_buf *w = c->w;
 	u32 nr = w->nr;
 
-	if (nr >= stack_depth || nr >= MAX_STACK_DEPTH) {
-		count(COUNTER_STACK_TRUNCATED);
-		return 1;
-	}
+	bool full = nr >= stack_depth || nr >= MAX_STACK_DEPTH;
+
 	if (c->up) {
 		switch (unwind_step(c->up, &w->r)) {
 		case STEP_ON:
@@ -202,6 +202,14 @@ static long walk_step(u64 i, void *data)
 found:
 	if (w->r.ip < USER_BOTTOM || w->r.ip >= USER_TOP)
 		return 1;
+	if (full) {
+		/* A caller past the limit: the backtrace is cut, not complete. */
+		if (!c->up || find_mapping(c->up, &w->r, w->r.ip) >= 0) {
+			w->truncated = 1;
+			count(COUNTER_STACK_TRUNCATED);
+		}
+		return 1;
+	}
 	/* A return address is believed only in an executable file mapping. */
 	if (c->up) {
 		int idx = find_mapping(c->up, &w->r, w->r.ip);
@@ -235,7 +243,7 @@ found:
  * Returns the number of frames, 0 if there is none.
  */
 static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
-				       const struct thread_state *ts)
+				       const struct thread_state *ts, u32 *truncated)
 {
 	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	struct walk c = { .st = st };
@@ -252,6 +260,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 	w->r.hint = 0;
 	w->base = w->len = 0;
 	w->nr = 0;
+	w->truncated = 0;
 	switch (at) {
 	case AT_RETURN:
 		/* The allocator's caller, at the call's return address. */
@@ -291,6 +300,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 		break;
 	}
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &c, 0);
+	*truncated = w->truncated;
 	return w->nr;
 }
 
@@ -300,7 +310,7 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
  * there yet: a 64-bit hash of its frames, which mdtrace computes the same
  * way (tracer/batch.go). 0 when it could not be stored (counted).
  */
-static __always_inline u64 stack_id_of(struct stack *st, u32 nr)
+static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
 {
 	struct stack *old;
 	u64 h = nr, *seen;
@@ -311,8 +321,13 @@ static __always_inline u64 stack_id_of(struct stack *st, u32 nr)
 			break;
 		h = mix64(h ^ st->ips[i]);
 	}
+	/*
+	 * The lowest bit says the backtrace was cut at the frame limit: a
+	 * cut one never shares an id with a complete one of the same frames.
+	 */
+	h = (h & ~(u64)STACK_ID_TRUNCATED) | (truncated ? STACK_ID_TRUNCATED : 0);
 	if (h == 0)
-		h = 1;
+		h = 2;
 	slot = (u32)h & (SEEN_STACKS - 1);
 	seen = bpf_map_lookup_elem(&seen_stacks, &slot);
 	if (seen && *seen == h)
@@ -345,6 +360,7 @@ found:
  */
 static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
 {
+	u32 truncated = 0;
 	u32 zero = 0;
 	struct stack *st;
 	u32 nr;
@@ -352,14 +368,14 @@ static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	nr = walk_frames(ctx, st, at, ts);
+	nr = walk_frames(ctx, st, at, ts, &truncated);
 	if (nr == 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
 	if (nr < stack_depth)
 		st->ips[nr & (MAX_STACK_DEPTH - 1)] = 0;
-	return stack_id_of(st, nr);
+	return stack_id_of(st, nr, truncated);
 }
 
 /*

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/stacks"
 )
@@ -23,7 +24,8 @@ type FoldedLine func(pc uint64) (file string, line int, ok bool)
 // space, and the bytes still allocated from that backtrace. A frame is its
 // demangled function (or "MAP+0xRELPC" when unknown) with " (FILE:LINE)"
 // after it where DWARF knows the line. Allocations without a backtrace
-// count under "[no backtrace]". Lines are sorted by bytes, largest first.
+// count under "[no backtrace]"; a backtrace cut at the frame limit starts
+// with "[truncated]". Lines are sorted by bytes, largest first.
 func WriteFolded(w io.Writer, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, line FoldedLine) error {
 	// Bytes, estimated when the snapshot is sampled.
 	bytesBy := map[string]float64{}
@@ -43,6 +45,12 @@ func WriteFolded(w io.Writer, snap *leak.Snapshot, frames func([]uint64) []stack
 				parts[len(fs)-1-j] = foldedFrame(f, line)
 			}
 			key = strings.Join(parts, ";")
+			if a.StackID&abi.StackIDTruncated != 0 {
+				// Cut at the frame limit: its outermost frames are
+				// not known, and it is not the complete stack with
+				// the same frames.
+				key = "[truncated];" + key
+			}
 			names[a.StackID] = key
 		}
 		bytesBy[key] += float64(a.Size) * snap.Weight(a.Size)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/stacks"
 )
@@ -11,12 +12,15 @@ import (
 func TestWriteFolded(t *testing.T) {
 	snap := &leak.Snapshot{
 		Allocs: []leak.Alloc{
-			{Ptr: 1, Size: 100, StackID: 1},
-			{Ptr: 2, Size: 50, StackID: 1},
-			{Ptr: 3, Size: 300, StackID: 2},
+			{Ptr: 1, Size: 100, StackID: 2},
+			{Ptr: 2, Size: 50, StackID: 2},
+			{Ptr: 3, Size: 300, StackID: 4},
 			{Ptr: 4, Size: 7},
+			// The same frames, cut at the frame limit: never merged
+			// with the complete stack.
+			{Ptr: 5, Size: 20, StackID: 2 | abi.StackIDTruncated},
 		},
-		Stacks:        map[uint64][]uint64{1: {0x10, 0x20}, 2: {0x30, 0x20}},
+		Stacks:        map[uint64][]uint64{2: {0x10, 0x20}, 4: {0x30, 0x20}, 2 | abi.StackIDTruncated: {0x10, 0x20}},
 		BacktraceSize: 16,
 	}
 	frames := func(pcs []uint64) []stacks.Frame {
@@ -45,6 +49,7 @@ func TestWriteFolded(t *testing.T) {
 	}
 	want := "main (app.cc:42);libx.so+0x1230 300\n" +
 		"main (app.cc:42);geo::Arena<char>::raw(unsigned long) 150\n" +
+		"[truncated];main (app.cc:42);geo::Arena<char>::raw(unsigned long) 20\n" +
 		"[no backtrace] 7\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -265,8 +265,11 @@ func stackHash(frames []uint64) uint64 {
 	for _, f := range frames {
 		h = abi.Mix64(h ^ f)
 	}
+	// The lowest bit marks a backtrace cut at the frame limit; the
+	// shim's never are.
+	h &^= abi.StackIDTruncated
 	if h == 0 {
-		h = 1
+		h = 2
 	}
 	return h
 }

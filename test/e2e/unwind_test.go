@@ -260,3 +260,32 @@ os._exit(0)
 		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, readFile(t, dir+"/log"))
 	}
 }
+
+// TestTruncatedStacksApart: a backtrace cut at the frame limit is marked
+// "[truncated]" in --folded, never merged with a complete one, in the
+// modes whose walk the probes take.
+func TestTruncatedStacksApart(t *testing.T) {
+	needRoot(t)
+	for _, mode := range unwindModes[1:] {
+		t.Run(mode.name, func(t *testing.T) {
+			folded := filepath.Join(t.TempDir(), "folded")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace=16 leak_track", "--folded", folded, "--", prog("deep"), "40", "10")
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var cut, whole []string
+			for _, l := range strings.Split(strings.TrimSpace(readFile(t, folded)), "\n") {
+				if strings.HasSuffix(l, " 4242") {
+					if strings.HasPrefix(l, "[truncated];recurse") {
+						cut = append(cut, l)
+					} else {
+						whole = append(whole, l)
+					}
+				}
+			}
+			if len(cut) != 1 || len(whole) != 0 {
+				t.Errorf("deep's block of 4242 bytes, 42 frames deep under backtrace=16: cut %q, whole %q", cut, whole)
+			}
+		})
+	}
+}
