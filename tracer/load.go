@@ -154,7 +154,8 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	if cfg.StackDepth > 0 {
 		p.unwind = &unwindTables{entries: p.objs.UnwindEntries, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles,
-			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{}}
+			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{},
+			placed: map[string]bpf.MdtraceUnwindFile{}}
 	}
 	p.tables, err = newLiveTables(tableObjects{
 		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks,

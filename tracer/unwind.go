@@ -91,6 +91,8 @@ type unwindTables struct {
 	room    uint32
 	next    uint32
 	files   map[fileID]*unwindFile
+	// placed are the names given to the loader's notice, with their file.
+	placed map[string]bpf.MdtraceUnwindFile
 	// lost counts the files whose tables did not fit.
 	lost int
 }
@@ -247,7 +249,14 @@ func (t *unwindTables) register(pid int, name, path string) {
 		t.exes.Put(uint32(pid), &v)
 		return
 	}
-	t.named.Put(pathHash(name), &v)
+	// A name is given its file once, for every process (a build's
+	// thousands of children name the same few).
+	if t.placed[name] == v {
+		return
+	}
+	if t.named.Put(pathHash(name), &v) == nil {
+		t.placed[name] = v
+	}
 }
 
 // pathHash is path_hash in bpf/unwind.h: FNV-1a of the first 255 bytes.
