@@ -3,18 +3,16 @@
 package tracer
 
 import (
-	"bufio"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/unwind"
 )
 
@@ -75,12 +73,6 @@ func packRule(r unwind.Rule) uint32 {
 	return p
 }
 
-// fileRun is where a file's table is in the shared array.
-type fileRun struct {
-	first, count uint32
-	err          error // why the file has no table
-}
-
 // unwindTables are the files' tables loaded into the BPF array, by file.
 type unwindTables struct {
 	mu      sync.Mutex
@@ -97,39 +89,6 @@ type unwindTables struct {
 	lost int
 }
 
-// execMapping is an executable file mapping of a process.
-type execMapping struct {
-	start, end, offset uint64
-	path               string
-}
-
-// execMappings reads the executable file mappings of process pid.
-func execMappings(pid int) ([]execMapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return nil, procErr(pid, err)
-	}
-	defer f.Close()
-	var ms []execMapping
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// start-end perms offset dev inode path
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || len(fields[1]) < 3 || fields[1][2] != 'x' || !strings.HasPrefix(fields[5], "/") {
-			continue
-		}
-		se := strings.SplitN(fields[0], "-", 2)
-		start, err1 := strconv.ParseUint(se[0], 16, 64)
-		end, err2 := strconv.ParseUint(se[1], 16, 64)
-		off, err3 := strconv.ParseUint(fields[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		ms = append(ms, execMapping{start: start, end: end, offset: off, path: strings.Join(fields[5:], " ")})
-	}
-	return ms, sc.Err()
-}
-
 // LoadUnwind gives the stack walk of process pid the unwind tables of the
 // files it has mapped executable now, so that its backtraces go through
 // code built without frame pointers. A file's table is read once, for
@@ -141,28 +100,36 @@ func (p *Probes) LoadUnwind(pid int) error {
 	if p.unwind == nil || p.stackDepth == 0 {
 		return nil
 	}
-	ms, err := execMappings(pid)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
-		return err
+		return procErr(pid, err)
+	}
+	maps, err := stacks.ParseMaps(data)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", pid, err)
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()
 	var up bpf.MdtraceUnwindProc
 	n := 0
-	for _, m := range ms {
+	for i := range maps.Mappings {
+		m := &maps.Mappings[i]
+		if len(m.Perms) < 3 || m.Perms[2] != 'x' || !strings.HasPrefix(m.Path, "/") {
+			continue
+		}
 		if n == maxUnwindMappings {
 			break
 		}
 		// The file as this process maps it, even deleted or replaced.
-		file := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)
+		file := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
 		if _, err := os.Stat(file); err != nil {
-			file = m.path
+			file = m.Name()
 		}
 		f := p.unwind.file(file)
 		e := &up.M[n]
-		e.Start, e.End, e.Bias = m.start, m.end, f.bias(m)
-		e.First, e.Count = f.run.first, f.run.count
-		p.unwind.register(pid, m.path, file)
+		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
+		e.First, e.Count = f.first, f.count
+		p.unwind.register(pid, m.Name(), f)
 		n++
 	}
 	// /proc/PID/maps lists mappings by address, as the walk searches them.
@@ -171,9 +138,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 	// notice to place at once (launch mode: only the executable and the
 	// loader are mapped yet).
 	if exe, err := procExe(pid); err == nil {
-		p.unwind.register(pid, "", fmt.Sprintf("/proc/%d/exe", pid))
+		p.unwind.register(pid, "", p.unwind.file(fmt.Sprintf("/proc/%d/exe", pid)))
 		for _, lib := range loadedLibraries(pid, exe) {
-			p.unwind.register(pid, lib, lib)
+			p.unwind.register(pid, lib, p.unwind.file(lib))
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
@@ -184,7 +151,10 @@ func (p *Probes) LoadUnwind(pid int) error {
 
 // unwindFile is a file's table and what is needed to place it.
 type unwindFile struct {
-	run fileRun
+	// first and count are where its entries are in the shared array;
+	// count is 0 for a file without a table (no call frame information,
+	// or no room left).
+	first, count uint32
 	// textStart and textEnd bound the file's executable segments, as
 	// the file gives their addresses.
 	textStart, textEnd uint64
@@ -193,10 +163,10 @@ type unwindFile struct {
 
 // bias is the difference between the addresses of mapping m of the file
 // and the file's own.
-func (f *unwindFile) bias(m execMapping) uint64 {
+func (f *unwindFile) bias(m *stacks.Mapping) uint64 {
 	for _, prog := range f.loads {
-		if m.offset >= prog.Off && m.offset < prog.Off+prog.Filesz {
-			return m.start - (prog.Vaddr + (m.offset - prog.Off))
+		if m.Offset >= prog.Off && m.Offset < prog.Off+prog.Filesz {
+			return m.Start - (prog.Vaddr + (m.Offset - prog.Off))
 		}
 	}
 	return 0
@@ -213,7 +183,6 @@ func (t *unwindTables) file(path string) *unwindFile {
 	f := &unwindFile{}
 	ef, err := elf.Open(path)
 	if err != nil {
-		f.run.err = err
 		return f
 	}
 	defer ef.Close()
@@ -229,22 +198,20 @@ func (t *unwindTables) file(path string) *unwindFile {
 			f.textEnd = max(f.textEnd, prog.Vaddr+prog.Memsz)
 		}
 	}
-	f.run = t.load(ef)
+	f.first, f.count = t.load(ef)
 	if ok {
 		t.files[id] = f
 	}
 	return f
 }
 
-// register lets the loader's notice (bpf/libs.h) place the table of the
-// file at path, named by the loader as name ("" for the executable of
-// process pid).
-func (t *unwindTables) register(pid int, name, path string) {
-	f := t.file(path)
-	if f.run.count == 0 {
+// register lets the loader's notice (bpf/libs.h) place the table of file
+// f, named by the loader as name ("" for the executable of process pid).
+func (t *unwindTables) register(pid int, name string, f *unwindFile) {
+	if f.count == 0 {
 		return
 	}
-	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, First: f.run.first, Count: f.run.count}
+	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, First: f.first, Count: f.count}
 	if name == "" {
 		t.exes.Put(uint32(pid), &v)
 		return
@@ -269,25 +236,27 @@ func pathHash(path string) uint64 {
 	return h
 }
 
-// load puts an ELF file's table into the shared array.
-func (t *unwindTables) load(f *elf.File) fileRun {
+// load puts an ELF file's table into the shared array and returns where;
+// count 0 when the file has none, or there is no room left (counted).
+func (t *unwindTables) load(f *elf.File) (first, count uint32) {
 	tab, err := unwind.FromELF(f)
 	if err != nil {
-		return fileRun{err: err}
+		return 0, 0
 	}
 	n := uint32(len(tab.Entries))
 	if n == 0 || n > 1<<20 {
-		return fileRun{err: fmt.Errorf("%d unwind entries", n)}
+		return 0, 0
 	}
 	if t.next+n > t.room || t.next+n < t.next {
 		t.lost++
-		return fileRun{err: errors.New("the unwind tables are full")}
+		return 0, 0
 	}
 	keys := make([]uint32, n)
 	vals := make([]bpf.MdtraceUnwindEntry, n)
 	for i, e := range tab.Entries {
 		if e.PC > 0xffffffff {
-			return fileRun{err: fmt.Errorf("code at %#x, beyond 4 GiB", e.PC)}
+			// Code beyond 4 GiB: an entry's pc does not hold it.
+			return 0, 0
 		}
 		keys[i] = t.next + uint32(i)
 		vals[i] = bpf.MdtraceUnwindEntry{Pc: uint32(e.PC), Rule: packRule(e.Rule)}
@@ -296,13 +265,13 @@ func (t *unwindTables) load(f *elf.File) fileRun {
 		// Kernels without batch operations on arrays: one at a time.
 		for i := range keys {
 			if err := t.entries.Put(keys[i], vals[i]); err != nil {
-				return fileRun{err: fmt.Errorf("loading an unwind table: %w", err)}
+				return 0, 0
 			}
 		}
 	}
-	run := fileRun{first: t.next, count: n}
+	first = t.next
 	t.next += n
-	return run
+	return first, n
 }
 
 // forgetUnwind drops process pid's list of mappings.
