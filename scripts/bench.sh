@@ -421,6 +421,40 @@ printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "attach style: no frame pointers
 target chain "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
 printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "with sites, ns a pair" "${med[chain/sites]:-n/a}" "<=" 500 \
 	"$(awk -v r="${med[chain/sites]:-}" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
+# Attaching to a running Python: from mdtrace's start to its probes live,
+# with the unwind tables of every file the process maps loaded (the ready
+# file is written once they are). Debian's python3.11 maps 40 files.
+attach_ready() {
+	local py=/usr/bin/python3.11 pid t0 t1 m r times=""
+	if [[ ! -x $py ]]; then
+		printf '  %-9s %-44s %8s  (no %s)\n' python3 "attach -p --backtrace: ready in, s" n/a "$py"
+		return
+	fi
+	for ((r = 0; r < ROUNDS; r++)); do
+		sleep "$SETTLE"
+		"$py" -c 'import time; time.sleep(60)' &
+		pid=$!
+		sleep 0.2
+		rm -f "$tmp/ready"
+		t0=$EPOCHREALTIME
+		bin/mdtrace -p "$pid" --backtrace --ready-file "$tmp/ready" --log /dev/null 2>/dev/null &
+		m=$!
+		while [[ ! -e $tmp/ready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.005; done
+		t1=$EPOCHREALTIME
+		if [[ -e $tmp/ready ]]; then
+			times+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}') "
+		fi
+		kill -INT "$m" 2>/dev/null || true
+		wait "$m" 2>/dev/null || true
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	local med
+	med=$(median <<<"$times")
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' python3 "attach -p --backtrace: ready in, s" "${med:-n/a}" "<" 1 \
+		"$(awk -v r="$med" 'BEGIN {print r != "" && r < 1 ? "PASS" : "MISS"}')"
+}
+attach_ready
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "attach style: new/delete / malloc/free pairs" \
 	"$(ratio "${med[newpairs/attach]:-}" "${med[pairs/attach]:-}")x"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "with sites: new/delete / malloc/free pairs" \
@@ -498,6 +532,7 @@ gobench 'HeapDump1M' -benchtime 1x ./output
 gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc|Fork1M' -benchtime 1x -benchmem ./tracer
 gobench 'RecordStream' -benchtime 3000000x -benchmem ./tracer
 gobench 'Recorder' -benchtime 2x -benchmem ./session
+gobench 'UnwindTables' -benchtime 1x ./tracer
 grep -E '^Benchmark|kmem:|SKIP' "$i7" | sed -e 's/^ *kmem_bench_test.go:[0-9]*: kmem: /    /'
 # metric BENCHMARK UNIT: the figure of UNIT on BENCHMARK's line, if any.
 metric() {
@@ -541,6 +576,8 @@ goal "  the same at 1M" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock-1
 goal "  all maps at 1M, memory cgroup growth since before loading" "$(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-1m)" B "<=" 100
 echo "    all maps at 200K: $(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-200k) B (memory cgroup); at 50K, with the second tier made: $(metric BenchmarkKernelBytesPerAlloc B/alloc-memlock-50k) B (memlock), $(metric BenchmarkKernelBytesPerAlloc B/alloc-memcg-50k) B"
 echo "    before any allocation: $(metric BenchmarkKernelBytesPerAlloc MB-fixed-memlock) MB (memlock), $(metric BenchmarkKernelBytesPerAlloc MB-fixed-memcg) MB (memory cgroup)"
+goal "unwind tables of libc, libstdc++, python3.11: all maps" "$(metric BenchmarkUnwindTables MB-unwind-maps)" MB "<=" 8
+echo "    their entries: $(metric BenchmarkUnwindTables entries) ($(metric BenchmarkUnwindTables MB-tables) MB of the shared array), read and loaded in $(metric BenchmarkUnwindTables s/first-load) s"
 echo "  zygote fork of a process with 1M live blocks: the copy $(metric BenchmarkFork1M s/fork) s (the child held meanwhile), its drop $(metric BenchmarkFork1M s/forget) s"
 goal "record_allocs events/s: ring buffer decode + output line" "$(metric BenchmarkRecordStream/read+line events/s)" "ev/s" ">=" 2000000
 goal "  while tracing: ring buffer decode + recorder keeps it" "$live" "ev/s" ">=" 2000000
