@@ -68,7 +68,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			probes.Detach()
 			auditSummary(stdout, probes, start)
 			if c, err := probes.Counters(); err == nil {
-				for _, l := range lossLines(c, flags.MaxAllocs) {
+				for _, l := range lossLines(c, flags.MaxAllocs, 0) {
 					fmt.Fprintf(stderr, "mdtrace: %s\n", l)
 				}
 			}

@@ -158,7 +158,7 @@ func (s *session) reportLosses() {
 		s.notice("reading the loss counters: %v", err)
 		return
 	}
-	for _, l := range lossLines(c, s.flags.MaxAllocs) {
+	for _, l := range lossLines(c, s.flags.MaxAllocs, s.depth) {
 		s.notice("%s", l)
 	}
 	if n := s.probes.UnwindTablesLost(); n > 0 {
@@ -174,8 +174,9 @@ func (s *session) reportLosses() {
 	}
 }
 
-// lossLines describes the non-zero loss counters.
-func lossLines(c tracer.Counters, maxAllocs uint32) []string {
+// lossLines describes the non-zero loss counters; depth is the frame
+// limit of backtraces.
+func lossLines(c tracer.Counters, maxAllocs uint32, depth int) []string {
 	var out []string
 	add := func(n uint64, format string, args ...any) {
 		if n > 0 {
@@ -195,6 +196,7 @@ func lossLines(c tracer.Counters, maxAllocs uint32) []string {
 	add(c.GenLost, "programs executed could not be told from the program before: its blocks may be reported with theirs (the table of processes was full)")
 	add(c.BatchLost, "batched allocator calls were lost: a thread's batch could not be read (--no-batch reports each call as it is made)")
 	add(c.OrphansLost, "frees that came before their block's batch could not be kept for it: those blocks may be reported as leaks")
+	add(c.StackTruncated, "backtraces were cut at %d frames with frames left (backtrace=%d, up to 256, for more; marked [truncated] in --folded)", depth, depth)
 	add(c.UnwindStopped, "backtraces end before the outermost frame: a frame the unwind tables could not go past (code outside the files mapped, or a rule mdtrace does not follow)")
 	return out
 }

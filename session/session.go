@@ -25,7 +25,9 @@ import (
 
 // session is one run of mdtrace on one process.
 type session struct {
-	flags  *options.Flags
+	flags *options.Flags
+	// depth is the frame limit of the backtraces taken, 0 for none.
+	depth  int
 	cfg    *options.Config
 	stderr io.Writer
 	log    *output.Log
@@ -128,6 +130,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		// Failure and free backtraces.
 		depth = options.DefaultBacktraceFrames
 	}
+	s.depth = depth
 	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
 		StackDepth:        depth,
