@@ -126,7 +126,7 @@ type MdtraceUnwindFile struct {
 	_         structs.HostLayout
 	TextStart uint64
 	TextEnd   uint64
-	First     uint32
+	Table     uint32
 	Count     uint32
 }
 
@@ -139,7 +139,7 @@ type MdtraceUnwindProc struct {
 		Start uint64
 		End   uint64
 		Bias  uint64
-		First uint32
+		Table uint32
 		Count uint32
 	}
 }
@@ -156,6 +156,7 @@ type MdtraceWalkBuf struct {
 		Lo    uint32
 		Hi    uint32
 		Hint  uint32
+		Entry MdtraceUnwindEntry
 	}
 	Sp0       uint64
 	Base      uint64
@@ -190,10 +191,10 @@ const (
 	MdtraceMapTierBlocks         = "tier_blocks"
 	MdtraceMapTierMoves          = "tier_moves"
 	MdtraceMapTraced             = "traced"
-	MdtraceMapUnwindEntries      = "unwind_entries"
 	MdtraceMapUnwindExes         = "unwind_exes"
 	MdtraceMapUnwindFiles        = "unwind_files"
 	MdtraceMapUnwindProcs        = "unwind_procs"
+	MdtraceMapUnwindTables       = "unwind_tables"
 	MdtraceMapWalkScratch        = "walk_scratch"
 	MdtraceMapZygotes            = "zygotes"
 	MdtraceProgAllocEntry        = "alloc_entry"
@@ -297,34 +298,34 @@ type MdtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceMapSpecs struct {
-	Allocs        *ebpf.MapSpec `ebpf:"allocs"`
-	BatchSpaces   *ebpf.MapSpec `ebpf:"batch_spaces"`
-	BatchThreads  *ebpf.MapSpec `ebpf:"batch_threads"`
-	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	Errors        *ebpf.MapSpec `ebpf:"errors"`
-	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
-	Execs         *ebpf.MapSpec `ebpf:"execs"`
-	Fences        *ebpf.MapSpec `ebpf:"fences"`
-	Freed         *ebpf.MapSpec `ebpf:"freed"`
-	Gens          *ebpf.MapSpec `ebpf:"gens"`
-	Notify        *ebpf.MapSpec `ebpf:"notify"`
-	Orphans       *ebpf.MapSpec `ebpf:"orphans"`
-	Rdebug        *ebpf.MapSpec `ebpf:"rdebug"`
-	Records       *ebpf.MapSpec `ebpf:"records"`
-	SeenStacks    *ebpf.MapSpec `ebpf:"seen_stacks"`
-	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
-	Tables        *ebpf.MapSpec `ebpf:"tables"`
-	Threads       *ebpf.MapSpec `ebpf:"threads"`
-	TierBlocks    *ebpf.MapSpec `ebpf:"tier_blocks"`
-	TierMoves     *ebpf.MapSpec `ebpf:"tier_moves"`
-	Traced        *ebpf.MapSpec `ebpf:"traced"`
-	UnwindEntries *ebpf.MapSpec `ebpf:"unwind_entries"`
-	UnwindExes    *ebpf.MapSpec `ebpf:"unwind_exes"`
-	UnwindFiles   *ebpf.MapSpec `ebpf:"unwind_files"`
-	UnwindProcs   *ebpf.MapSpec `ebpf:"unwind_procs"`
-	WalkScratch   *ebpf.MapSpec `ebpf:"walk_scratch"`
-	Zygotes       *ebpf.MapSpec `ebpf:"zygotes"`
+	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
+	BatchSpaces  *ebpf.MapSpec `ebpf:"batch_spaces"`
+	BatchThreads *ebpf.MapSpec `ebpf:"batch_threads"`
+	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Errors       *ebpf.MapSpec `ebpf:"errors"`
+	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
+	Execs        *ebpf.MapSpec `ebpf:"execs"`
+	Fences       *ebpf.MapSpec `ebpf:"fences"`
+	Freed        *ebpf.MapSpec `ebpf:"freed"`
+	Gens         *ebpf.MapSpec `ebpf:"gens"`
+	Notify       *ebpf.MapSpec `ebpf:"notify"`
+	Orphans      *ebpf.MapSpec `ebpf:"orphans"`
+	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
+	Records      *ebpf.MapSpec `ebpf:"records"`
+	SeenStacks   *ebpf.MapSpec `ebpf:"seen_stacks"`
+	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
+	Tables       *ebpf.MapSpec `ebpf:"tables"`
+	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	TierBlocks   *ebpf.MapSpec `ebpf:"tier_blocks"`
+	TierMoves    *ebpf.MapSpec `ebpf:"tier_moves"`
+	Traced       *ebpf.MapSpec `ebpf:"traced"`
+	UnwindExes   *ebpf.MapSpec `ebpf:"unwind_exes"`
+	UnwindFiles  *ebpf.MapSpec `ebpf:"unwind_files"`
+	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
+	UnwindTables *ebpf.MapSpec `ebpf:"unwind_tables"`
+	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
+	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
 }
 
 // MdtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -384,34 +385,34 @@ func (o *MdtraceObjects) Close() error {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceMaps struct {
-	Allocs        *ebpf.Map `ebpf:"allocs"`
-	BatchSpaces   *ebpf.Map `ebpf:"batch_spaces"`
-	BatchThreads  *ebpf.Map `ebpf:"batch_threads"`
-	Counters      *ebpf.Map `ebpf:"counters"`
-	Errors        *ebpf.Map `ebpf:"errors"`
-	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
-	Execs         *ebpf.Map `ebpf:"execs"`
-	Fences        *ebpf.Map `ebpf:"fences"`
-	Freed         *ebpf.Map `ebpf:"freed"`
-	Gens          *ebpf.Map `ebpf:"gens"`
-	Notify        *ebpf.Map `ebpf:"notify"`
-	Orphans       *ebpf.Map `ebpf:"orphans"`
-	Rdebug        *ebpf.Map `ebpf:"rdebug"`
-	Records       *ebpf.Map `ebpf:"records"`
-	SeenStacks    *ebpf.Map `ebpf:"seen_stacks"`
-	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks        *ebpf.Map `ebpf:"stacks"`
-	Tables        *ebpf.Map `ebpf:"tables"`
-	Threads       *ebpf.Map `ebpf:"threads"`
-	TierBlocks    *ebpf.Map `ebpf:"tier_blocks"`
-	TierMoves     *ebpf.Map `ebpf:"tier_moves"`
-	Traced        *ebpf.Map `ebpf:"traced"`
-	UnwindEntries *ebpf.Map `ebpf:"unwind_entries"`
-	UnwindExes    *ebpf.Map `ebpf:"unwind_exes"`
-	UnwindFiles   *ebpf.Map `ebpf:"unwind_files"`
-	UnwindProcs   *ebpf.Map `ebpf:"unwind_procs"`
-	WalkScratch   *ebpf.Map `ebpf:"walk_scratch"`
-	Zygotes       *ebpf.Map `ebpf:"zygotes"`
+	Allocs       *ebpf.Map `ebpf:"allocs"`
+	BatchSpaces  *ebpf.Map `ebpf:"batch_spaces"`
+	BatchThreads *ebpf.Map `ebpf:"batch_threads"`
+	Counters     *ebpf.Map `ebpf:"counters"`
+	Errors       *ebpf.Map `ebpf:"errors"`
+	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
+	Execs        *ebpf.Map `ebpf:"execs"`
+	Fences       *ebpf.Map `ebpf:"fences"`
+	Freed        *ebpf.Map `ebpf:"freed"`
+	Gens         *ebpf.Map `ebpf:"gens"`
+	Notify       *ebpf.Map `ebpf:"notify"`
+	Orphans      *ebpf.Map `ebpf:"orphans"`
+	Rdebug       *ebpf.Map `ebpf:"rdebug"`
+	Records      *ebpf.Map `ebpf:"records"`
+	SeenStacks   *ebpf.Map `ebpf:"seen_stacks"`
+	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks       *ebpf.Map `ebpf:"stacks"`
+	Tables       *ebpf.Map `ebpf:"tables"`
+	Threads      *ebpf.Map `ebpf:"threads"`
+	TierBlocks   *ebpf.Map `ebpf:"tier_blocks"`
+	TierMoves    *ebpf.Map `ebpf:"tier_moves"`
+	Traced       *ebpf.Map `ebpf:"traced"`
+	UnwindExes   *ebpf.Map `ebpf:"unwind_exes"`
+	UnwindFiles  *ebpf.Map `ebpf:"unwind_files"`
+	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
+	UnwindTables *ebpf.Map `ebpf:"unwind_tables"`
+	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
+	Zygotes      *ebpf.Map `ebpf:"zygotes"`
 }
 
 func (m *MdtraceMaps) Close() error {
@@ -438,10 +439,10 @@ func (m *MdtraceMaps) Close() error {
 		m.TierBlocks,
 		m.TierMoves,
 		m.Traced,
-		m.UnwindEntries,
 		m.UnwindExes,
 		m.UnwindFiles,
 		m.UnwindProcs,
+		m.UnwindTables,
 		m.WalkScratch,
 		m.Zygotes,
 	)

@@ -39,23 +39,39 @@ struct unwind_entry {
 #define UNWIND_OFFSET(r) (((r) >> 6) & 0xffff)
 #define UNWIND_RBP_WORDS(r) (((r) >> 22) & 0xff)
 
-/* Set by user space to the room it asks for. */
-#define DEFAULT_UNWIND_ENTRIES 1024
-struct {
+/*
+ * A file's table: an array of exactly its entries, made by user space when
+ * the file is first mapped by a traced process (the inner map's size is the
+ * file's, BPF_F_INNER_MAP letting each be another), and shared by every
+ * process that maps the file. unwind_tables holds them by number, from 1.
+ */
+struct file_unwind_table {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, DEFAULT_UNWIND_ENTRIES);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(u32));
+	/* A size, not a type: a type two pointers deep in a map's
+	 * definition reaches BTF only as a declaration (struct unwind_regs
+	 * holds one, for user space's type). */
+	__uint(value_size, sizeof(struct unwind_entry));
+};
+
+#define MAX_UNWIND_TABLES 8192
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_UNWIND_TABLES);
 	__type(key, u32);
-	__type(value, struct unwind_entry);
-} unwind_entries SEC(".maps");
+	__array(values, struct file_unwind_table);
+} unwind_tables SEC(".maps");
 
 /*
  * A process's executable file mapping: [start, end), the difference between
- * its addresses and the file's (bias), and its file's run of entries
- * [first, first + count); count 0 when the file has no table.
+ * its addresses and the file's (bias), and its file's table: its number in
+ * unwind_tables and its count of entries; count 0 when the file has none.
  */
 struct unwind_mapping {
 	u64 start, end, bias;
-	u32 first, count;
+	u32 table, count;
 };
 
 #define MAX_UNWIND_MAPPINGS 128
@@ -78,7 +94,7 @@ struct unwind_proc {
  */
 struct unwind_file {
 	u64 text_start, text_end;
-	u32 first, count;
+	u32 table, count;
 };
 
 /* Files' tables by the FNV-1a hash of their path as the loader names
@@ -136,6 +152,8 @@ struct unwind_regs {
 	u32 lo, hi;
 	/* 1 + the index of the mapping that holds ip, when known; 0 if not. */
 	u32 hint;
+	/* The entry of the step's rule. */
+	struct unwind_entry entry;
 };
 
 /*
@@ -190,6 +208,7 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 {
 	struct unwind_mapping *m = 0;
 	struct unwind_entry *e;
+	void *table;
 	u64 cfa, ra, saved[2], pc;
 	u32 rule, off, words, i, mid, key;
 	int idx;
@@ -219,14 +238,17 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	pc = r->ip - m->bias - (r->exact ? 0 : 1);
 	if (pc >> 32)
 		return STEP_NO_TABLE;
-	/* The rule: the last entry of the file's run at or before pc. */
-	r->lo = m->first;
-	r->hi = m->first + m->count;
+	table = bpf_map_lookup_elem(&unwind_tables, &m->table);
+	if (!table)
+		return STEP_NO_TABLE;
+	/* The rule: the last entry of the file's table at or before pc. */
+	r->lo = 0;
+	r->hi = m->count;
 	for (i = 0; i < 21; i++) {
 		if (r->lo >= r->hi)
 			break;
 		mid = r->lo + (r->hi - r->lo) / 2;
-		e = bpf_map_lookup_elem(&unwind_entries, &mid);
+		e = bpf_map_lookup_elem(table, &mid);
 		if (!e)
 			return STEP_NO_TABLE;
 		if (e->pc <= (u32)pc)
@@ -234,13 +256,14 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		else
 			r->hi = mid;
 	}
-	if (r->lo == m->first)
+	if (r->lo == 0)
 		return STEP_NO_TABLE;
 	key = r->lo - 1;
-	e = bpf_map_lookup_elem(&unwind_entries, &key);
+	e = bpf_map_lookup_elem(table, &key);
 	if (!e)
 		return STEP_NO_TABLE;
-	rule = e->rule;
+	r->entry = *e;
+	rule = r->entry.rule;
 	off = UNWIND_OFFSET(rule);
 	switch (UNWIND_BASE(rule)) {
 	case UNWIND_RSP:
@@ -344,7 +367,7 @@ static __always_inline bool unwind_library(struct unwind_proc *up, u32 at, u32 t
 	m->start = bias + f->text_start;
 	m->end = bias + f->text_end;
 	m->bias = bias;
-	m->first = f->first;
+	m->table = f->table;
 	m->count = f->count;
 	return true;
 }

@@ -118,10 +118,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if cfg.UnwindEntries == 0 {
 		cfg.UnwindEntries = DefaultUnwindEntries
 	}
-	if cfg.StackDepth == 0 {
-		cfg.UnwindEntries = 1
-	}
-	spec.Maps["unwind_entries"].MaxEntries = cfg.UnwindEntries
+	unwindInner := spec.Maps["unwind_tables"].InnerMap.Copy()
 
 	p := &Probes{
 		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
@@ -153,7 +150,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
 	if cfg.StackDepth > 0 {
-		p.unwind = &unwindTables{entries: p.objs.UnwindEntries, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles,
+		p.unwind = &unwindTables{tables: p.objs.UnwindTables, inner: unwindInner, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles,
 			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{},
 			placed: map[string]bpf.MdtraceUnwindFile{}}
 	}

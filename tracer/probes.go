@@ -104,8 +104,8 @@ type ProbeConfig struct {
 	// Preemptible forces the stack walk's preemption guard on or off;
 	// nil: on where the running kernel may preempt BPF programs.
 	Preemptible *bool
-	// UnwindEntries is the room of the unwind tables of the files the
-	// traced processes map, shared by all (DefaultUnwindEntries when 0).
+	// UnwindEntries bounds the entries of the unwind tables of the files
+	// the traced processes map, shared by all (DefaultUnwindEntries when 0).
 	UnwindEntries uint32
 	// Program, when set, is program mode: probes attached without a PID
 	// count only the processes that execute a program whose file name

@@ -16,10 +16,15 @@ import (
 	"github.com/mdtrace/mdtrace/unwind"
 )
 
-// DefaultUnwindEntries is the room of the unwind tables shared by every
-// traced process: 8 bytes an entry, 4 MiB in all. libc, libstdc++ and
-// Debian's python3.11 take about 127,000.
-const DefaultUnwindEntries = 1 << 19
+// DefaultUnwindEntries bounds the entries of the unwind tables of all the
+// files traced processes map, 8 bytes an entry: 32 MiB at most, made as
+// files are mapped. libc, libstdc++ and Debian's python3.11 take about
+// 140,000 (1.1 MB), gcc's cc1plus alone 517,000.
+const DefaultUnwindEntries = 1 << 22
+
+// maxUnwindTables is MAX_UNWIND_TABLES in bpf/unwind.h: the files with a
+// table, numbered from 1.
+const maxUnwindTables = 8192
 
 // maxUnwindMappings is MAX_UNWIND_MAPPINGS in bpf/unwind.h: the executable
 // file mappings of a process the walk knows.
@@ -73,15 +78,17 @@ func packRule(r unwind.Rule) uint32 {
 	return p
 }
 
-// unwindTables are the files' tables loaded into the BPF array, by file.
+// unwindTables are the files' tables loaded for the BPF walk, by file.
 type unwindTables struct {
-	mu      sync.Mutex
-	entries *ebpf.Map
-	procs   *ebpf.Map
-	named   *ebpf.Map // unwind_files
-	exes    *ebpf.Map // unwind_exes
-	room    uint32
-	next    uint32
+	mu     sync.Mutex
+	tables *ebpf.Map // unwind_tables: each file's array, by number
+	inner  *ebpf.MapSpec
+	procs  *ebpf.Map
+	named  *ebpf.Map // unwind_files
+	exes   *ebpf.Map // unwind_exes
+	// room is the most entries all tables may have, used the entries
+	// they have, made the number of tables made.
+	room, used, made uint32
 	files   map[fileID]*unwindFile
 	// placed are the names given to the loader's notice, with their file.
 	placed map[string]bpf.MdtraceUnwindFile
@@ -128,7 +135,7 @@ func (p *Probes) LoadUnwind(pid int) error {
 		f := p.unwind.file(file)
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
-		e.First, e.Count = f.first, f.count
+		e.Table, e.Count = f.table, f.count
 		p.unwind.register(pid, m.Name(), f)
 		n++
 	}
@@ -151,10 +158,10 @@ func (p *Probes) LoadUnwind(pid int) error {
 
 // unwindFile is a file's table and what is needed to place it.
 type unwindFile struct {
-	// first and count are where its entries are in the shared array;
-	// count is 0 for a file without a table (no call frame information,
-	// or no room left).
-	first, count uint32
+	// table is the number of its table in unwind_tables, count its
+	// entries; count is 0 for a file without a table (no call frame
+	// information, or no room left).
+	table, count uint32
 	// textStart and textEnd bound the file's executable segments, as
 	// the file gives their addresses.
 	textStart, textEnd uint64
@@ -198,7 +205,7 @@ func (t *unwindTables) file(path string) *unwindFile {
 			f.textEnd = max(f.textEnd, prog.Vaddr+prog.Memsz)
 		}
 	}
-	f.first, f.count = t.load(ef)
+	f.table, f.count = t.load(ef)
 	if ok {
 		t.files[id] = f
 	}
@@ -211,7 +218,7 @@ func (t *unwindTables) register(pid int, name string, f *unwindFile) {
 	if f.count == 0 {
 		return
 	}
-	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, First: f.first, Count: f.count}
+	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, Table: f.table, Count: f.count}
 	if name == "" {
 		t.exes.Put(uint32(pid), &v)
 		return
@@ -236,18 +243,20 @@ func pathHash(path string) uint64 {
 	return h
 }
 
-// load puts an ELF file's table into the shared array and returns where;
-// count 0 when the file has none, or there is no room left (counted).
-func (t *unwindTables) load(f *elf.File) (first, count uint32) {
+// load makes an ELF file's table, an array of exactly its entries, and
+// returns its number; count 0 when the file has none, or there is no room
+// left (counted).
+func (t *unwindTables) load(f *elf.File) (table, count uint32) {
 	tab, err := unwind.FromELF(f)
 	if err != nil {
 		return 0, 0
 	}
 	n := uint32(len(tab.Entries))
-	if n == 0 || n > 1<<20 {
+	// The walk's binary search takes 21 steps: 2M entries.
+	if n == 0 || n > 1<<21 {
 		return 0, 0
 	}
-	if t.next+n > t.room || t.next+n < t.next {
+	if t.used+n > t.room || t.used+n < t.used || t.made+1 >= maxUnwindTables {
 		t.lost++
 		return 0, 0
 	}
@@ -258,20 +267,34 @@ func (t *unwindTables) load(f *elf.File) (first, count uint32) {
 			// Code beyond 4 GiB: an entry's pc does not hold it.
 			return 0, 0
 		}
-		keys[i] = t.next + uint32(i)
+		keys[i] = uint32(i)
 		vals[i] = bpf.MdtraceUnwindEntry{Pc: uint32(e.PC), Rule: packRule(e.Rule)}
 	}
-	if _, err := t.entries.BatchUpdate(keys, vals, nil); err != nil {
+	spec := t.inner.Copy()
+	spec.MaxEntries = n
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.lost++
+		return 0, 0
+	}
+	// The outer map holds the table from here; this descriptor goes.
+	defer m.Close()
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
 		// Kernels without batch operations on arrays: one at a time.
 		for i := range keys {
-			if err := t.entries.Put(keys[i], vals[i]); err != nil {
+			if err := m.Put(keys[i], vals[i]); err != nil {
 				return 0, 0
 			}
 		}
 	}
-	first = t.next
-	t.next += n
-	return first, n
+	table = t.made + 1
+	if err := t.tables.Put(table, m); err != nil {
+		t.lost++
+		return 0, 0
+	}
+	t.made++
+	t.used += n
+	return table, n
 }
 
 // forgetUnwind drops process pid's list of mappings.
@@ -286,8 +309,8 @@ func (p *Probes) forgetUnwind(pid int) {
 }
 
 // UnwindTablesLost is the number of files whose unwind tables did not fit
-// in the room the probes have (ProbeConfig.UnwindEntries): their frames are
-// walked by frame pointers.
+// in the room the probes have (ProbeConfig.UnwindEntries, or the number of
+// tables): their frames are walked by frame pointers.
 func (p *Probes) UnwindTablesLost() int {
 	if p.unwind == nil {
 		return 0

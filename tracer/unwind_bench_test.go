@@ -4,6 +4,8 @@ package tracer
 
 import (
 	"fmt"
+
+	"github.com/cilium/ebpf"
 	"os"
 	"os/exec"
 	"strings"
@@ -61,16 +63,37 @@ func BenchmarkUnwindTables(b *testing.B) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		p.unwind.mu.Lock()
-		used, lost := p.unwind.next, p.unwind.lost
+		used, lost := p.unwind.used, p.unwind.lost
 		p.unwind.mu.Unlock()
 		if lost != 0 {
 			b.Fatalf("%d files' tables did not fit", lost)
 		}
-		all := memlock(b, p.objs.UnwindEntries) + memlock(b, p.objs.UnwindProcs) + memlock(b, p.objs.UnwindFiles) + memlock(b, p.objs.UnwindExes)
+		all := tablesMem(b, p) + memlock(b, p.objs.UnwindTables) + memlock(b, p.objs.UnwindProcs) + memlock(b, p.objs.UnwindFiles) + memlock(b, p.objs.UnwindExes)
 		b.ReportMetric(float64(used), "entries")
 		b.ReportMetric(float64(used)*8/1e6, "MB-tables")
 		b.ReportMetric(float64(all)/1e6, "MB-unwind-maps")
 		b.ReportMetric(load.Seconds(), "s/first-load")
 		p.Close()
 	}
+}
+
+// tablesMem returns the kernel's account (memlock) of the memory of every
+// file's unwind table.
+func tablesMem(tb testing.TB, p *Probes) int64 {
+	var n int64
+	var key uint32
+	var id ebpf.MapID
+	it := p.objs.UnwindTables.Iterate()
+	for it.Next(&key, &id) {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n += memlock(tb, m)
+		m.Close()
+	}
+	if err := it.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

@@ -3,7 +3,12 @@
 package tracer
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mdtrace/mdtrace/unwind"
 )
@@ -48,5 +53,51 @@ func TestPathHash(t *testing.T) {
 	}
 	if pathHash(string(long)) != pathHash(string(long[:255])) {
 		t.Error("bytes past 255 change the hash")
+	}
+}
+
+// TestUnwindTablesRoom: each file a traced process maps gets a table of
+// its own, once; files whose tables go past the room are counted, and the
+// others keep theirs.
+func TestUnwindTablesRoom(t *testing.T) {
+	needProbes(t)
+	for _, tc := range []struct {
+		room       uint32
+		made, lost int
+	}{
+		// sleep, libc and the loader.
+		{0, 3, 0},
+		{1, 0, 3},
+	} {
+		p, err := LoadProbes(ProbeConfig{StackDepth: 16, UnwindEntries: tc.room})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sleep", "10")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Until the loader has mapped libc.
+		for i := 0; i < 200; i++ {
+			maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid))
+			if strings.Contains(string(maps), "libc.so.6") {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		err = p.LoadUnwind(cmd.Process.Pid)
+		// Again: nothing more is made or lost for files seen.
+		if err == nil {
+			err = p.LoadUnwind(cmd.Process.Pid)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(p.unwind.made) != tc.made || p.UnwindTablesLost() != tc.lost {
+			t.Errorf("room %d: %d tables made, %d lost; want %d and %d", tc.room, p.unwind.made, p.UnwindTablesLost(), tc.made, tc.lost)
+		}
+		p.Close()
 	}
 }

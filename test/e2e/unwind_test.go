@@ -146,11 +146,24 @@ var debianPrograms = []struct {
 }{
 	{"/usr/bin/python3.11", []string{"-c", "import json; x = [json.dumps({'a': i}) for i in range(100)]"}, regexp.MustCompile(`^Py_BytesMain$`)},
 	{"/usr/bin/sqlite3", []string{":memory:", "create table t(a); insert into t values(1); select * from t;"}, regexp.MustCompile(`^__libc_start_call_main$`)},
+	// gcc's C++ compiler proper: 30 MB of code whose table alone takes
+	// 517,000 entries, and 2,370 blocks it never frees, many from glibc's
+	// gettext and locale code before main's first line.
+	{cc1plus(), []string{"-quiet", "/dev/null", "-o", "/dev/null"}, regexp.MustCompile(`^main$`)},
 }
 
-// TestUnwindDebianPrograms: every leaked block of Debian's python3 and
-// sqlite3, built without frame pointers, has a backtrace that reaches
-// their main, in every launch mode.
+// cc1plus is the path of gcc's C++ compiler proper, or a path that does
+// not exist when no g++ is installed.
+func cc1plus() string {
+	if m, _ := filepath.Glob("/usr/lib/gcc/x86_64-linux-gnu/*/cc1plus"); len(m) > 0 {
+		return m[len(m)-1]
+	}
+	return "/usr/lib/gcc/x86_64-linux-gnu/cc1plus"
+}
+
+// TestUnwindDebianPrograms: every leaked block of Debian's python3,
+// sqlite3 and cc1plus, built without frame pointers, has a backtrace that
+// reaches their main, in every launch mode.
 func TestUnwindDebianPrograms(t *testing.T) {
 	needRoot(t)
 	for _, p := range debianPrograms {
@@ -163,7 +176,8 @@ func TestUnwindDebianPrograms(t *testing.T) {
 }
 
 // debianProgram runs path under mdtrace in a launch mode and checks that
-// every leaked block's backtrace has a function main matches.
+// every leaked block's backtrace has a function main matches, or comes
+// from a constructor run before main.
 func debianProgram(t *testing.T, path string, args []string, main *regexp.Regexp, mode string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
@@ -189,7 +203,9 @@ func debianProgram(t *testing.T, path string, args []string, main *regexp.Regexp
 			}
 			fns = append(fns, fm[4])
 		}
-		if slices.ContainsFunc(fns, main.MatchString) {
+		// A static constructor runs before main, called by
+		// __libc_start_main: its stack is whole too.
+		if slices.ContainsFunc(fns, main.MatchString) || len(fns) >= 2 && fns[len(fns)-2] == "__libc_start_main" && fns[len(fns)-1] == "_start" {
 			reached++
 		} else {
 			short = append(short, strings.Join(fns, " <- "))
