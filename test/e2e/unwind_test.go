@@ -305,3 +305,45 @@ func TestTruncatedStacksApart(t *testing.T) {
 		})
 	}
 }
+
+// TestUnwindCxxNew: a C++ program built -O2 without frame pointers leaks
+// ten blocks from operator new at the bottom of a chain of member
+// functions; each has the whole chain from new's caller to main and
+// _start, launched in every mode and attached (where operator new is
+// libstdc++'s, itself without frame pointers, or the shim's).
+func TestUnwindCxxNew(t *testing.T) {
+	needRoot(t)
+	want := []string{"Tree::grow(int)", "Tree::build(int)", "build_forest()", "main", "_start"}
+	check := func(t *testing.T, log, pid string) {
+		t.Helper()
+		fns, files := programChain(t, logMessages(t, log, pid), 56, prog("cxxchain"))
+		if len(fns) != 10 {
+			t.Fatalf("%d leaked blocks of 56 bytes, want 10; log:\n%s", len(fns), log)
+		}
+		for i, fn := range fns {
+			// gcc names a clone by what it changed: "(.isra.0)".
+			for j := range fn {
+				fn[j], _, _ = strings.Cut(fn[j], " (.")
+			}
+			if !slices.Equal(fn, want) {
+				t.Fatalf("block %d: frames in cxxchain %q, want %q", i, fn, want)
+			}
+			if first := files[i][0]; !strings.Contains(first, "/libstdc++.so") && !strings.HasSuffix(first, "/libmdshim.so") {
+				t.Errorf("block %d: first frame in %s, want operator new's file", i, first)
+			}
+		}
+	}
+	for _, mode := range unwindModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace=32 leak_track", "--", prog("cxxchain"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			check(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
+		})
+	}
+	t.Run("attached", func(t *testing.T) {
+		pid, _, log := attachAndRun(t, nil, "done", prog("cxxchain"), "hold")
+		check(t, log, pid)
+	})
+}
