@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -16,34 +17,61 @@ import (
 
 // watchLibraries remembers every library the loader reports, with its
 // load address, until stop is called.
+//
+// A notice lists all of a process's libraries, one event each, whenever
+// one is loaded or unloaded: the unwind tables of the processes that sent
+// some are brought up to date once the notices read so far run out, not
+// once a library (each reads the process's maps).
 func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
-	sync, stopPump := pump(n.Next, s.rememberLibrary, n.Wake)
+	changed := map[int]bool{}
+	next := func(deadline time.Time) (tracer.Library, error) {
+		if len(changed) > 0 {
+			lib, err := n.Next(time.Now())
+			if !errors.Is(err, tracer.ErrNoRecord) {
+				return lib, err
+			}
+			for pid := range changed {
+				s.loadUnwind(pid)
+			}
+			clear(changed)
+		}
+		return n.Next(deadline)
+	}
+	handle := func(lib tracer.Library) {
+		if s.rememberLibrary(lib) {
+			changed[lib.PID] = true
+		}
+	}
+	sync, stopPump := pump(next, handle, n.Wake)
 	return sync, func() {
 		n.Close()
 		stopPump()
 	}
 }
 
-// rememberLibrary adds a library the loader reported to the history. A
-// relative path is the process's (dlopen of "lib/x.so"); a name without a
-// slash is the vdso, which has no file.
-func (s *session) rememberLibrary(lib tracer.Library) {
+// rememberLibrary adds a library the loader reported to the history, and
+// returns whether it was a traced process's. A relative path is the
+// process's (dlopen of "lib/x.so"); a name without a slash is the vdso,
+// which has no file.
+func (s *session) rememberLibrary(lib tracer.Library) bool {
 	path := lib.Path
 	if !strings.Contains(path, "/") {
-		return
+		return false
 	}
 	if !filepath.IsAbs(path) {
 		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", lib.PID))
 		if err != nil {
-			return
+			return false
 		}
 		path = filepath.Join(cwd, path)
 	}
-	if p := s.traced(lib.PID); p != nil {
-		p.hist.AddLibrary(path, lib.Base)
-		s.probeRuntime(p, path)
-		s.loadUnwind(p.pid)
+	p := s.traced(lib.PID)
+	if p == nil {
+		return false
 	}
+	p.hist.AddLibrary(path, lib.Base)
+	s.probeRuntime(p, path)
+	return true
 }
 
 // probeRuntime probes the operator new of a C++ runtime library the process
