@@ -193,6 +193,11 @@ static long walk_step(u64 i, void *data)
 			goto found;
 		case STEP_NO_TABLE:
 			break;
+		case STEP_STOP:
+			/* Past the limit, whether more frames were there is not known. */
+			if (!full)
+				count(COUNTER_UNWIND_STOPPED);
+			return 1;
 		default:
 			return 1;
 		}

@@ -134,7 +134,7 @@ struct {
 enum unwind_step {
 	STEP_ON = 0,	 /* a caller found: go on */
 	STEP_DONE,	 /* the outermost frame: the stack is complete */
-	STEP_STOP,	 /* the walk cannot go on (counted) */
+	STEP_STOP,	 /* the walk cannot go on (the caller counts it) */
 	STEP_NO_TABLE,	 /* the pc's file has no table: try its frame pointer */
 };
 
@@ -279,7 +279,6 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		/* The interrupted code's registers, in the ucontext at sp. */
 		if (bpf_probe_read_user(saved, sizeof(saved), (void *)(r->sp + SIGNAL_RSP)) != 0 ||
 		    bpf_probe_read_user(&ra, sizeof(ra), (void *)(r->sp + SIGNAL_RBP)) != 0) {
-			count(COUNTER_UNWIND_STOPPED);
 			return STEP_STOP;
 		}
 		r->fp = ra;
@@ -293,7 +292,6 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		/* Code no frame description covers (hand-written, generated): its frame pointer may go on. */
 		if (UNWIND_WHY(rule) == UNWIND_NO_FDE)
 			return STEP_NO_TABLE;
-		count(COUNTER_UNWIND_STOPPED);
 		return STEP_STOP;
 	}
 	if (UNWIND_WHY(rule) == UNWIND_END_OF_STACK)
@@ -302,18 +300,15 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	if (words == 2) {
 		/* The usual frame: rbp pushed right below the return address. */
 		if (bpf_probe_read_user(saved, sizeof(saved), (void *)(cfa - 16)) != 0) {
-			count(COUNTER_UNWIND_STOPPED);
 			return STEP_STOP;
 		}
 		r->fp = saved[0];
 		ra = saved[1];
 	} else {
 		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) != 0) {
-			count(COUNTER_UNWIND_STOPPED);
 			return STEP_STOP;
 		}
 		if (words != 0 && bpf_probe_read_user(saved, sizeof(u64), (void *)(cfa - 8 * (u64)words)) != 0) {
-			count(COUNTER_UNWIND_STOPPED);
 			return STEP_STOP;
 		}
 		if (words != 0)
