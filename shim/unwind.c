@@ -17,6 +17,7 @@
  * memo, below): a hot call site costs a compare a frame, not a lookup.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,12 +47,20 @@ struct slot {
 };
 static struct slot cache[1 << CACHE_BITS];
 
+/*
+ * The generation of the code mapped: dlclose moves it on, and with it the
+ * check word of every slot and memo, so that a library mapped later where
+ * an unloaded one was is never walked by the old one's rules.
+ */
+static uint64_t g_gen;
+
 static inline union md_rule lookup(uintptr_t pc)
 {
 	uint64_t h = (uint64_t)pc * HASH_MUL;
 	struct slot *s = &cache[h >> (64 - CACHE_BITS)];
 	union md_rule r;
 
+	h ^= __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
 	r.word = __atomic_load_n(&s->rule, __ATOMIC_RELAXED);
 	if (__builtin_expect((__atomic_load_n(&s->check, __ATOMIC_RELAXED) ^ r.word) == h && r.kind != MD_RULE_NONE, 1))
 		return r;
@@ -61,6 +70,24 @@ static inline union md_rule lookup(uintptr_t pc)
 		__atomic_store_n(&s->check, h ^ r.word, __ATOMIC_RELAXED);
 	}
 	return r;
+}
+
+/* dlclose, then a new generation: the unloaded library's rules are dropped. */
+__attribute__((visibility("default"))) int dlclose(void *handle)
+{
+	static int (*next)(void *);
+	int (*f)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
+	int ret;
+
+	if (f == NULL) {
+		f = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+		if (f == NULL)
+			return -1;
+		__atomic_store_n(&next, f, __ATOMIC_RELAXED);
+	}
+	ret = f(handle);
+	__atomic_fetch_add(&g_gen, 1, __ATOMIC_RELEASE);
+	return ret;
 }
 
 /* ---- the walk ---- */
@@ -124,6 +151,7 @@ struct memo_frame {
 
 struct memo {
 	uintptr_t lo, hi; /* the stack it was read in */
+	uint64_t gen;     /* the generation of the code it was read with */
 	unsigned nframes, nwords;
 	int why;          /* the last frame's step stopped the walk for why; or -1 */
 	struct regs last; /* with -1: the registers the walk stopped at, or went on from */
@@ -438,12 +466,15 @@ size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_
 	if (!t_memo_busy) {
 		t_memo_busy = true;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		uint64_t gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
+
 		last = &t_memo[t_memo_last];
-		if (last->lo != lo || last->hi != hi)
+		if (last->lo != lo || last->hi != hi || last->gen != gen)
 			last->nframes = 0;
 		w.memo = w.rec = &t_memo[t_memo_last ^ 1];
 		w.rec->lo = lo;
 		w.rec->hi = hi;
+		w.rec->gen = gen;
 		w.rec->nframes = w.rec->nwords = 0;
 		w.rec->why = -1;
 	}

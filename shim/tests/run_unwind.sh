@@ -132,6 +132,21 @@ clang_O2_fp clang -O2 -fno-omit-frame-pointer
 clang_O2_async clang -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
 VARIANTS
 
+# A library dlclose'd after its frames were walked, and another mapped
+# where it was whose lib_entry returns from its call at the same offset
+# under another rule (unwind_reload.S): the shim's cache of rules and its
+# memo must not walk the second by the first's rules.
+for v in rbp sp; do
+	def=
+	[ $v = rbp ] && def=-DWITH_RBP
+	build $CC -O2 -g -shared -fPIC -DNO_ENTRY $def -Wall -Wextra -Werror -o "$T/libunwind_reload_$v.so" \
+		"$HERE/unwind_lib.c" "$HERE/unwind_reload.S"
+done
+for shim in guard batch; do
+	unwind_case "unwind reload [$shim]" $shim "lib_leaf lib_entry $CHAIN" \
+		"$T/unwind_gcc_O2" reload "$T/libunwind_reload_rbp.so" "$T/libunwind_reload_sp.so"
+done
+
 # C++: new through the shim's operator new (its frame first when batched:
 # md_backtrace skips the shim's frames) and through libstdc++'s, which
 # keeps no frame pointer.

@@ -11,6 +11,7 @@ static volatile int count;
 
 LEAF(lib_leaf, malloc(200 + (size_t)(x & 1)), lib_corrupt, count)
 
+#ifndef NO_ENTRY /* unwind_reload.S has it */
 NOINLINE int lib_entry(int x)
 {
 	int r = lib_leaf(x + 1);
@@ -18,3 +19,4 @@ NOINLINE int lib_entry(int x)
 	count += r;
 	return r;
 }
+#endif

@@ -7,6 +7,8 @@
  *   unwind_test chain        leaf, through c1 to c11
  *   unwind_test signal       leaf, from a SIGALRM handler that stops spin
  *   unwind_test dlopen LIB   lib_leaf and lib_entry of LIB, dlopen'ed
+ *   unwind_test reload OLD LIB   the same, after OLD was dlopen'ed, walked
+ *                            and dlclose'd, LIB mapped where OLD was
  *   unwind_test no_fde       leaf, from code without CFI whose rbp is no frame
  *   unwind_test bad_ra       leaf, from code without CFI whose frame record's
  *                            return address is in no object
@@ -107,8 +109,33 @@ int main(int argc, char **argv)
 		sa.sa_handler = on_signal;
 		sigaction(SIGALRM, &sa, NULL);
 		chain_bottom = spin;
-	} else if (strcmp(mode, "dlopen") == 0 && argc > 2) {
-		void *lib = dlopen(argv[2], RTLD_NOW);
+	} else if ((strcmp(mode, "dlopen") == 0 && argc > 2) || (strcmp(mode, "reload") == 0 && argc > 3)) {
+		void *lib;
+
+		if (strcmp(mode, "reload") == 0) {
+			/* The first library's frames walked, then unloaded: the second
+			 * one, mapped where it was, must not be walked by its rules. */
+			void *old = dlopen(argv[2], RTLD_NOW);
+			Dl_info at_old, at_new;
+
+			if (old == NULL) {
+				fprintf(stderr, "%s\n", dlerror());
+				return 2;
+			}
+			chain_bottom = (int (*)(int))dlsym(old, "lib_entry");
+			*(volatile int *)dlsym(old, "lib_corrupt") = 0;
+			c11(0);
+			dladdr((void *)chain_bottom, &at_old);
+			dlclose(old);
+			argv++;
+			lib = dlopen(argv[2], RTLD_NOW);
+			if (lib != NULL && (dladdr(dlsym(lib, "lib_entry"), &at_new) == 0 || at_new.dli_fbase != at_old.dli_fbase)) {
+				fprintf(stderr, "the second library is not mapped where the first was\n");
+				return 2;
+			}
+		} else {
+			lib = dlopen(argv[2], RTLD_NOW);
+		}
 
 		if (lib == NULL) {
 			fprintf(stderr, "%s\n", dlerror());
@@ -118,7 +145,7 @@ int main(int argc, char **argv)
 		*(volatile int *)dlsym(lib, "lib_corrupt") = chain_corrupt;
 	}
 	if (chain_bottom == NULL) {
-		fprintf(stderr, "usage: unwind_test chain|signal|dlopen LIB|no_fde|bad_ra|unsupported|bounds\n");
+		fprintf(stderr, "usage: unwind_test chain|signal|dlopen LIB|reload OLD LIB|no_fde|bad_ra|unsupported|bounds\n");
 		return 2;
 	}
 	unwind_begin();
