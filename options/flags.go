@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,10 @@ type Flags struct {
 	Help      bool
 	// Check reports what the kernel supports and exits.
 	Check bool
+	// FileMode is the permissions of the files mdtrace writes: private
+	// (0600) unless asked, since they hold heap addresses and memory
+	// maps of processes traced as root.
+	FileMode os.FileMode
 	// Command is the program to launch and its arguments.
 	Command []string
 }
@@ -142,6 +147,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
 	fs.BoolVar(&f.Check, "check", false, "say what this kernel has of what mdtrace uses, and what mdtrace does without it; load the BPF programs as each mode does; exit 0 if mdtrace can run here")
+	fileMode := fs.String("file-mode", "0600", "permissions, in octal, of the files mdtrace writes (log, heap dumps, records, --folded); they belong to the user who ran sudo")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
 
@@ -219,6 +225,11 @@ func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		opts = DefaultOptions
 	}
 	f.Options = opts
+	mode, err := strconv.ParseUint(*fileMode, 8, 32)
+	if err != nil || mode > 0o777 {
+		return nil, &UsageError{fmt.Sprintf("invalid --file-mode %q: permissions in octal, such as 0600 or 0644", *fileMode)}
+	}
+	f.FileMode = os.FileMode(mode)
 	if f.Top > 0 && f.Interval == 0 {
 		f.Interval = defaultTopInterval
 	}

@@ -17,14 +17,22 @@ import (
 // path is replaced, never followed. Errors name path.
 //
 // A character device or a FIFO at path (/dev/null, a terminal, a named pipe)
-// is opened for writing instead, never replaced.
+// is opened for writing instead, never replaced; anything else that is not
+// a regular file or a symlink (a block device, a socket, a directory) is
+// refused: a log written over a disk would destroy it, and replacing the
+// node would break whatever uses it.
 func CreateFile(path string, perm os.FileMode) (*os.File, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&(os.ModeCharDevice|os.ModeNamedPipe) != 0 {
-		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
-			return nil, fmt.Errorf("opening %s: %w", path, err)
+	if fi, err := os.Lstat(path); err == nil {
+		switch m := fi.Mode(); {
+		case m&os.ModeCharDevice != 0 || m&os.ModeNamedPipe != 0:
+			f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				return nil, fmt.Errorf("opening %s: %w", path, err)
+			}
+			return f, nil
+		case !m.IsRegular() && m&os.ModeSymlink == 0:
+			return nil, fmt.Errorf("creating %s: not a regular file: %s", path, fileKind(m))
 		}
-		return f, nil
 	}
 	dir, base := filepath.Split(path)
 	if base == "" {

@@ -2,6 +2,7 @@ package output
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,5 +82,36 @@ func TestWriteFileAtomicRefusesDevices(t *testing.T) {
 	}
 	if fi, _ := os.Lstat("/dev/null"); fi.Mode()&os.ModeCharDevice == 0 {
 		t.Fatal("/dev/null was replaced")
+	}
+}
+
+// TestCreateFileRefusesOtherNodes: a block device, a socket or a directory
+// at the path is neither written nor replaced.
+func TestCreateFileRefusesOtherNodes(t *testing.T) {
+	dir := t.TempDir()
+	blk := filepath.Join(dir, "blk")
+	if err := syscall.Mknod(blk, syscall.S_IFBLK|0o600, 7<<8); err != nil {
+		t.Skipf("cannot make a block device node (needs root): %v", err)
+	}
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o700)
+	for path, kind := range map[string]string{blk: "a block device", sock: "a socket", sub: "a directory"} {
+		before, _ := os.Lstat(path)
+		f, err := CreateFile(path, 0o600)
+		if err == nil {
+			f.Close()
+		}
+		if want := "creating " + path + ": not a regular file: " + kind; err == nil || err.Error() != want {
+			t.Errorf("CreateFile(%s) = %v, want %q", path, err, want)
+		}
+		if after, err := os.Lstat(path); err != nil || after.Mode() != before.Mode() {
+			t.Errorf("%s was replaced: %v %v", path, after.Mode(), err)
+		}
 	}
 }

@@ -82,7 +82,7 @@ func (r *recorder) write(path string, pid int32) {
 		r.s.log.Infof(int(pid), int(pid), "No alloc entries to write.")
 		return
 	}
-	err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+	err := output.WriteFileAtomic(path, r.s.flags.FileMode, func(w io.Writer) error {
 		rw := output.NewRecordWriter(w)
 		err := r.recs.Each(func(rec *output.Record) error {
 			if rec.PID != pid {

@@ -67,7 +67,7 @@ func (s *session) finish(p *proc) {
 			path = fmt.Sprintf("%s.%d", path, p.pid)
 		}
 		line := func(pc uint64) (string, int, bool) { return s.sym.Line(p.pid, maps, pc) }
-		err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+		err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error {
 			return output.WriteFolded(w, snap, s.frames(p, maps), line)
 		})
 		if err != nil {
@@ -133,7 +133,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 		d.Maps = maps.Raw
 	}
 	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
-	if err := output.WriteFileAtomic(path, 0o644, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
+	if err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)
 		if !s.logToStderr {
 			fmt.Fprintf(s.stderr, "mdtrace: %v\n", err)

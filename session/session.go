@@ -110,7 +110,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	logw := stderr
 	var logFile *os.File
 	if flags.Log != "" {
-		f, err := output.CreateFile(flags.Log, 0o644)
+		f, err := output.CreateFile(flags.Log, flags.FileMode)
 		if err != nil {
 			return 1, fmt.Errorf("opening the log: %w", err)
 		}

@@ -257,3 +257,52 @@ func TestLogFileIsSafe(t *testing.T) {
 		t.Errorf("log owned by %d:%d, want 4242:4343", st.Uid, st.Gid)
 	}
 }
+
+// TestOutputFilesPrivate: the log, heap dumps, record_allocs files and
+// --folded hold heap addresses and memory maps of a process traced as
+// root: they are 0600 unless --file-mode asks otherwise. A bad mode, and a
+// log path that is a block device, are refused with an error.
+func TestOutputFilesPrivate(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		flags []string
+		want  os.FileMode
+	}{
+		{nil, 0o600},
+		{[]string{"--file-mode", "0640"}, 0o640},
+	} {
+		dir := t.TempDir()
+		args := append(tc.flags, "--log", dir+"/log", "--folded", dir+"/folded", "-o",
+			"backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/dump record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec",
+			"--", prog("leaky"))
+		r := runMdtrace(t, args...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		files, _ := filepath.Glob(dir + "/*")
+		if len(files) != 4 {
+			t.Fatalf("files written: %v, want log, folded, a dump and a record file", files)
+		}
+		for _, f := range files {
+			fi, err := os.Lstat(f)
+			if err != nil || fi.Mode() != tc.want {
+				t.Errorf("%s %v: mode %v, want %v (%v)", tc.flags, filepath.Base(f), fi.Mode(), tc.want, err)
+			}
+		}
+	}
+	r := runMdtrace(t, "--file-mode", "0999", "--", prog("leaky"))
+	if want := "mdtrace: invalid --file-mode \"0999\": permissions in octal, such as 0600 or 0644\n"; r.code != 2 || !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("--file-mode 0999: exit %d, stderr %q, want 2 and %q", r.code, r.stderr, want)
+	}
+	blk := filepath.Join(t.TempDir(), "blk")
+	if err := syscall.Mknod(blk, syscall.S_IFBLK|0o600, 7<<8); err != nil {
+		t.Fatal(err)
+	}
+	r = runMdtrace(t, "--log", blk, "--", prog("leaky"))
+	if want := "mdtrace: opening the log: creating " + blk + ": not a regular file: a block device\n"; r.code != 1 || r.stderr != want {
+		t.Errorf("--log on a block device: exit %d, stderr %q, want 1 and %q", r.code, r.stderr, want)
+	}
+	if fi, err := os.Lstat(blk); err != nil || fi.Mode()&os.ModeDevice == 0 {
+		t.Errorf("the block device was replaced: %v %v", fi.Mode(), err)
+	}
+}
