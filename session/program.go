@@ -112,6 +112,7 @@ func (s *session) runProgram(sigs chan os.Signal) (int, error) {
 			}
 		}
 	}
+	s.pendingSignals(sigs)
 	execs.Close()
 	// The reader may be waiting to hand over a match: take what is left
 	// until it has stopped.

@@ -243,6 +243,7 @@ loop:
 			}
 		}
 	}
+	s.pendingSignals(sigs)
 	if interrupted != 0 {
 		if flags.PID == 0 {
 			select {

@@ -4,6 +4,7 @@ package session
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,27 @@ func (s *session) handleSignal(sig syscall.Signal) bool {
 	}
 	s.debugSignal(int(sig), s.live())
 	return false
+}
+
+// pendingSignals acts on the malloc debug signals that came before
+// mdtrace began to stop and are still waiting: a heap dump asked for just
+// before an interrupt is written. (The Go runtime merges a signal that
+// comes again before mdtrace has taken it into one, as the kernel does
+// for standard signals: a burst of kill -47 makes fewer dumps of the same
+// file, the last one after the last signal.)
+func (s *session) pendingSignals(sigs <-chan os.Signal) {
+	for {
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
+			default:
+				s.debugSignal(int(sig.(syscall.Signal)), s.live())
+			}
+		default:
+			return
+		}
+	}
 }
 
 // debugSignal acts on one of malloc debug's signals for the processes
