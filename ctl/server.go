@@ -78,10 +78,16 @@ type Server struct {
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[*net.UnixConn]struct{}
-	done   chan struct{} // closed by Close
-	wg     sync.WaitGroup
-	err    error // of closing the listener
+	// Refusals are reported at most refuseBurst a refuseWindow: any
+	// local user can connect, and each refusal would be a line of the
+	// log. The others are counted, and said in one line.
+	windowStart time.Time
+	inWindow    int
+	unsaid      int
+	conns       map[*net.UnixConn]struct{}
+	done        chan struct{} // closed by Close
+	wg          sync.WaitGroup
+	err         error // of closing the listener
 }
 
 // Listen listens on a new abstract unix socket with a random name.
@@ -136,8 +142,11 @@ func (s *Server) Close() error {
 			c.Close()
 		}
 	}
+	unsaid := s.unsaid
+	s.unsaid = 0
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.sayUnsaid(unsaid)
 	return s.err
 }
 
@@ -179,12 +188,44 @@ func (s *Server) serve() {
 	}
 }
 
-// refuse reports a connection ended early, unless Close ended it.
+// The most refusals reported one by one in a window of time.
+var (
+	refuseBurst  = 10
+	refuseWindow = 10 * time.Second
+)
+
+// refuse reports a connection ended early, unless Close ended it; past
+// refuseBurst in a refuseWindow, it counts it instead, for the line that
+// comes at the start of the next window, or at Close.
 func (s *Server) refuse(pid int, format string, args ...any) {
-	if s.isClosed() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return
 	}
-	s.h.Refused(pid, fmt.Sprintf(format, args...))
+	now := time.Now()
+	unsaid := 0
+	if now.Sub(s.windowStart) >= refuseWindow {
+		unsaid, s.unsaid = s.unsaid, 0
+		s.windowStart, s.inWindow = now, 0
+	}
+	s.inWindow++
+	say := s.inWindow <= refuseBurst
+	if !say {
+		s.unsaid++
+	}
+	s.mu.Unlock()
+	s.sayUnsaid(unsaid)
+	if say {
+		s.h.Refused(pid, fmt.Sprintf(format, args...))
+	}
+}
+
+// sayUnsaid reports the refusals counted and not reported, if any.
+func (s *Server) sayUnsaid(n int) {
+	if n > 0 {
+		s.h.Refused(0, fmt.Sprintf("control socket: %d more requests refused, not reported one by one (at most %d every %s)", n, refuseBurst, refuseWindow))
+	}
 }
 
 func (s *Server) handle(c *net.UnixConn) {

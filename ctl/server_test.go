@@ -634,3 +634,35 @@ func TestCtlShimSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlRefusalsLimited: a peer that connects again and again is refused
+// each time, but only refuseBurst refusals a window are reported one by
+// one; the others are counted and said in one line at Close.
+func TestCtlRefusalsLimited(t *testing.T) {
+	defer func(b int, w time.Duration) { refuseBurst, refuseWindow = b, w }(refuseBurst, refuseWindow)
+	refuseBurst, refuseWindow = 3, time.Hour
+	h := newFakeCtl()
+	s := startCtl(t, func(int) bool { return false }, h)
+	for range 8 {
+		c := dialCtl(t, s)
+		c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 47, 0))
+		if got := readAll(t, c); len(got) != 0 {
+			t.Errorf("a refused peer got % x", got)
+		}
+	}
+	for range 3 {
+		if e := h.event(t); e != "refused" {
+			t.Fatalf("callback %s, want refused", e)
+		}
+	}
+	h.noEvent(t)
+	s.Close()
+	if e := h.event(t); e != "refused" {
+		t.Fatalf("callback %s, want the count of refusals not reported", e)
+	}
+	_, _, refusals := h.calls()
+	want := "control socket: 5 more requests refused, not reported one by one (at most 3 every 1h0m0s)"
+	if len(refusals) != 4 || refusals[3] != want {
+		t.Errorf("refusals %q, want 3 and then %q", refusals, want)
+	}
+}

@@ -203,5 +203,9 @@ func (s *session) AdoptChild(pid int) bool {
 
 // refused reports a request on the control socket that was not answered.
 func (s *session) Refused(pid int, reason string) {
+	if pid == 0 {
+		s.notice("refused requests on the shim's control socket: %s", reason)
+		return
+	}
 	s.notice("refused a request on the shim's control socket from process %d: %s", pid, reason)
 }
