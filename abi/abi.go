@@ -117,7 +117,15 @@ const (
 	BatchFree        = 2
 	BatchFramesShift = 8
 	BatchFramesMask  = 0x1ff
-	BatchEpochShift  = 20
+)
+
+// How an allocation's walk ended, when it did not reach the stack's
+// outermost frame: cut at the frame limit with frames left, or stopped
+// where the shim's unwinder could not go on (as the probes count theirs).
+const (
+	BatchStackCut     = 1 << 17
+	BatchStackStopped = 1 << 18
+	BatchEpochShift   = 20
 
 	// The most events in a batch: every event takes two words at least.
 	BatchEvents = BatchWords / 2

@@ -162,6 +162,13 @@ enum record_type {
 #define BATCH_FREE 2
 #define BATCH_FRAMES_SHIFT 8
 #define BATCH_FRAMES_MASK 0x1ff
+/*
+ * How an allocation's walk ended, when it did not reach the stack's
+ * outermost frame: cut at the frame limit with frames left, or stopped
+ * where the shim's unwinder could not go on (as the probes count theirs).
+ */
+#define BATCH_STACK_CUT (1 << 17)
+#define BATCH_STACK_STOPPED (1 << 18)
 #define BATCH_EPOCH_SHIFT 20
 /* The most events in a batch: every event takes two words at least. */
 #define BATCH_EVENTS (BATCH_WORDS / 2)
@@ -190,6 +197,8 @@ struct md_batch {
 _Static_assert(__builtin_offsetof(struct md_batch, words) == BATCH_HEADER, "BATCH_HEADER");
 _Static_assert(BATCH_FRAMES_MASK >= MAX_STACK_DEPTH, "a frame count does not fit its bits");
 _Static_assert(BATCH_EPOCH_SHIFT >= BATCH_FRAMES_SHIFT + 9, "the frame count overlaps the epoch");
+_Static_assert(BATCH_STACK_CUT > (BATCH_FRAMES_MASK << BATCH_FRAMES_SHIFT), "a walk's end overlaps the frame count");
+_Static_assert(BATCH_STACK_STOPPED < (1 << BATCH_EPOCH_SHIFT), "a walk's end overlaps the epoch");
 _Static_assert(3 + MAX_STACK_DEPTH <= BATCH_WORDS, "an allocation does not fit a batch");
 _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) == 0, "BATCH_MASK");
 

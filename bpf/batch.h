@@ -235,8 +235,9 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
 }
 
-static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 written)
+static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 w0)
 {
+	u64 written = w0 >> BATCH_EPOCH_SHIFT;
 	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)];
 	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
 	struct alloc_key key = batch_key(sp, ptr);
@@ -268,8 +269,12 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 				saved = own->w[end];
 				own->w[end] = 0;
 			}
-			/* The shim's walks are cut at the depth it was given: not marked. */
-			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr, 0);
+			/* How the shim's walk ended, counted as the probes count their own. */
+			if (w0 & BATCH_STACK_CUT)
+				count(COUNTER_STACK_TRUNCATED);
+			if (w0 & BATCH_STACK_STOPPED)
+				count(COUNTER_UNWIND_STOPPED);
+			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr, w0 & BATCH_STACK_CUT);
 			if (nr < stack_depth)
 				own->w[end] = saved;
 		}
@@ -305,7 +310,7 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 		return at + 2;
 	}
 	if (kind == BATCH_ALLOC && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
-		batch_alloc_event(sp, at, nr, w0 >> BATCH_EPOCH_SHIFT);
+		batch_alloc_event(sp, at, nr, w0);
 		return at + 3 + nr;
 	}
 	count(COUNTER_BATCH_LOST);

@@ -186,12 +186,16 @@ static long walk_step(u64 i, void *data)
 	u32 nr = w->nr;
 
 	bool full = nr >= stack_depth || nr >= MAX_STACK_DEPTH;
+	bool unknown = false;
 
 	if (c->up) {
 		switch (unwind_step(c->up, &w->r)) {
 		case STEP_ON:
 			goto found;
 		case STEP_NO_TABLE:
+			break;
+		case STEP_UNKNOWN:
+			unknown = true;
 			break;
 		case STEP_STOP:
 			/* Past the limit, whether more frames were there is not known. */
@@ -202,8 +206,15 @@ static long walk_step(u64 i, void *data)
 			return 1;
 		}
 	}
-	if (fp_step(w))
+	if (fp_step(w)) {
+		/*
+		 * Where the tables know nothing of the frame's code, the end of
+		 * its frame-pointer chain is not the end of the stack: cut short.
+		 */
+		if (unknown && !full)
+			count(COUNTER_UNWIND_STOPPED);
 		return 1;
+	}
 found:
 	if (w->r.ip < USER_BOTTOM || w->r.ip >= USER_TOP)
 		return 1;

@@ -136,6 +136,7 @@ enum unwind_step {
 	STEP_DONE,	 /* the outermost frame: the stack is complete */
 	STEP_STOP,	 /* the walk cannot go on (the caller counts it) */
 	STEP_NO_TABLE,	 /* the pc's file has no table: try its frame pointer */
+	STEP_UNKNOWN,	 /* the pc is in no file the list has: try its frame pointer */
 };
 
 /*
@@ -230,10 +231,13 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		m = &up->m[idx & (MAX_UNWIND_MAPPINGS - 1)];
 	/*
 	 * A file not in the list yet (a library dlopen'ed a moment ago,
-	 * whose table user space is still loading), or without a table:
-	 * its frame pointer may go on, to a return address in a file known.
+	 * whose table user space is still loading), code outside any file
+	 * (generated at run time), or a file without a table: its frame
+	 * pointer may go on, to a return address in a file known.
 	 */
-	if (!m || m->count == 0)
+	if (!m)
+		return STEP_UNKNOWN;
+	if (m->count == 0)
 		return STEP_NO_TABLE;
 	pc = r->ip - m->bias - (r->exact ? 0 : 1);
 	if (pc >> 32)

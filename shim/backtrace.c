@@ -49,7 +49,7 @@ size_t md_backtrace(void *fp, uintptr_t *frames, size_t max)
 	stack_bounds();
 	if (t_stack_hi == 0)
 		return 0;
-	return md_unwind((uintptr_t)fp, t_stack_lo, t_stack_hi, frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF);
+	return md_unwind((uintptr_t)fp, t_stack_lo, t_stack_hi, frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF, NULL);
 }
 
 void md_backtrace_log(const uintptr_t *frames, size_t n)

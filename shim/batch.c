@@ -237,11 +237,11 @@ unbatched:
  * walk stores the return addresses of the stack from fp, the hook's frame,
  * as the probes' own walk does at a site: the program's call of the
  * allocator first, walked by the callers' unwind tables (unwind.c) within
- * the thread's stack.
+ * the thread's stack; why says how it ended.
  */
-static inline unsigned walk(const struct md_batch_thread *bt, uintptr_t fp, uint64_t *out)
+static inline unsigned walk(const struct md_batch_thread *bt, uintptr_t fp, uint64_t *out, enum md_unwind_stop *why)
 {
-	return (unsigned)md_unwind(fp, bt->lo, bt->hi, out, md_batch_depth, 0);
+	return (unsigned)md_unwind(fp, bt->lo, bt->hi, out, md_batch_depth, 0, why);
 }
 
 /*
@@ -285,17 +285,31 @@ static inline uint64_t event_word(unsigned kind, unsigned nframes)
 	       __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE) << BATCH_EPOCH_SHIFT;
 }
 
+/* walk_end is how a walk that stopped for why ended, for the probes to count (BATCH_STACK_*). */
+static inline uint64_t walk_end(enum md_unwind_stop why)
+{
+	switch (why) {
+	case MD_UNWIND_END:
+		return 0;
+	case MD_UNWIND_FRAME_LIMIT:
+		return BATCH_STACK_CUT;
+	default:
+		return BATCH_STACK_STOPPED;
+	}
+}
+
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
 {
 	struct md_batch_thread *bt = begin((uintptr_t)fp, 3 + md_batch_depth);
+	enum md_unwind_stop why;
 	uint64_t *w;
 	unsigned n;
 
 	if (bt == NULL)
 		return false;
 	w = &bt->b.words[bt->b.used];
-	n = walk(bt, (uintptr_t)fp, w + 3);
-	w[0] = event_word(BATCH_ALLOC, n);
+	n = walk(bt, (uintptr_t)fp, w + 3, &why);
+	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why);
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	end(bt, bt->b.used + 3 + n);

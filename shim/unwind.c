@@ -121,6 +121,7 @@ struct regs {
 	uintptr_t ra, sp, bp;
 	bool bp_lost; /* rbp's value is not known */
 	bool exact;   /* ra - 1 is where the frame stopped, not a call: a signal came there */
+	bool guess;   /* a frame-pointer record was taken for a frame: what follows may not be frames */
 };
 
 /*
@@ -237,6 +238,7 @@ static bool fp_step(struct walk *w, struct regs *r)
 		return false;
 	r->sp = bp + 16;
 	r->exact = false;
+	r->guess = true;
 	return true;
 }
 
@@ -288,7 +290,7 @@ static enum md_unwind_stop step(struct walk *w, struct regs *r, union md_rule ru
 			r->ra = ra;
 			r->sp += 8;
 			r->exact = false;
-			return MD_UNWIND_STOPS;
+				return MD_UNWIND_STOPS;
 		}
 		return fp_step(w, r) ? MD_UNWIND_STOPS : MD_UNWIND_NO_FDE;
 	case MD_RULE_END:
@@ -346,6 +348,14 @@ static enum md_unwind_stop frame(struct walk *w, struct regs *r)
 
 	if (r->ra < 4096 || r->ra >= (1ULL << 47) || (rule = lookup(r->ra - 1)).kind == MD_RULE_BAD_RA) {
 		rec_end(w, r, -1);
+		/*
+		 * A return address found by rules alone, with no frame-pointer
+		 * record taken on the way, is a caller's, in code no object
+		 * describes (generated at run time): its frame is kept, as the
+		 * probes keep it, and the walk ends there.
+		 */
+		if (!r->guess && r->ra >= 4096 && r->ra < (1ULL << 47) && !emit(w, r->ra, false))
+			return MD_UNWIND_FRAME_LIMIT;
 		return MD_UNWIND_BAD_RA;
 	}
 	if (!emit(w, r->ra, rule.kind == MD_RULE_SIGNAL)) {
@@ -450,7 +460,8 @@ static enum md_unwind_stop replay(struct walk *w, struct memo *last, unsigned k,
 	return MD_UNWIND_STOPS;
 }
 
-size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags)
+size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags,
+		 enum md_unwind_stop *why_out)
 {
 	struct walk w = {lo, hi, out, 0, max, flags, NULL, NULL, false, -1, 0};
 	struct memo *last = NULL;
@@ -458,6 +469,8 @@ size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_
 	struct regs r = {0};
 	unsigned k = 0;
 
+	if (why_out != NULL)
+		*why_out = MD_UNWIND_STACK_BOUNDS;
 	if (fp < lo || fp > hi - 16 || (fp & 7) != 0)
 		return stop(MD_UNWIND_STACK_BOUNDS, 0);
 	r.bp = ((const uintptr_t *)fp)[0];
@@ -502,5 +515,7 @@ size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t_memo_busy = false;
 	}
+	if (why_out != NULL)
+		*why_out = why;
 	return stop(why, w.n);
 }

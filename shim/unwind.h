@@ -28,11 +28,12 @@ enum md_unwind_stop {
  * rules, and stores up to max frames in out, the hook's caller first: each
  * a return address (a frame interrupted by a signal: its pc + 1), or with
  * MD_UNWIND_PC that minus one. Every read of the stack stays in [lo, hi),
- * the thread's stack; a return address is kept only in a loaded object. It
- * allocates nothing, takes no lock and may run in a signal handler.
+ * the thread's stack; a return address is kept only in a loaded object. Why
+ * the walk stopped goes to why, unless it is NULL. It allocates nothing,
+ * takes no lock and may run in a signal handler.
  */
-size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags)
-	__attribute__((visibility("hidden")));
+size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags,
+		 enum md_unwind_stop *why) __attribute__((visibility("hidden")));
 
 /* md_unwind_replays counts the thread's walks that took frames from its last one (for the tests). */
 extern __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec"), visibility("hidden")));

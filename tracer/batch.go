@@ -32,6 +32,7 @@ type pendingCall struct {
 	ptr    uint64
 	size   uint64
 	frames []uint64 // return addresses, as the probes store them
+	cut    bool     // the walk was cut at the frame limit with frames left
 }
 
 // pendingCalls are the calls the batches of a process hold, and the frees
@@ -133,6 +134,7 @@ func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 		case kind == abi.BatchAlloc && nr <= depth && at+3+nr <= len(w):
 			c.ptr, c.size = w[at+1], w[at+2]
 			c.frames = w[at+3 : at+3+nr]
+			c.cut = w[at]&abi.BatchStackCut != 0
 			at += 3 + nr
 		default:
 			return calls
@@ -193,7 +195,7 @@ func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 		}
 		a := leak.Alloc{Ptr: c.ptr, Size: c.size, Zygote: zygote}
 		if btOn && p.allocBacktraces && c.size >= p.btMin && c.size <= p.btMax && len(c.frames) > 0 {
-			a.StackID = stackHash(c.frames)
+			a.StackID = stackHash(c.frames, c.cut)
 			if _, ok := snap.Stacks[a.StackID]; !ok {
 				frames := make([]uint64, len(c.frames))
 				for i, f := range c.frames {
@@ -259,15 +261,18 @@ func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int)
 	return nil
 }
 
-// stackHash is the id the probes give a backtrace (stack_id_of).
-func stackHash(frames []uint64) uint64 {
+// stackHash is the id the probes give a backtrace (stack_id_of), cut at
+// the frame limit with frames left or not.
+func stackHash(frames []uint64, cut bool) uint64 {
 	h := uint64(len(frames))
 	for _, f := range frames {
 		h = abi.Mix64(h ^ f)
 	}
-	// The lowest bit marks a backtrace cut at the frame limit; the
-	// shim's never are.
+	// The lowest bit marks a backtrace cut at the frame limit.
 	h &^= abi.StackIDTruncated
+	if cut {
+		h |= abi.StackIDTruncated
+	}
 	if h == 0 {
 		h = 2
 	}

@@ -89,7 +89,7 @@ type unwindTables struct {
 	// room is the most entries all tables may have, used the entries
 	// they have, made the number of tables made.
 	room, used, made uint32
-	files   map[fileID]*unwindFile
+	files            map[fileID]*unwindFile
 	// placed are the names given to the loader's notice, with their file.
 	placed map[string]bpf.MdtraceUnwindFile
 	// lost counts the files whose tables did not fit.

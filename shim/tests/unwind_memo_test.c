@@ -44,7 +44,7 @@ NOINLINE static void probe(size_t max)
 {
 	void *ref[MAX_FRAMES + 1];
 	uintptr_t got[MAX_FRAMES];
-	size_t n = md_unwind((uintptr_t)__builtin_frame_address(0), t_lo, t_hi, got, max, 0);
+	size_t n = md_unwind((uintptr_t)__builtin_frame_address(0), t_lo, t_hi, got, max, 0, NULL);
 	size_t m = (size_t)backtrace(ref, MAX_FRAMES + 1) - 1;
 	bool same = n == (m < max ? m : max);
 

@@ -205,7 +205,8 @@ func TestShimLeakInfo(t *testing.T) {
 			"get_malloc_leak_info: At least one invalid parameter.\n"},
 		{"backtrace=4", "overall_size=144 info_size=48 total_memory=9500 backtrace_size=4 entries=3\n" +
 			"size=9000 num=1 first_frame=alloc_large\nsize=200 num=1 first_frame=alloc_medium\nsize=100 num=3 first_frame=alloc_small\nnull_check=ok\n",
-			"get_malloc_leak_info: At least one invalid parameter.\n"},
+			"get_malloc_leak_info: At least one invalid parameter.\n" +
+				"mdtrace: 5 backtraces were cut at 4 frames with frames left (backtrace=4, up to 256, for more; marked [truncated] in --folded)\n"},
 		{"leak_track", "overall_size=0 info_size=0 total_memory=0 backtrace_size=0 entries=0\nnull_check=ok\n",
 			"get_malloc_leak_info: Allocations not being tracked, to enable set the option 'backtrace'.\n" +
 				"get_malloc_leak_info: At least one invalid parameter.\n"},

@@ -278,11 +278,11 @@ os._exit(0)
 }
 
 // TestTruncatedStacksApart: a backtrace cut at the frame limit is marked
-// "[truncated]" in --folded, never merged with a complete one, in the
-// modes whose walk the probes take.
+// "[truncated]" in --folded, never merged with a complete one, and counted
+// at the end, whether the probes or the shim's batches walked it.
 func TestTruncatedStacksApart(t *testing.T) {
 	needRoot(t)
-	for _, mode := range unwindModes[1:] {
+	for _, mode := range unwindModes {
 		t.Run(mode.name, func(t *testing.T) {
 			folded := filepath.Join(t.TempDir(), "folded")
 			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace=16 leak_track", "--folded", folded, "--", prog("deep"), "40", "10")
@@ -301,6 +301,40 @@ func TestTruncatedStacksApart(t *testing.T) {
 			}
 			if len(cut) != 1 || len(whole) != 0 {
 				t.Errorf("deep's block of 4242 bytes, 42 frames deep under backtrace=16: cut %q, whole %q", cut, whole)
+			}
+			if !regexp.MustCompile(`mdtrace: [1-9][0-9]* backtraces were cut at 16 frames with frames left \(backtrace=16, up to 256, for more; marked \[truncated\] in --folded\)\n`).MatchString(r.stderr) {
+				t.Errorf("no line for the backtraces cut; stderr:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestUnwindGeneratedCode: blocks allocated from code generated at run
+// time, in an anonymous mapping no unwind table describes, have that
+// code's frame and no other, and each walk that ended there is counted
+// and said, in every mode.
+func TestUnwindGeneratedCode(t *testing.T) {
+	needRoot(t)
+	frame := regexp.MustCompile(`^ +#00  pc 0000000000000014  <unknown>$`)
+	for _, mode := range unwindModes {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("jit"))
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			msgs := logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], "")
+			blocks := 0
+			for i, m := range msgs {
+				if !strings.Contains(m, "leaked block of size 777 ") {
+					continue
+				}
+				blocks++
+				if i+3 >= len(msgs) || !frame.MatchString(msgs[i+2]) || strings.Contains(msgs[i+3], "#01") {
+					t.Errorf("block %d: %q", blocks, msgs[i:min(i+4, len(msgs))])
+				}
+			}
+			if want := "mdtrace: 3 backtraces end before the outermost frame: a frame the unwind tables could not go past (code outside the files mapped, or a rule mdtrace does not follow)"; blocks != 3 || !slices.Contains(msgs, want) {
+				t.Errorf("%d blocks of 777 bytes, want 3, and the line %q; stderr:\n%s", blocks, want, r.stderr)
 			}
 		})
 	}
