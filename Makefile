@@ -48,7 +48,7 @@ deps:
 
 build: bin/mdtrace bin/libmdshim.so
 
-bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o go.mod go.sum
+bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o suppress/default.supp go.mod go.sum
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $@ ./cmd/mdtrace
 

@@ -73,6 +73,13 @@ type Flags struct {
 	// (0600) unless asked, since they hold heap addresses and memory
 	// maps of processes traced as root.
 	FileMode os.FileMode
+	// Suppressions are files of LeakSanitizer-style rules ("leak:PATTERN")
+	// for leaks the report leaves out; NoDefaultSuppressions leaves out
+	// the built-in rules for the runtimes' own blocks;
+	// PrintSuppressions prints the rules in force and exits.
+	Suppressions          []string
+	NoDefaultSuppressions bool
+	PrintSuppressions     bool
 	// Command is the program to launch and its arguments.
 	Command []string
 }
@@ -123,7 +130,7 @@ Flags:
 `
 
 // ParseFlags parses mdtrace's command line.
-func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
+func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	f := &Flags{MaxAllocs: tracer.DefaultMaxAllocs}
 	fs := pflag.NewFlagSet("mdtrace", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -147,6 +154,9 @@ func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
 	fs.BoolVar(&f.Check, "check", false, "say what this kernel has of what mdtrace uses, and what mdtrace does without it; load the BPF programs as each mode does; exit 0 if mdtrace can run here")
+	fs.StringArrayVar(&f.Suppressions, "suppressions", nil, "leave out of leak reports the leaks whose backtrace matches a rule of `FILE`, in LeakSanitizer's format: \"leak:PATTERN\", a function, library or source file, * for any characters (repeatable)")
+	fs.BoolVar(&f.NoDefaultSuppressions, "no-default-suppressions", false, "report the C and C++ runtimes' own blocks too (glibc's locale data, NSS modules and stdio buffers, the loader's TLS, libstdc++'s emergency pool), which the built-in suppressions leave out")
+	fs.BoolVar(&f.PrintSuppressions, "print-suppressions", false, "print the suppressions in force (the built-in ones, then those of --suppressions) and exit")
 	fileMode := fs.String("file-mode", "0600", "permissions, in octal, of the files mdtrace writes (log, heap dumps, records, --folded); they belong to the user who ran sudo")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
@@ -200,8 +210,8 @@ func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, &UsageError{err.Error()}
 	}
 	if f.Help {
-		fmt.Fprint(stderr, longHelp)
-		fs.SetOutput(stderr)
+		fmt.Fprint(stdout, longHelp)
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		return f, nil
 	}
@@ -214,7 +224,23 @@ func ParseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		}
 		return f, nil
 	}
+	if f.PrintSuppressions {
+		if fs.NArg() > 0 {
+			return nil, &UsageError{"--print-suppressions takes no command"}
+		}
+		return f, nil
+	}
 	f.Command = fs.Args()
+	// "--backtrace 32": an option whose value is optional takes it only
+	// after '=', and 32 would be run as the command.
+	if at := len(args) - len(f.Command); len(f.Command) > 0 && at > 0 {
+		prev := args[at-1]
+		if o, ok := kebab[strings.TrimPrefix(prev, "--")]; ok && strings.HasPrefix(prev, "--") && o.Value == ValueOptional {
+			if _, err := strconv.ParseUint(f.Command[0], 0, 64); err == nil {
+				return nil, &UsageError{fmt.Sprintf("%s takes its value after '=': use %s=%s (%q would be run as the command)", prev, prev, f.Command[0], f.Command[0])}
+			}
+		}
+	}
 
 	opts := *optString
 	if !fs.Changed("options") {

@@ -1,6 +1,7 @@
 package output
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -25,37 +26,84 @@ import (
 // prog is the program name as Android's getprogname gives it: the full
 // argv[0] of the traced process.
 func LeakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame) int {
-	return leakReport(l, prog, pid, tid, snap, frames, false)
+	return int(LeakReportWith(l, prog, pid, tid, snap, frames, LeakOptions{}).Blocks)
 }
 
 // LeakReportFull is LeakReport with the backtrace_full option: each frame is
 // formatted with FormatFrameFull and logged on its own, as Android's
 // UnwindLog does.
 func LeakReportFull(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame) int {
-	return leakReport(l, prog, pid, tid, snap, frames, true)
+	return int(LeakReportWith(l, prog, pid, tid, snap, frames, LeakOptions{Full: true}).Blocks)
 }
 
-func leakReport(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, full bool) int {
+// LeakOptions are the choices of LeakReportWith.
+type LeakOptions struct {
+	// Full formats the frames as backtrace_full does (LeakReportFull).
+	Full bool
+	// Suppressed, when set, reports whether a leaked block, with its
+	// resolved frames, is left out of the report.
+	Suppressed func(a *leak.Alloc, frames []stacks.Frame) bool
+}
+
+// LeakSummary counts what a leak report listed and what it left out.
+type LeakSummary struct {
+	Blocks, Bytes                     uint64
+	SuppressedBlocks, SuppressedBytes uint64
+}
+
+// String is the report's bottom line: "N bytes in M leaked allocations",
+// with the suppressed ones if any.
+func (s LeakSummary) String() string {
+	line := fmt.Sprintf("%d bytes in %d leaked allocations", s.Bytes, s.Blocks)
+	if s.SuppressedBlocks > 0 {
+		line += fmt.Sprintf(" (%d suppressed, %d bytes)", s.SuppressedBlocks, s.SuppressedBytes)
+	}
+	return line
+}
+
+// LeakReportWith is LeakReport with options: the blocks opts.Suppressed
+// leaves out are not listed, and the others are numbered among
+// themselves. It returns what was listed and what was left out.
+func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, opts LeakOptions) LeakSummary {
 	list := snap.SortList()
-	b := l.Buffer()
-	defer b.Flush()
+	type listed struct {
+		a      *leak.Alloc
+		frames []stacks.Frame
+	}
+	var sum LeakSummary
+	kept := make([]listed, 0, len(list))
 	for i := range list {
 		a := &list[i]
-		b.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, a.Size, a.Ptr, i+1, len(list))
-		pcs := snap.Backtrace(a)
-		if len(pcs) == 0 {
+		var fs []stacks.Frame
+		if pcs := snap.Backtrace(a); len(pcs) > 0 {
+			fs = resolve(pcs, frames)
+		}
+		if opts.Suppressed != nil && opts.Suppressed(a, fs) {
+			sum.SuppressedBlocks++
+			sum.SuppressedBytes += a.Size
+			continue
+		}
+		sum.Blocks++
+		sum.Bytes += a.Size
+		kept = append(kept, listed{a, fs})
+	}
+	b := l.Buffer()
+	defer b.Flush()
+	for i, k := range kept {
+		b.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, k.a.Size, k.a.Ptr, i+1, len(kept))
+		if len(k.frames) == 0 {
 			continue
 		}
 		b.Errorf(pid, tid, "Backtrace at time of allocation:")
-		if !full {
-			b.Errorf(pid, tid, "%s", BacktraceString(resolve(pcs, frames)))
+		if !opts.Full {
+			b.Errorf(pid, tid, "%s", BacktraceString(k.frames))
 			continue
 		}
-		for j, f := range resolve(pcs, frames) {
+		for j, f := range k.frames {
 			b.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
 		}
 	}
-	return len(list)
+	return sum
 }
 
 // resolve turns pcs into frames with fn, filling in unresolved frames for

@@ -134,6 +134,7 @@ func (s *session) runProgram(sigs chan os.Signal) (int, error) {
 	}
 	s.probes.Detach()
 	s.reportLosses()
+	s.bottomLine()
 	return 0, nil
 }
 

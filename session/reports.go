@@ -46,11 +46,17 @@ func (s *session) finish(p *proc) {
 		return
 	}
 	if s.cfg.Has(options.LeakTrack) {
-		report := output.LeakReport
-		if s.cfg.Has(options.BacktraceFull) {
-			report = output.LeakReportFull
-		}
-		report(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps))
+		sum := output.LeakReportWith(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps), output.LeakOptions{
+			Full:       s.cfg.Has(options.BacktraceFull),
+			Suppressed: s.suppressed(p, maps),
+		})
+		// The report's bottom line, and the run's for standard error.
+		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
+		s.leaks.Blocks += sum.Blocks
+		s.leaks.Bytes += sum.Bytes
+		s.leaks.SuppressedBlocks += sum.SuppressedBlocks
+		s.leaks.SuppressedBytes += sum.SuppressedBytes
+		s.leakReports++
 		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
 			_, est := snap.Sites()
 			s.notice("sampled one allocation every %d bytes on average: the %d leaked blocks listed stand for about %d blocks, %d bytes",

@@ -20,6 +20,7 @@ import (
 	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/suppress"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -27,10 +28,15 @@ import (
 type session struct {
 	flags *options.Flags
 	// depth is the frame limit of the backtraces taken, 0 for none.
-	depth  int
-	cfg    *options.Config
-	stderr io.Writer
-	log    *output.Log
+	depth int
+	// rules are the suppressions of the leak reports; leaks adds up
+	// what the leak reports of leakReports processes listed and left out.
+	rules       []suppress.Rule
+	leaks       output.LeakSummary
+	leakReports int
+	cfg         *options.Config
+	stderr      io.Writer
+	log         *output.Log
 	// logToStderr is set when the log is standard error, so that summaries
 	// are not printed twice.
 	logToStderr bool
@@ -107,6 +113,11 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
 	s.sym.DebugDirs = flags.DebugDirs
+	rules, err := Suppressions(flags)
+	if err != nil {
+		return 1, err
+	}
+	s.rules = rules
 	logw := stderr
 	var logFile *os.File
 	if flags.Log != "" {
@@ -263,6 +274,7 @@ loop:
 	s.finishAll()
 	probes.Detach()
 	s.reportLosses()
+	s.bottomLine()
 	if flags.PID != 0 {
 		// Interrupting is how tracing an attached process normally ends.
 		return 0, nil

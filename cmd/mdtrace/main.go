@@ -24,7 +24,7 @@ func main() {
 // mainStatus runs mdtrace and returns its exit status: the traced
 // command's status in launch mode, 1 for a failure, 2 for bad usage.
 func mainStatus(args []string, stdout, stderr io.Writer) int {
-	flags, err := options.ParseFlags(args, stderr)
+	flags, err := options.ParseFlags(args, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'mdtrace --help' for usage.")
@@ -39,6 +39,13 @@ func mainStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	if flags.Check {
 		return runCheck(stdout, stderr)
+	}
+	if flags.PrintSuppressions {
+		if err := printSuppressions(flags, stdout); err != nil {
+			fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+			return 2
+		}
+		return 0
 	}
 	if flags.All {
 		status, err := session.RunAll(flags, stdout, stderr)

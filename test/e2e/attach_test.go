@@ -142,7 +142,8 @@ func TestAttachInterrupted(t *testing.T) {
 	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
 	want := "+++ testdata/attachee leaked block of size 3003 at 0xPTR (leak 1 of 3)\n" +
 		"+++ testdata/attachee leaked block of size 3002 at 0xPTR (leak 2 of 3)\n" +
-		"+++ testdata/attachee leaked block of size 3001 at 0xPTR (leak 3 of 3)\n"
+		"+++ testdata/attachee leaked block of size 3001 at 0xPTR (leak 3 of 3)\n" +
+		"mdtrace: 9006 bytes in 3 leaked allocations\n"
 	if got := normalizeLeakReport(t, msgs, prog("attachee")); got != want {
 		t.Errorf("report:\n%s\nwant:\n%s", got, want)
 	}

@@ -227,9 +227,12 @@ func TestVersionAndHelp(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "mdtrace ") {
 		t.Errorf("--version: %d %q", r.code, r.stdout)
 	}
-	r = runMdtrace(t, "-h")
-	if r.code != 0 || !strings.Contains(r.stderr, "Examples:") || !strings.Contains(r.stderr, "--backtrace-dump-prefix") {
-		t.Errorf("-h: %d\n%s", r.code, r.stderr)
+	// Help goes to standard output, for a pager.
+	for _, arg := range []string{"-h", "--help"} {
+		r = runMdtrace(t, arg)
+		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, "--backtrace-dump-prefix") || r.stderr != "" {
+			t.Errorf("%s: %d\n%s\nstderr: %s", arg, r.code, r.stdout, r.stderr)
+		}
 	}
 }
 

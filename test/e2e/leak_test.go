@@ -35,8 +35,14 @@ func TestHandoffLeaks(t *testing.T) {
 				if end == "fork" {
 					procs = 2
 				}
-				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != procs {
-					t.Errorf("stderr, want only the tracing lines:\n%s", r.stderr)
+				// The tracing lines, then the run's bottom line.
+				bottom := "mdtrace: 54000 bytes in 14 leaked allocations ("
+				if procs == 2 {
+					bottom = "mdtrace: 108000 bytes in 28 leaked allocations ("
+				}
+				lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+				if want := "mdtrace: tracing process "; !strings.HasPrefix(r.stderr, want) || len(lines) != procs+1 || !strings.HasPrefix(lines[procs], bottom) {
+					t.Errorf("stderr, want only the tracing lines and %q...:\n%s", bottom, r.stderr)
 				}
 				log := readFile(t, logPath)
 				for _, want := range []struct {
@@ -111,6 +117,7 @@ func TestLeakTrackWithoutBacktrace(t *testing.T) {
 	for i, size := range []int{4096, 1024, 1013, 1012, 1011, 1009, 1008, 1006, 1005, 1004, 1003, 1002, 1001} {
 		want += fmt.Sprintf("+++ testdata/leaky leaked block of size %d at 0xPTR (leak %d of 13)\n", size, i+1)
 	}
+	want += "mdtrace: 16194 bytes in 13 leaked allocations\n"
 	if got != want {
 		t.Errorf("leak report:\n%s\nwant:\n%s", got, want)
 	}
@@ -170,3 +177,73 @@ func TestFullTableIsReported(t *testing.T) {
 }
 
 func sleepBriefly() { time.Sleep(50 * time.Millisecond) }
+
+// TestSuppressions: the leak report leaves out the runtimes' own blocks
+// by default (libstdc++'s emergency pool, stdout's buffer), and those a
+// suppression file names by function, source file or library; the bottom
+// line counts both sides. Bad files are refused.
+func TestSuppressions(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	byFunc := file("func.supp", "# Tree's nodes\nleak:Tree::grow\n")
+	bySource := file("source.supp", "leak:cxxchain.cc$\n")
+	for _, tc := range []struct {
+		flags  []string
+		bottom string
+		blocks int
+	}{
+		{nil, "mdtrace: 568 bytes in 11 leaked allocations (2 suppressed, 76800 bytes)", 11},
+		{[]string{"--no-default-suppressions"}, "mdtrace: 77368 bytes in 13 leaked allocations", 13},
+		{[]string{"--suppressions", byFunc}, "mdtrace: 8 bytes in 1 leaked allocations (12 suppressed, 77360 bytes)", 1},
+		{[]string{"--suppressions", bySource}, "mdtrace: 0 bytes in 0 leaked allocations (13 suppressed, 77368 bytes)", 0},
+	} {
+		for _, mode := range launchModes {
+			t.Run(mode.name+fmt.Sprint(tc.flags), func(t *testing.T) {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, append(append([]string{modeFlag(mode.flag)}, tc.flags...), "-o", "backtrace leak_track", "--log", logPath, "--", prog("cxxchain"))...)
+				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+				if r.code != 0 || lines[len(lines)-1] != tc.bottom {
+					t.Fatalf("exit status %d, stderr:\n%s\nwant the last line %q", r.code, r.stderr, tc.bottom)
+				}
+				msgs := logMessages(t, readFile(t, logPath), "")
+				if n := strings.Count(strings.Join(msgs, "\n"), "cxxchain leaked block"); n != tc.blocks || msgs[len(msgs)-1] != tc.bottom {
+					t.Errorf("%d blocks in the log, want %d, and its last line %q: %q", n, tc.blocks, tc.bottom, msgs[len(msgs)-1])
+				}
+			})
+		}
+	}
+	r := runMdtrace(t, "--suppressions", byFunc, "--print-suppressions")
+	if !strings.HasPrefix(r.stdout, "# mdtrace's built-in suppressions") || !strings.HasSuffix(r.stdout, "\nleak:Tree::grow  # "+byFunc+":2\n") || r.code != 0 {
+		t.Errorf("--print-suppressions: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	r = runMdtrace(t, "--no-default-suppressions", "--suppressions", byFunc, "--print-suppressions")
+	if want := "leak:Tree::grow  # " + byFunc + ":2\n"; r.stdout != want || r.code != 0 {
+		t.Errorf("--print-suppressions without the defaults: exit %d, stdout %q, want %q", r.code, r.stdout, want)
+	}
+	for path, want := range map[string]string{
+		file("race.supp", "race:foo\n"):    "mdtrace: " + dir + "/race.supp:1: suppression type \"race\": mdtrace reports leaks only (leak:PATTERN)\n",
+		filepath.Join(dir, "missing.supp"): "mdtrace: suppressions: open " + dir + "/missing.supp: no such file or directory\n",
+	} {
+		r := runMdtrace(t, "--suppressions", path, "--", prog("cxxchain"))
+		if r.code != 1 || r.stderr != want {
+			t.Errorf("--suppressions %s: exit %d, stderr %q, want 1 and %q", path, r.code, r.stderr, want)
+		}
+	}
+}
+
+// TestOptionValueAfterSpace: an option whose value is optional takes it
+// after '=' only; given after a space, the value would be run as the
+// command, and mdtrace says how to write it.
+func TestOptionValueAfterSpace(t *testing.T) {
+	r := runMdtrace(t, "--backtrace", "32", "--", prog("leaky"))
+	if want := "mdtrace: --backtrace takes its value after '=': use --backtrace=32 (\"32\" would be run as the command)\n"; r.code != 2 || !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("exit %d, stderr %q, want 2 and %q", r.code, r.stderr, want)
+	}
+}

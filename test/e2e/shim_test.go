@@ -49,7 +49,8 @@ func TestShimGuardUnderMdtrace(t *testing.T) {
 		t.Errorf("the probes are not on the shim:\n%s", r.stderr)
 	}
 	// ...and mdtrace sees the size the program asked for, not the guarded one.
-	want2 := "+++ testdata/guardy leaked block of size 1234 at 0xPTR (leak 1 of 1)\nBacktrace at time of allocation:\n          #00  pc PC  guardy (leak_with_guard+OFF)\n          #01  pc PC  guardy (main+OFF)\n"
+	want2 := "+++ testdata/guardy leaked block of size 1234 at 0xPTR (leak 1 of 1)\nBacktrace at time of allocation:\n          #00  pc PC  guardy (leak_with_guard+OFF)\n          #01  pc PC  guardy (main+OFF)\n" +
+		"mdtrace: 1234 bytes in 1 leaked allocations\n"
 	var report []string
 	for i, m := range logMessages(t, log, "") {
 		if strings.Contains(m, "guardy leaked block") {

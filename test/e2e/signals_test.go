@@ -65,6 +65,7 @@ func TestSignal45TogglesBacktraces(t *testing.T) {
 						"          #00  pc PC  attachee (attach_leak_one+OFF)\n" +
 						"          #01  pc PC  attachee (main+OFF)\n"
 				}
+				want += "mdtrace: 9006 bytes in 3 leaked allocations\n"
 				// The dump line comes first.
 				_, report, _ = strings.Cut(report, "\n")
 				if report != want {

@@ -102,10 +102,15 @@ func TestVerifyPointersThreads(t *testing.T) {
 // other, reported as its own with the backtrace the child allocated it at.
 func TestVforkChildBlocks(t *testing.T) {
 	needRoot(t)
-	want := "+++ testdata/vforker leaked block of size 3333 at 0xPTR (leak 1 of 1)\n" +
+	// The vfork child's report, empty, then the parent's, then the run's
+	// bottom line.
+	want := "mdtrace: 0 bytes in 0 leaked allocations\n" +
+		"+++ testdata/vforker leaked block of size 3333 at 0xPTR (leak 1 of 1)\n" +
 		"Backtrace at time of allocation:\n" +
 		"          #00  pc PC  vforker (in_vfork_child+OFF)\n" +
-		"          #01  pc PC  vforker (main+OFF)\n"
+		"          #01  pc PC  vforker (main+OFF)\n" +
+		"mdtrace: 3333 bytes in 1 leaked allocations\n" +
+		"mdtrace: 3333 bytes in 1 leaked allocations in 2 processes\n"
 	for _, mode := range launchModes {
 		t.Run(mode.name, func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "log")
