@@ -128,6 +128,8 @@ type MdtraceUnwindFile struct {
 	TextEnd   uint64
 	Table     uint32
 	Count     uint32
+	Loader    uint32
+	Unused    uint32
 }
 
 type MdtraceUnwindProc struct {
@@ -135,12 +137,14 @@ type MdtraceUnwindProc struct {
 	N        uint32
 	Unsorted uint32
 	M        [128]struct {
-		_     structs.HostLayout
-		Start uint64
-		End   uint64
-		Bias  uint64
-		Table uint32
-		Count uint32
+		_      structs.HostLayout
+		Start  uint64
+		End    uint64
+		Bias   uint64
+		Table  uint32
+		Count  uint32
+		Loader uint32
+		Unused uint32
 	}
 }
 

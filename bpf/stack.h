@@ -195,6 +195,7 @@ static long walk_step(u64 i, void *data)
 		case STEP_NO_TABLE:
 			break;
 		case STEP_UNKNOWN:
+		case STEP_NO_FDE:
 			unknown = true;
 			break;
 		case STEP_STOP:
@@ -208,8 +209,9 @@ static long walk_step(u64 i, void *data)
 	}
 	if (fp_step(w)) {
 		/*
-		 * Where the tables know nothing of the frame's code, the end of
-		 * its frame-pointer chain is not the end of the stack: cut short.
+		 * Where the tables know nothing of the frame's code (in no file,
+		 * or where its file's table has no rule), the end of its
+		 * frame-pointer chain is not the end of the stack: cut short.
 		 */
 		if (unknown && !full)
 			count(COUNTER_UNWIND_STOPPED);

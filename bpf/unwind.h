@@ -72,6 +72,9 @@ struct {
 struct unwind_mapping {
 	u64 start, end, bias;
 	u32 table, count;
+	/* The dynamic loader's, whose start has no FDE and zeroes rbp. */
+	u32 loader;
+	u32 unused;
 };
 
 #define MAX_UNWIND_MAPPINGS 128
@@ -95,6 +98,8 @@ struct unwind_proc {
 struct unwind_file {
 	u64 text_start, text_end;
 	u32 table, count;
+	u32 loader; /* as in struct unwind_mapping */
+	u32 unused;
 };
 
 /* Files' tables by the FNV-1a hash of their path as the loader names
@@ -137,6 +142,7 @@ enum unwind_step {
 	STEP_STOP,	 /* the walk cannot go on (the caller counts it) */
 	STEP_NO_TABLE,	 /* the pc's file has no table: try its frame pointer */
 	STEP_UNKNOWN,	 /* the pc is in no file the list has: try its frame pointer */
+	STEP_NO_FDE,	 /* the pc is in code its file's table does not cover: its frame pointer */
 };
 
 /*
@@ -294,8 +300,16 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 		if (UNWIND_WHY(rule) == UNWIND_END_OF_STACK)
 			return STEP_DONE;
 		/* Code no frame description covers (hand-written, generated): its frame pointer may go on. */
-		if (UNWIND_WHY(rule) == UNWIND_NO_FDE)
-			return STEP_NO_TABLE;
+		if (UNWIND_WHY(rule) == UNWIND_NO_FDE) {
+			/*
+			 * The dynamic loader's start (_dl_start_user, which calls
+			 * the libraries' constructors) zeroes rbp to mark the
+			 * outermost frame: the stack ends there.
+			 */
+			if (m->loader && r->fp == 0)
+				return STEP_DONE;
+			return STEP_NO_FDE;
+		}
 		return STEP_STOP;
 	}
 	if (UNWIND_WHY(rule) == UNWIND_END_OF_STACK)
@@ -368,6 +382,7 @@ static __always_inline bool unwind_library(struct unwind_proc *up, u32 at, u32 t
 	m->bias = bias;
 	m->table = f->table;
 	m->count = f->count;
+	m->loader = f->loader;
 	return true;
 }
 

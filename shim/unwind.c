@@ -27,6 +27,11 @@
 #include "cfi.h"
 #include "unwind.h"
 
+/* glibc 2.35 and later (cfi.c); without it the loader is not known. */
+extern __typeof__(_dl_find_object) _dl_find_object __attribute__((weak));
+/* A function of the dynamic loader's own (libc has _dl_find_object). */
+extern void *__tls_get_addr(void *) __attribute__((weak));
+
 /* This library's image, provided by the linker. */
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern const char _end[] __attribute__((visibility("hidden")));
@@ -242,6 +247,21 @@ static bool fp_step(struct walk *w, struct regs *r)
 	return true;
 }
 
+/* in_loader reports whether pc is in the dynamic loader, where __tls_get_addr is. */
+static bool in_loader(uintptr_t pc)
+{
+	static uintptr_t start, end;
+	struct dl_find_object obj;
+
+	if (__atomic_load_n(&end, __ATOMIC_RELAXED) == 0) {
+		if (_dl_find_object == NULL || __tls_get_addr == NULL || _dl_find_object((void *)__tls_get_addr, &obj) != 0)
+			return false;
+		__atomic_store_n(&start, (uintptr_t)obj.dlfo_map_start, __ATOMIC_RELAXED);
+		__atomic_store_n(&end, (uintptr_t)obj.dlfo_map_end, __ATOMIC_RELAXED);
+	}
+	return pc >= __atomic_load_n(&start, __ATOMIC_RELAXED) && pc < __atomic_load_n(&end, __ATOMIC_RELAXED);
+}
+
 /*
  * step moves r from a frame to its caller by rule; it returns the reason
  * to stop, or MD_UNWIND_STOPS to go on.
@@ -290,9 +310,16 @@ static enum md_unwind_stop step(struct walk *w, struct regs *r, union md_rule ru
 			r->ra = ra;
 			r->sp += 8;
 			r->exact = false;
-				return MD_UNWIND_STOPS;
+			return MD_UNWIND_STOPS;
 		}
-		return fp_step(w, r) ? MD_UNWIND_STOPS : MD_UNWIND_NO_FDE;
+		if (fp_step(w, r))
+			return MD_UNWIND_STOPS;
+		/*
+		 * The dynamic loader's start (_dl_start_user, which calls the
+		 * libraries' constructors) has no FDE and zeroes rbp to mark the
+		 * outermost frame: the stack ends there.
+		 */
+		return !r->bp_lost && r->bp == 0 && in_loader(r->ra - 1) ? MD_UNWIND_END : MD_UNWIND_NO_FDE;
 	case MD_RULE_END:
 		return MD_UNWIND_END;
 	default:

@@ -136,6 +136,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
 		e.Table, e.Count = f.table, f.count
+		if isLoader(m.Path) {
+			e.Loader = 1
+		}
 		p.unwind.register(pid, m.Name(), f)
 		n++
 	}
@@ -219,6 +222,9 @@ func (t *unwindTables) register(pid int, name string, f *unwindFile) {
 		return
 	}
 	v := bpf.MdtraceUnwindFile{TextStart: f.textStart, TextEnd: f.textEnd, Table: f.table, Count: f.count}
+	if isLoader(name) {
+		v.Loader = 1
+	}
 	if name == "" {
 		t.exes.Put(uint32(pid), &v)
 		return
