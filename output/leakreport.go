@@ -106,6 +106,10 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 	return sum
 }
 
+// Resolve turns pcs into frames with fn, filling in unresolved frames for
+// any pc fn does not cover.
+func Resolve(pcs []uint64, fn func([]uint64) []stacks.Frame) []stacks.Frame { return resolve(pcs, fn) }
+
 // resolve turns pcs into frames with fn, filling in unresolved frames for
 // any pc fn does not cover.
 func resolve(pcs []uint64, fn func([]uint64) []stacks.Frame) []stacks.Frame {

@@ -45,3 +45,44 @@ func siteName(pcs []uint64, frames func([]uint64) []stacks.Frame) string {
 	}
 	return strings.Join(names, " <- ")
 }
+
+// LiveSites is the view of a process's live blocks that mdtrace prints
+// when it stops with the backtrace option alone: the sites (backtraces)
+// with the most live bytes, each with its frames in full, then a bottom
+// line.
+type LiveSites struct {
+	PID  int
+	Prog string
+	// Since says what the blocks are: "since tracing began" (attached)
+	// or "at exit".
+	Since string
+	// Sites are in leak.Snapshot.Sites' order, the suppressed ones out;
+	// Total adds them up; Suppressed counts those left out.
+	Sites      []leak.Site
+	Total      leak.Site
+	Suppressed leak.Site
+	// N is how many sites are shown.
+	N int
+}
+
+// WriteLiveSites writes v, each frame formatted as the leak report's.
+func WriteLiveSites(w io.Writer, v LiveSites, frames func([]uint64) []stacks.Frame) error {
+	top := v.Sites[:min(v.N, len(v.Sites))]
+	var b strings.Builder
+	fmt.Fprintf(&b, "mdtrace: process %d (%s): blocks live %s, the %d backtraces with the most bytes of %d:\n", v.PID, v.Prog, v.Since, len(top), len(v.Sites))
+	for _, s := range top {
+		fmt.Fprintf(&b, "%d bytes in %d allocations:\n", s.Bytes, s.Blocks)
+		if len(s.Frames) == 0 {
+			b.WriteString("          [no backtrace]\n")
+			continue
+		}
+		b.WriteString(BacktraceString(resolve(s.Frames, frames)))
+	}
+	fmt.Fprintf(&b, "mdtrace: process %d (%s): %d bytes in %d allocations live %s", v.PID, v.Prog, v.Total.Bytes, v.Total.Blocks, v.Since)
+	if v.Suppressed.Blocks > 0 {
+		fmt.Fprintf(&b, " (%d suppressed, %d bytes)", v.Suppressed.Blocks, v.Suppressed.Bytes)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -37,7 +37,8 @@ func (s *session) finish(p *proc) {
 		// A preloaded shim logs glibc's statistics itself.
 		s.logStats(p)
 	}
-	if !s.cfg.Has(options.LeakTrack) && !(s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" {
+	live := s.liveView()
+	if !s.cfg.Has(options.LeakTrack) && !(s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" && !live {
 		return
 	}
 	snap, maps, err := s.snapshot(p)
@@ -65,6 +66,9 @@ func (s *session) finish(p *proc) {
 	}
 	if s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit {
 		s.writeDump(p, fmt.Sprintf("%s.%d.exit.txt", s.cfg.BacktraceDumpPrefix, p.pid), snap, maps)
+	}
+	if live {
+		s.writeLiveSites(p, snap, maps)
 	}
 	if s.flags.Folded != "" {
 		// The first process's to FILE, any other's to FILE.PID.

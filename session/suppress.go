@@ -7,6 +7,7 @@ import (
 
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/suppress"
 )
@@ -62,5 +63,43 @@ func (s *session) bottomLine() {
 		s.notice("%s in %d processes", s.leaks, s.leakReports)
 	case !s.logToStderr:
 		fmt.Fprintf(s.stderr, "mdtrace: %s\n", s.leaks)
+	}
+}
+
+// liveSites is how many backtraces the view of live blocks shows.
+const liveSites = 20
+
+// liveView reports whether a process's end (or mdtrace's) shows its live
+// blocks by backtrace on standard error: with the backtrace option and
+// nothing else that reports them (no leak_track, no heap dump at exit, no
+// --folded, no --top), the headline "mdtrace -p PID --backtrace" says
+// what it saw.
+func (s *session) liveView() bool {
+	return s.cfg.Has(options.Backtrace) && !s.cfg.Has(options.LeakTrack) && !s.cfg.BacktraceDumpOnExit &&
+		s.flags.Folded == "" && s.flags.Top == 0
+}
+
+// writeLiveSites writes the view of process p's live blocks, the
+// suppressed ones left out and counted.
+func (s *session) writeLiveSites(p *proc, snap *leak.Snapshot, maps *stacks.Maps) {
+	sites, _ := snap.Sites()
+	v := output.LiveSites{PID: p.pid, Prog: p.prog, Since: "at exit", N: liveSites}
+	if s.flags.PID != 0 || s.flags.Program != "" {
+		v.Since = "since tracing began"
+	}
+	frames := s.frames(p, maps)
+	suppressed := s.suppressed(p, maps)
+	for _, site := range sites {
+		if suppressed != nil && len(site.Frames) > 0 && suppressed(nil, output.Resolve(site.Frames, frames)) {
+			v.Suppressed.Blocks += site.Blocks
+			v.Suppressed.Bytes += site.Bytes
+			continue
+		}
+		v.Sites = append(v.Sites, site)
+		v.Total.Blocks += site.Blocks
+		v.Total.Bytes += site.Bytes
+	}
+	if err := output.WriteLiveSites(s.stderr, v, frames); err != nil {
+		s.notice("%v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -171,5 +172,48 @@ func TestExecReplacesTheProgram(t *testing.T) {
 			msgs := logMessages(t, readFile(t, logPath), "")
 			golden(t, "leaky_leak_report.txt", normalizeLeakReport(t, msgs, prog("leaky")))
 		})
+	}
+}
+
+// TestBacktraceAloneShowsLive: the headline command, "mdtrace -p PID
+// --backtrace", says what it saw when it stops: the blocks allocated since
+// it attached and still live, by backtrace, most bytes first, each frame
+// named, and a bottom line.
+func TestBacktraceAloneShowsLive(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--backtrace", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	var got []string
+	for _, l := range strings.Split(m.stderr.String(), "\n") {
+		switch {
+		case strings.HasPrefix(l, "mdtrace: tracing process "), l == "":
+		case strings.HasPrefix(l, "          #"):
+			// The frames in attachee, by function.
+			if f := frameRe.FindStringSubmatch(l); f != nil && f[3] == prog("attachee") {
+				got = append(got, "  "+f[4])
+			}
+		default:
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"mdtrace: process " + pid + " (" + prog("attachee") + "): blocks live since tracing began, the 3 backtraces with the most bytes of 3:",
+		"3003 bytes in 1 allocations:", "  attach_leak_three", "  main", "  _start",
+		"3002 bytes in 1 allocations:", "  attach_leak_two", "  main", "  _start",
+		"3001 bytes in 1 allocations:", "  attach_leak_one", "  main", "  _start",
+		"mdtrace: process " + pid + " (" + prog("attachee") + "): 9006 bytes in 3 allocations live since tracing began",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("stderr:\n%s\nwant:\n%s\nall of it:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), m.stderr.String())
 	}
 }
