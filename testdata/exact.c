@@ -4,7 +4,16 @@
 //   exact wild        frees two pointers no allocator gave out
 //                     (0xdead0000, unmapped, and 0x87654321), then
 //                     prints "wild done" and exits 0
+//   exact double      frees a 40-byte block twice between lines on
+//                     stderr: glibc aborts at the second free
+//   exact double-big  the same with a 2000-byte block, past the thread
+//                     cache's sizes
+//   exact invalid     frees a pointer 16 bytes inside a block
+//   exact threads     starts 4 threads, one after another, that each
+//                     free the 48-byte block they are given and leak one
+//                     of 33 bytes (thread_leak), then joins them
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,20 +21,70 @@
 
 #define NOINLINE __attribute__((noinline))
 
+static char *volatile p;
+
+static void say(const char *s)
+{
+	fputs(s, stderr);
+}
+
+NOINLINE void first_free(void) { free(p); }
+NOINLINE void second_free(void) { free(p); }
+
 NOINLINE void wild_free(uintptr_t addr)
 {
 	free((void *)addr);
 	__asm__ volatile("" ::: "memory");
 }
 
+NOINLINE void *thread_leak(void *arg)
+{
+	free(arg);
+	return malloc(33);
+}
+
+static void run_threads(void *(*fn)(void *))
+{
+	pthread_t t[4];
+
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, fn, malloc(48));
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (strcmp(argv[1], "threads") == 0) {
+		run_threads(thread_leak);
+		return 0;
+	}
 	if (strcmp(argv[1], "wild") == 0) {
 		wild_free(0xdead0000);
 		wild_free(0x87654321);
 		puts("wild done");
+		return 0;
+	}
+	if (strcmp(argv[1], "double") == 0 || strcmp(argv[1], "double-big") == 0 || strcmp(argv[1], "invalid") == 0) {
+		size_t size = strcmp(argv[1], "double-big") == 0 ? 2000 : 40;
+		void *keep[8];
+
+		for (int i = 0; i < 8; i++)
+			keep[i] = malloc(size);
+		p = malloc(size);
+		/* A block after it, so that it does not join the heap's top. */
+		keep[0] = malloc(size);
+		say("before first free\n");
+		if (strcmp(argv[1], "invalid") == 0)
+			p += 16;
+		first_free();
+		say("before second free\n");
+		second_free();
+		say("after second free\n");
+		for (int i = 0; i < 8; i++)
+			free(keep[i]);
 		return 0;
 	}
 	return 2;

@@ -3,7 +3,12 @@
 package e2e
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -40,4 +45,84 @@ func TestWildFreeUnderGuard(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runNative runs a test program without mdtrace and returns its exit
+// status as a shell gives it (128 + the signal that killed it) and its
+// standard error.
+func runNative(t *testing.T, name string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(prog(name), args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return exitStatus(cmd.ProcessState), errb.String()
+}
+
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// programStderr is the traced program's standard error: mdtrace's own
+// lines dropped.
+func programStderr(stderr string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if !strings.HasPrefix(line, "mdtrace: ") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// TestBadFreeNative: a double free of a small block (the thread cache's),
+// of a 2000-byte one, and the free of a pointer inside a block, between
+// lines the program writes to stderr. glibc aborts at the second
+// free natively; in every launch mode it must abort there too, with the
+// same message and status: the batched mode's free reaches glibc at once
+// when glibc would refuse its pointer, rather than when the batch is
+// handed over, after code the program never runs natively. Every block
+// live at the abort is reported: 9 (the twice freed one gone), or 10.
+func TestBadFreeNative(t *testing.T) {
+	needRoot(t)
+	for _, c := range []struct {
+		arg, last string
+		leaks     int
+	}{{"double", "before second free", 9}, {"double-big", "before second free", 9}, {"invalid", "before first free", 10}} {
+		code, stderr := runNative(t, "exact", c.arg)
+		if code != 128+int(syscall.SIGABRT) || !strings.HasSuffix(stderr, c.last+"\n"+glibcMessage(c.arg)) {
+			t.Fatalf("%s natively: status %d, stderr:\n%s", c.arg, code, stderr)
+		}
+		for _, mode := range launchModes {
+			t.Run(c.arg+"/"+mode.name, func(t *testing.T) {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "leak_track", "--log", logPath, "--", prog("exact"), c.arg)
+				if r.code != code || programStderr(r.stderr) != stderr {
+					t.Errorf("status %d, program's stderr:\n%s\nwant %d and:\n%s", r.code, programStderr(r.stderr), code, stderr)
+				}
+				if n := strings.Count(readFile(t, logPath), " leaked block of size "); n != c.leaks {
+					t.Errorf("%d leaks reported, want %d", n, c.leaks)
+				}
+			})
+		}
+	}
+}
+
+// glibcMessage is glibc's line for each bad free of testdata/exact.
+func glibcMessage(arg string) string {
+	switch arg {
+	case "double":
+		return "free(): double free detected in tcache 2\n"
+	case "double-big":
+		return "double free or corruption (!prev)\n"
+	}
+	return "free(): invalid pointer\n"
 }
