@@ -36,7 +36,7 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 {
 	struct alloc_key key = block_key(ptr);
 	struct alloc_info info = {
-		.size = size,
+		.size = live_size(size),
 		.stack_id = stack_id,
 	};
 
@@ -55,7 +55,7 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
 				      const struct thread_state *ts)
 {
-	insert_block(ptr, size, backtrace_for(size) ? take_stack(ctx, at, ts) : 0);
+	insert_block(ptr, size, backtrace_for(live_size(size)) ? take_stack(ctx, at, ts) : 0);
 }
 
 /*

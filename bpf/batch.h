@@ -237,7 +237,7 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 
 static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 written)
 {
-	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)];
+	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = live_size(sp->w[masked(at + 2, BATCH_MASK)]);
 	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
 	struct alloc_key key = batch_key(sp, ptr);
 	struct alloc_info info = {

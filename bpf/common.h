@@ -260,4 +260,14 @@ static __always_inline struct thread_state *thread_state(void)
 	return ts;
 }
 
+/*
+ * live_size is the size a block is tracked with: a request of 0 bytes
+ * gives a block of 1, as Android's malloc debug tracks it (record_allocs
+ * keeps the 0 asked for).
+ */
+static __always_inline u64 live_size(u64 size)
+{
+	return size ? size : 1;
+}
+
 #endif /* MDTRACE_COMMON_H */

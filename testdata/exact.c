@@ -9,10 +9,13 @@
 //   exact double-big  the same with a 2000-byte block, past the thread
 //                     cache's sizes
 //   exact invalid     frees a pointer 16 bytes inside a block
+//   exact zero        leaks malloc(0), calloc(0, 8) and memalign(64, 0)
+//                     (zero_leaks)
 //   exact threads     starts 4 threads, one after another, that each
 //                     free the 48-byte block they are given and leak one
 //                     of 33 bytes (thread_leak), then joins them
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +40,15 @@ NOINLINE void wild_free(uintptr_t addr)
 	__asm__ volatile("" ::: "memory");
 }
 
+void *volatile keep[3];
+
+NOINLINE void zero_leaks(void)
+{
+	keep[0] = malloc(0);
+	keep[1] = calloc(0, 8);
+	keep[2] = memalign(64, 0);
+}
+
 NOINLINE void *thread_leak(void *arg)
 {
 	free(arg);
@@ -57,6 +69,10 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (strcmp(argv[1], "zero") == 0) {
+		zero_leaks();
+		return 0;
+	}
 	if (strcmp(argv[1], "threads") == 0) {
 		run_threads(thread_leak);
 		return 0;

@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,4 +127,47 @@ func glibcMessage(arg string) string {
 		return "double free or corruption (!prev)\n"
 	}
 	return "free(): invalid pointer\n"
+}
+
+// TestZeroSizeBlocks: malloc(0), calloc(0, 8) and memalign(64, 0) leaked.
+// Android tracks such a block as size 1, so leaks and heap dumps say 1,
+// in every launch mode; record_allocs keeps the 0 asked for.
+func TestZeroSizeBlocks(t *testing.T) {
+	needRoot(t)
+	var want strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&want, "+++ testdata/exact leaked block of size 1 at 0xPTR (leak %d of 3)\n", i)
+		want.WriteString("Backtrace at time of allocation:\n          #00  pc PC  exact (zero_leaks+OFF)\n          #01  pc PC  exact (main+OFF)\n")
+	}
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("exact"), "zero")
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if got := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("exact")); got != want.String() {
+				t.Errorf("log:\n%s\nwant:\n%s", got, want.String())
+			}
+		})
+	}
+	dir := t.TempDir()
+	r := runMdtrace(t, "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--", prog("exact"), "zero")
+	if r.code != 0 {
+		t.Fatalf("record_allocs: exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	files, _ := filepath.Glob(dir + "/rec.*")
+	if len(files) != 1 {
+		t.Fatalf("record files %v, want one", files)
+	}
+	var got []string
+	lineRe := regexp.MustCompile(`^\d+: (malloc|calloc|memalign) 0x[0-9a-f]+ ((?:\d+ )?\d+) \d+ \d+$`)
+	for _, line := range strings.Split(readFile(t, files[0]), "\n") {
+		if m := lineRe.FindStringSubmatch(line); m != nil {
+			got = append(got, m[1]+" "+m[2])
+		}
+	}
+	if g := strings.Join(got, "\n"); !strings.HasSuffix(g, "malloc 0\ncalloc 0 8\nmemalign 64 0") {
+		t.Errorf("record lines of the program's calls:\n%s\nwant them to end with malloc 0, calloc 0 8, memalign 64 0", g)
+	}
 }
