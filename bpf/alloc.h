@@ -154,8 +154,8 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 		ts->start_ns = bpf_ktime_get_ns();
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
 		remove_alloc(ctx, a0, ts, FN_REALLOC, true);
-	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0)
-		remove_alloc(ctx, a0, 0, FN_FREE, true);
+	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0 && remove_alloc(ctx, a0, 0, FN_FREE, true))
+		ts->call = CALL_NONE; /* glibc's free at a thread's end is not the program's call */
 	return 0;
 }
 

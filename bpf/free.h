@@ -122,9 +122,11 @@ static __always_inline bool thread_cache_free(struct pt_regs *ctx)
  * address to another thread. With ts, the entry is kept there so that a
  * failed realloc can put it back. With check, a pointer the table does not
  * hold is reported (verify_pointers); the shim's probe sites never check,
- * as the shim checks pointers itself.
+ * as the shim checks pointers itself. Returns true for a free that is
+ * glibc's at a thread's end (thread_cache_free), not the program's: it is
+ * not recorded either.
  */
-static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
+static __always_inline bool remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
 					 bool check)
 {
 	struct alloc_key key = block_key(ptr);
@@ -143,13 +145,14 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 
 			bpf_map_update_elem(&freed, &key, &id, BPF_ANY);
 		}
-		return;
+		return false;
 	}
-	if (verify && check && fn == FN_FREE && thread_cache_free(ctx))
-		return;
+	if (check && fn == FN_FREE && thread_cache_free(ctx))
+		return true;
 	count(COUNTER_UNKNOWN_FREES);
 	if (verify && check)
 		pointer_error(ctx, &key, fn);
+	return false;
 }
 
 #endif /* MDTRACE_FREE_H */

@@ -95,7 +95,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// malloc_usable_size changes nothing; only verify_pointers
 		// checks its pointer. Some programs call it for every block:
 		// without verify_pointers, it costs them no probe.
-		if (ep.call == abi.CallUsableSize || ep.call == abi.CallThreadEnd) && !p.verify {
+		// A thread's end matters to verify_pointers and record_allocs:
+		// glibc's frees then are neither errors nor the program's calls.
+		if ep.call == abi.CallUsableSize && !p.verify || ep.call == abi.CallThreadEnd && !p.verify && !p.record {
 			continue
 		}
 		fs, ok := offsets[ep.symbol]
@@ -145,10 +147,10 @@ func (p *Probes) Attach(pid int, lib string) error {
 			// With record_allocs (its end time) and verify_pointers
 			// (its place in nested calls), free gets a return probe.
 			ep.ret = p.record || p.verify
-			// With verify, free's probe knows the extent of its own
+			// With either, free's probe knows the extent of its own
 			// code, to tell the allocator's calls of free from the
 			// program's.
-			if p.verify {
+			if p.verify || p.record {
 				ep.call |= callerPages(pl) << 32
 			}
 		}

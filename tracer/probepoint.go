@@ -471,7 +471,9 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 			pl.delta = uint64(stackDelta(code, len(code)))
 		}
 	}
-	if use.noDeref && use.nullSkipped {
+	// free's extent tells glibc's own frees at a thread's end from the
+	// program's, for verify_pointers and record_allocs.
+	if use.nullSkipped {
 		pl.segStart, pl.segEnd = execSegment(r, fs.off)
 	}
 	// A thunk: endbr64, then a jump.

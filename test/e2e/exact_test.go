@@ -171,3 +171,42 @@ func TestZeroSizeBlocks(t *testing.T) {
 		t.Errorf("record lines of the program's calls:\n%s\nwant them to end with malloc 0, calloc 0 8, memalign 64 0", g)
 	}
 }
+
+// TestThreadEndRecords: as a thread other than the main one ends, glibc
+// frees through free the blocks its thread cache holds, which the program
+// freed before, and the cache itself. Those are not the program's calls:
+// with probes on glibc, record_allocs once wrote each freed block twice and
+// a free of the cache. Each of the four threads of exact threads frees its
+// block, allocates one and ends: three lines, in every launch mode.
+func TestThreadEndRecords(t *testing.T) {
+	needRoot(t)
+	lineRe := regexp.MustCompile(`^(\d+): (\w+) 0x[0-9a-f]+`)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "record_allocs record_allocs_on_exit record_allocs_file="+dir+"/rec", "--", prog("exact"), "threads")
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			files, _ := filepath.Glob(dir + "/rec.*")
+			if len(files) != 1 {
+				t.Fatalf("record files %v, want one", files)
+			}
+			pid := strings.TrimPrefix(filepath.Ext(files[0]), ".")
+			byThread := map[string][]string{}
+			for _, line := range strings.Split(readFile(t, files[0]), "\n") {
+				if m := lineRe.FindStringSubmatch(line); m != nil && m[1] != pid {
+					byThread[m[1]] = append(byThread[m[1]], m[2])
+				}
+			}
+			if len(byThread) != 4 {
+				t.Errorf("%d threads recorded, want 4: %v", len(byThread), byThread)
+			}
+			for tid, calls := range byThread {
+				if got := strings.Join(calls, " "); got != "free malloc thread_done" {
+					t.Errorf("thread %s: %s, want free malloc thread_done", tid, got)
+				}
+			}
+		})
+	}
+}
