@@ -210,7 +210,10 @@ int alloc_site(struct pt_regs *ctx)
 				remove_alloc(ctx, ptr, ts, FN_REALLOC, false);
 			return 0;
 		}
-		remove_alloc(ctx, ptr, 0, FN_FREE, false);
+		if (a0)
+			site_free_batched(ptr, a0);
+		else
+			remove_alloc(ctx, ptr, 0, FN_FREE, false);
 		return 0;
 	}
 	switch (call) {

@@ -140,6 +140,11 @@ void md_batch_sync(void)
 		flush_busy(bt, 0);
 }
 
+uint64_t md_batch_epoch(void)
+{
+	return __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
 /* The key's destructor: the thread ends, its last batch goes. */
 static void thread_done(void *arg)
 {

@@ -56,5 +56,10 @@ void md_batch_init(size_t (*usable_size)(void *));
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);
 void md_batch_sync(void);
+/*
+ * md_batch_epoch moves the batches' epoch on, as a hand-over does, for a
+ * free going to the unbatched site, and returns the new one.
+ */
+uint64_t md_batch_epoch(void);
 
 #endif

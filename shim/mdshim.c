@@ -424,7 +424,7 @@ void free(void *ptr)
 	if (fast_path()) {
 		if (ptr == NULL)
 			return;
-		REPORT_FREE(ptr, CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE, 0);
 		ENTER();
 		debug_free(ptr);
 		LEAVE();
@@ -436,7 +436,7 @@ void free(void *ptr)
 		return;
 	start = site_start();
 	if (site_old(ptr))
-		REPORT_FREE(ptr, CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE, md_batch_on ? md_batch_epoch() : 0);
 	if (on) {
 		ENTER();
 		debug_free(ptr);
@@ -489,7 +489,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
 	if (old_site)
-		REPORT_FREE(ptr, CALL_REALLOC);
+		REPORT_FREE(ptr, CALL_REALLOC, 0);
 	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);

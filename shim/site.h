@@ -37,7 +37,10 @@ static inline bool md_site_probed(const void *site)
  *
  * mdshim_site_free precedes every free of a non-NULL pointer (call
  * CALL_FREE) and realloc of one (CALL_REALLOC), before the block can
- * be handed out again.
+ * be handed out again. While the hooks batch, a free that goes to the
+ * site has an epoch of its own (md_batch_epoch), as a hand-over has:
+ * the probes keep it aside, as a batch's, when the block's allocation is
+ * still in another thread's batch; else epoch is 0.
  *
  * Sampling (MDSHIM_SAMPLE_BYTES), only the sampled blocks reach the sites:
  * a block's free or realloc calls mdshim_site_free only if the block was
@@ -48,7 +51,7 @@ static inline bool md_site_probed(const void *site)
  */
 void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
 		       uint64_t start_ns) __attribute__((visibility("protected")));
-void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("protected")));
+void mdshim_site_free(void *ptr, unsigned long call, uint64_t epoch) __attribute__((visibility("protected")));
 
 /* mdshim_site_batch takes a thread's batch of calls (batch.h). */
 void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64_t flags)

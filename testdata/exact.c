@@ -51,8 +51,13 @@ NOINLINE void zero_leaks(void)
 
 NOINLINE void *thread_leak(void *arg)
 {
+	void *r;
+
 	free(arg);
-	return malloc(33);
+	r = malloc(33);
+	/* Not a tail call: the block's backtrace starts here. */
+	__asm__ volatile("" : : "r"(r) : "memory");
+	return r;
 }
 
 static void run_threads(void *(*fn)(void *))

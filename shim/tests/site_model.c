@@ -131,11 +131,12 @@ void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned
 	pthread_mutex_unlock(&g_model_lock);
 }
 
-void mdshim_site_free(void *ptr, unsigned long call)
+void mdshim_site_free(void *ptr, unsigned long call, uint64_t epoch)
 {
 	struct slot s;
 	bool found;
 
+	(void)epoch;
 	pthread_mutex_lock(&g_model_lock);
 	g_counts.frees++;
 	found = take((uintptr_t)ptr, &s);

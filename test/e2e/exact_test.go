@@ -210,3 +210,41 @@ func TestThreadEndRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestThreadFreesBeforeExit: four short-lived threads, one after another,
+// each free the block main allocated for it (its allocation still in main's
+// batch when the thread's free, and its end, come) and leak one of 33
+// bytes, and main joins them. The report must be exact on every run: the
+// four blocks of 33 and the four that pthread_create leaves (glibc's
+// thread vectors), never a block of 48. Twenty runs, in every launch mode.
+func TestThreadFreesBeforeExit(t *testing.T) {
+	needRoot(t)
+	leakRe := regexp.MustCompile(`^\+\+\+ testdata/exact leaked block of size (\d+) at 0xPTR \(leak \d of 8\)$`)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			runs := 20
+			if mode.name != "sites" {
+				runs = 3
+			}
+			for i := 0; i < runs; i++ {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("exact"), "threads")
+				if r.code != 0 {
+					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+				}
+				report := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("exact"))
+				var sizes []string
+				for _, line := range strings.Split(report, "\n") {
+					if m := leakRe.FindStringSubmatch(line); m != nil {
+						sizes = append(sizes, m[1])
+					}
+				}
+				n33 := strings.Count(report, " of size 33 at ")
+				fromThread := strings.Count(report, "#00  pc PC  exact (thread_leak+OFF)\n")
+				if len(sizes) != 8 || n33 != 4 || fromThread != 4 || strings.Contains(report, " of size 48 ") {
+					t.Fatalf("run %d: leaks of sizes %v, %d of them from thread_leak, want four of 33 from it and four from pthread_create; report:\n%s", i, sizes, fromThread, report)
+				}
+			}
+		})
+	}
+}
