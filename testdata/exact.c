@@ -5,10 +5,14 @@
 //                     (0xdead0000, unmapped, and 0x87654321), then
 //                     prints "wild done" and exits 0
 //   exact double      frees a 40-byte block twice between lines on
-//                     stderr: glibc aborts at the second free
+//                     stderr: glibc aborts at the second free, before
+//                     the line after it on stdout
 //   exact double-big  the same with a 2000-byte block, past the thread
 //                     cache's sizes
 //   exact invalid     frees a pointer 16 bytes inside a block
+//   exact abort       leaks 300 blocks in main and 200 in each of two
+//                     threads (abort_leaks), which then wait, and aborts
+//   exact _exit       the same, ending with _exit(3)
 //   exact zero        leaks malloc(0), calloc(0, 8) and memalign(64, 0)
 //                     (zero_leaks)
 //   exact threads     starts 4 threads, one after another, that each
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -49,6 +54,25 @@ NOINLINE void zero_leaks(void)
 	keep[2] = memalign(64, 0);
 }
 
+static pthread_barrier_t ready;
+
+NOINLINE void abort_leaks(int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *volatile p = malloc(100 + i % 7);
+		(void)p;
+	}
+}
+
+static void *leak_and_wait(void *arg)
+{
+	(void)arg;
+	abort_leaks(200);
+	pthread_barrier_wait(&ready);
+	pause();
+	return NULL;
+}
+
 NOINLINE void *thread_leak(void *arg)
 {
 	void *r;
@@ -74,6 +98,18 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (strcmp(argv[1], "abort") == 0 || strcmp(argv[1], "_exit") == 0) {
+		pthread_t t;
+
+		pthread_barrier_init(&ready, NULL, 3);
+		for (int i = 0; i < 2; i++)
+			pthread_create(&t, NULL, leak_and_wait, NULL);
+		abort_leaks(300);
+		pthread_barrier_wait(&ready);
+		if (argv[1][0] == '_')
+			_exit(3);
+		abort();
+	}
 	if (strcmp(argv[1], "zero") == 0) {
 		zero_leaks();
 		return 0;
@@ -103,7 +139,8 @@ int main(int argc, char **argv)
 		first_free();
 		say("before second free\n");
 		second_free();
-		say("after second free\n");
+		/* On stdout, whose buffer glibc allocates: never natively. */
+		printf("after second free\n");
 		for (int i = 0; i < 8; i++)
 			free(keep[i]);
 		return 0;

@@ -91,8 +91,9 @@ func programStderr(stderr string) string {
 // free natively; in every launch mode it must abort there too, with the
 // same message and status: the batched mode's free reaches glibc at once
 // when glibc would refuse its pointer, rather than when the batch is
-// handed over, after code the program never runs natively. Every block
-// live at the abort is reported: 9 (the twice freed one gone), or 10.
+// handed over, after code the program never runs natively (and writes to
+// stdout, whose buffer then was a block the native run never has). Every
+// block live at the abort is reported: 9 (the twice freed one gone), or 10.
 func TestBadFreeNative(t *testing.T) {
 	needRoot(t)
 	for _, c := range []struct {
@@ -109,6 +110,11 @@ func TestBadFreeNative(t *testing.T) {
 				r := runMdtrace(t, modeFlag(mode.flag), "-o", "leak_track", "--log", logPath, "--", prog("exact"), c.arg)
 				if r.code != code || programStderr(r.stderr) != stderr {
 					t.Errorf("status %d, program's stderr:\n%s\nwant %d and:\n%s", r.code, programStderr(r.stderr), code, stderr)
+				}
+				// A late abort let the program write to stdout, whose
+				// buffer was then a block it never allocates natively.
+				if r.stdout != "" {
+					t.Errorf("the program went on past the bad free: stdout %q", r.stdout)
 				}
 				if n := strings.Count(readFile(t, logPath), " leaked block of size "); n != c.leaks {
 					t.Errorf("%d leaks reported, want %d", n, c.leaks)
@@ -246,5 +252,34 @@ func TestThreadFreesBeforeExit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFatalEndKeepsCalls: main and two threads leak 300 and 2 x 200 blocks,
+// the threads then wait, and the process dies of abort() or ends with
+// _exit(3), with calls still in the threads' batches: the probes drain
+// each thread's batch at its end, so that every block is reported, the
+// two blocks pthread_create leaves too: 702, in every launch mode.
+func TestFatalEndKeepsCalls(t *testing.T) {
+	needRoot(t)
+	for _, c := range []struct {
+		arg  string
+		code int
+	}{{"abort", 128 + int(syscall.SIGABRT)}, {"_exit", 3}} {
+		for _, mode := range launchModes {
+			t.Run(c.arg+"/"+mode.name, func(t *testing.T) {
+				logPath := filepath.Join(t.TempDir(), "log")
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("exact"), c.arg)
+				if r.code != c.code {
+					t.Fatalf("exit status %d, want %d; stderr:\n%s", r.code, c.code, r.stderr)
+				}
+				report := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("exact"))
+				leaks := strings.Count(report, "+++ testdata/exact leaked block of size ")
+				fromLoop := strings.Count(report, "#00  pc PC  exact (abort_leaks+OFF)\n")
+				if leaks != 702 || fromLoop != 700 || !strings.Contains(report, "(leak 702 of 702)\n") {
+					t.Errorf("%d leaks, %d of them from abort_leaks, want 702 and 700", leaks, fromLoop)
+				}
+			})
+		}
 	}
 }
