@@ -105,7 +105,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		 */
 		if (bt->keyed & (1ULL << i))
 			((uintptr_t *)bt->held[i])[1] = bt->word8[i];
-		__libc_free(bt->held[i]);
+		md_real_free(bt->held[i]);
 	}
 	bt->nheld = 0;
 	bt->keyed = 0;
@@ -213,13 +213,13 @@ static void learn_keys(void)
 	Dl_info a, b;
 	uintptr_t *w;
 
-	if (dladdr((void *)__libc_malloc, &a) == 0 || dladdr((void *)gnu_get_libc_version, &b) == 0 ||
+	if (dladdr((void *)md_real_malloc, &a) == 0 || dladdr((void *)gnu_get_libc_version, &b) == 0 ||
 	    a.dli_fbase != b.dli_fbase)
 		return;
-	w = __libc_malloc(24);
+	w = md_real_malloc(24);
 	if (w == NULL)
 		return;
-	__libc_free(w);
+	md_real_free(w);
 	g_tcache_key = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
 	g_held_key = mix64(g_tcache_key ^ (uintptr_t)&g_held_key) | 1;
 	if (g_tcache_key == 0)

@@ -81,10 +81,10 @@ static size_t (*find_usable_size(void))(void *)
 	void *f = NULL, *h;
 	Dl_info info;
 
-	if (dladdr((void *)__libc_malloc, &info) != 0 && info.dli_fname != NULL) {
+	if (dladdr((void *)md_real_malloc, &info) != 0 && info.dli_fname != NULL) {
 		h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 		if (h != NULL) {
-			f = dlsym(h, "malloc_usable_size");
+			f = md_real_dlsym(h, "malloc_usable_size");
 			dlclose(h);
 		}
 	}
@@ -106,6 +106,7 @@ void md_init(void)
 		return;
 	}
 	md_tls.in_shim = 1;
+	md_real_resolve();
 	md_log_init();
 	md_site_times = getenv(ENV_RECORD) != NULL;
 	md_sample_init();

@@ -7,7 +7,9 @@
  * rear guards, fill on allocation and on free, expand_alloc, free_track and
  * abort_on_error, with Android's header layout and error messages. Options
  * it does not implement are parsed and ignored. Memory comes from glibc's
- * __libc_* entry points, so no dlsym is needed to reach the real allocator.
+ * __libc_* entry points (real.h), which the shim also defines, with dlsym
+ * (dlsym.c), so that no call of the program's reaches the allocator past
+ * it.
  *
  * This file holds the entry points. The hooks at the end are thin: they
  * pick the passthrough or the debug path and note their own frame for
@@ -63,7 +65,7 @@ static MD_INLINE void *alloc_block(size_t size)
 			return NULL;
 		ptr = md_init_header(orig, orig, size);
 	} else {
-		ptr = __libc_malloc(real_size);
+		ptr = md_real_malloc(real_size);
 	}
 	if (ptr != NULL && (md_cfg.options & MD_FILL_ON_ALLOC))
 		md_fill_alloc(ptr, 0);
@@ -100,7 +102,7 @@ static MD_INLINE void internal_free(void *ptr)
 		if (orig == NULL)
 			return;
 	}
-	__libc_free(orig);
+	md_real_free(orig);
 }
 
 static MD_INLINE void debug_free(void *ptr)
@@ -138,7 +140,7 @@ static void *debug_calloc(size_t nmemb, size_t bytes)
 		memset(orig, 0, md_real_usable_size(orig));
 		ptr = md_init_header(orig, orig, size);
 	} else {
-		ptr = __libc_calloc(1, real_size);
+		ptr = md_real_calloc(1, real_size);
 	}
 	return md_track_new(ptr, size);
 }
@@ -176,7 +178,7 @@ static void *debug_memalign(size_t alignment, size_t bytes)
 			errno = ENOMEM;
 			return NULL;
 		}
-		orig = __libc_malloc(real_size);
+		orig = md_real_malloc(real_size);
 		if (orig == NULL)
 			return NULL;
 		value = (uintptr_t)orig + md_pointer_offset;
@@ -189,7 +191,7 @@ static void *debug_memalign(size_t alignment, size_t bytes)
 			errno = ENOMEM;
 			return NULL;
 		}
-		ptr = __libc_memalign(alignment, real_size);
+		ptr = md_real_memalign(alignment, real_size);
 	}
 	if (ptr != NULL && (md_cfg.options & MD_FILL_ON_ALLOC))
 		md_fill_alloc(ptr, 0);
@@ -249,7 +251,7 @@ static void *realloc_block(void *ptr, size_t bytes)
 		internal_free(ptr);
 	} else {
 		prev_size = md_real_usable_size(ptr);
-		new_ptr = __libc_realloc(ptr, real_size);
+		new_ptr = md_real_realloc(ptr, real_size);
 		if (new_ptr == NULL)
 			return NULL;
 	}
@@ -387,7 +389,7 @@ void *malloc(size_t size)
 	void *r;
 
 	if (md_tls.in_shim)
-		return __libc_malloc(size);
+		return md_real_malloc(size);
 	if (fast_path()) {
 		ENTER();
 		r = internal_malloc(size);
@@ -403,7 +405,7 @@ void *malloc(size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_malloc(size);
+		r = md_real_malloc(size);
 		if (BATCHED(r, size))
 			return r;
 	}
@@ -418,7 +420,7 @@ void free(void *ptr)
 	bool on;
 
 	if (md_tls.in_shim) {
-		__libc_free(ptr);
+		md_real_free(ptr);
 		return;
 	}
 	if (fast_path()) {
@@ -442,7 +444,7 @@ void free(void *ptr)
 		debug_free(ptr);
 		LEAVE();
 	} else {
-		__libc_free(ptr);
+		md_real_free(ptr);
 	}
 	site_free_done(ptr, start);
 }
@@ -453,7 +455,7 @@ void *calloc(size_t nmemb, size_t size)
 	void *r;
 
 	if (md_tls.in_shim)
-		return __libc_calloc(nmemb, size);
+		return md_real_calloc(nmemb, size);
 	if (md_debug_on()) {
 		start = site_start();
 		ENTER();
@@ -461,7 +463,7 @@ void *calloc(size_t nmemb, size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_calloc(nmemb, size);
+		r = md_real_calloc(nmemb, size);
 		if (BATCHED(r, nmemb * size))
 			return r;
 	}
@@ -495,7 +497,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 		r = debug_realloc(ptr, size);
 		LEAVE();
 	} else {
-		r = __libc_realloc(ptr, size);
+		r = md_real_realloc(ptr, size);
 	}
 	if (md_sample_bytes == 0) {
 		REPORT_ALLOC(r, CALL_REALLOC, (uintptr_t)ptr, size, start);
@@ -520,7 +522,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 void *realloc(void *ptr, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_realloc(ptr, size);
+		return md_real_realloc(ptr, size);
 	return do_realloc(ptr, size);
 }
 
@@ -533,7 +535,7 @@ void *reallocarray(void *ptr, size_t nmemb, size_t size)
 		return NULL;
 	}
 	if (md_tls.in_shim)
-		return __libc_realloc(ptr, total);
+		return md_real_realloc(ptr, total);
 	return do_realloc(ptr, total);
 }
 
@@ -550,7 +552,7 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_memalign(alignment, size);
+		r = md_real_memalign(alignment, size);
 		if (BATCHED(r, size))
 			return r;
 	}
@@ -562,14 +564,14 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 void *memalign(size_t alignment, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_memalign(alignment, size);
+		return md_real_memalign(alignment, size);
 	return do_memalign(alignment, size);
 }
 
 void *aligned_alloc(size_t alignment, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_memalign(alignment, size);
+		return md_real_memalign(alignment, size);
 	if (md_debug_on() && (alignment == 0 || !powerof2(alignment) || size % alignment != 0)) {
 		errno = EINVAL;
 		return NULL;
@@ -585,7 +587,7 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
 	if (alignment < sizeof(void *) || !powerof2(alignment))
 		return EINVAL;
 	if (md_tls.in_shim)
-		r = __libc_memalign(alignment, size);
+		r = md_real_memalign(alignment, size);
 	else
 		r = do_memalign(alignment, size);
 	errno = saved_errno;
@@ -600,7 +602,7 @@ void *valloc(size_t size)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
 	if (md_tls.in_shim)
-		return __libc_memalign(page, size);
+		return md_real_memalign(page, size);
 	return do_memalign(page, size);
 }
 
@@ -617,7 +619,7 @@ void *pvalloc(size_t size)
 		return NULL;
 	}
 	if (md_tls.in_shim)
-		return __libc_memalign(page, rounded);
+		return md_real_memalign(page, rounded);
 	return do_memalign(page, rounded);
 }
 
@@ -632,6 +634,35 @@ size_t malloc_usable_size(void *ptr)
 	LEAVE();
 	return r;
 }
+
+/*
+ * The hooks under names of their own, for real.c, which must tell them
+ * from the allocator's; and the allocator's own entry points, which a
+ * program may call directly (glibc's __libc_malloc and the others), as
+ * the same hooks.
+ */
+#define HOOK_ALIAS(name, hook) extern __typeof__(name) hook __attribute__((alias(#name), copy(name), visibility("hidden")))
+HOOK_ALIAS(malloc, md_hook_malloc);
+HOOK_ALIAS(free, md_hook_free);
+HOOK_ALIAS(calloc, md_hook_calloc);
+HOOK_ALIAS(realloc, md_hook_realloc);
+HOOK_ALIAS(reallocarray, md_hook_reallocarray);
+HOOK_ALIAS(memalign, md_hook_memalign);
+HOOK_ALIAS(aligned_alloc, md_hook_aligned_alloc);
+HOOK_ALIAS(posix_memalign, md_hook_posix_memalign);
+HOOK_ALIAS(valloc, md_hook_valloc);
+HOOK_ALIAS(pvalloc, md_hook_pvalloc);
+HOOK_ALIAS(malloc_usable_size, md_hook_malloc_usable_size);
+#ifndef MD_STATIC_REAL
+#define LIBC_ALIAS(name, libc_name) extern __typeof__(name) libc_name __attribute__((alias(#name), copy(name)))
+LIBC_ALIAS(malloc, __libc_malloc);
+LIBC_ALIAS(free, __libc_free);
+LIBC_ALIAS(calloc, __libc_calloc);
+LIBC_ALIAS(realloc, __libc_realloc);
+LIBC_ALIAS(memalign, __libc_memalign);
+LIBC_ALIAS(valloc, __libc_valloc);
+LIBC_ALIAS(pvalloc, __libc_pvalloc);
+#endif
 
 /* mdshim_version names the library's interface version, for mdtrace. */
 __attribute__((visibility("default"))) const char *mdshim_version(void)

@@ -13,12 +13,19 @@
 //   exact abort       leaks 300 blocks in main and 200 in each of two
 //                     threads (abort_leaks), which then wait, and aborts
 //   exact _exit       the same, ending with _exit(3)
+//   exact direct      leaks 10 blocks allocated past malloc's name, each
+//                     with a frame of its own: 4 of 1111 bytes through
+//                     dlsym(libc, "malloc") (via_dlsym), 3 of 2222 through
+//                     dlvsym(libc, "calloc", "GLIBC_2.2.5") (via_dlvsym) and
+//                     3 of 3333 through __libc_malloc (via_libc_malloc);
+//                     frees one more of each way through dlsym's free
 //   exact zero        leaks malloc(0), calloc(0, 8) and memalign(64, 0)
 //                     (zero_leaks)
 //   exact threads     starts 4 threads, one after another, that each
 //                     free the 48-byte block they are given and leak one
 //                     of 33 bytes (thread_leak), then joins them
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -52,6 +59,53 @@ NOINLINE void zero_leaks(void)
 	keep[0] = malloc(0);
 	keep[1] = calloc(0, 8);
 	keep[2] = memalign(64, 0);
+}
+
+extern void *__libc_malloc(size_t size);
+
+void *volatile direct[10];
+
+NOINLINE void via_dlsym(void *(*m)(size_t), int i)
+{
+	direct[i] = m(1111);
+	__asm__ volatile("" ::: "memory");
+}
+
+NOINLINE void via_dlvsym(void *(*c)(size_t, size_t), int i)
+{
+	direct[i] = c(1, 2222);
+	__asm__ volatile("" ::: "memory");
+}
+
+NOINLINE void via_libc_malloc(int i)
+{
+	direct[i] = __libc_malloc(3333);
+	__asm__ volatile("" ::: "memory");
+}
+
+static int direct_calls(void)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	void *(*m)(size_t), *(*c)(size_t, size_t);
+	void (*f)(void *);
+
+	if (libc == NULL)
+		return 1;
+	m = (void *(*)(size_t))dlsym(libc, "malloc");
+	c = (void *(*)(size_t, size_t))dlvsym(libc, "calloc", "GLIBC_2.2.5");
+	f = (void (*)(void *))dlsym(libc, "free");
+	if (m == NULL || c == NULL || f == NULL)
+		return 1;
+	for (int i = 0; i < 4; i++)
+		via_dlsym(m, i);
+	for (int i = 4; i < 7; i++)
+		via_dlvsym(c, i);
+	for (int i = 7; i < 10; i++)
+		via_libc_malloc(i);
+	f(m(1111));
+	f(c(1, 2222));
+	f(__libc_malloc(3333));
+	return 0;
 }
 
 static pthread_barrier_t ready;
@@ -110,6 +164,8 @@ int main(int argc, char **argv)
 			_exit(3);
 		abort();
 	}
+	if (strcmp(argv[1], "direct") == 0)
+		return direct_calls();
 	if (strcmp(argv[1], "zero") == 0) {
 		zero_leaks();
 		return 0;

@@ -283,3 +283,54 @@ func TestFatalEndKeepsCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectAllocatorCalls: a program that calls the allocator past
+// malloc's name, through dlsym(libc, "malloc"), dlvsym(libc, "calloc",
+// "GLIBC_2.2.5") and __libc_malloc, and python3 allocating through
+// ctypes.CDLL("libc.so.6").malloc. Launched with the shim, those calls once
+// went straight to glibc, past the shim's sites, and none of their blocks
+// was seen: every one must be, in every launch mode, as with probes on
+// glibc.
+func TestDirectAllocatorCalls(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath, "--", prog("exact"), "direct")
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			report := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("exact"))
+			for _, c := range []struct {
+				size, fn string
+				n        int
+			}{{"1111", "via_dlsym", 4}, {"2222", "via_dlvsym", 3}, {"3333", "via_libc_malloc", 3}} {
+				block := regexp.MustCompile(`(?m)^\+\+\+ testdata/exact leaked block of size ` + c.size + ` at 0xPTR \(leak \d+ of \d+\)\nBacktrace at time of allocation:\n          #00  pc PC  exact \(` + c.fn + `\+OFF\)\n`)
+				if n := len(block.FindAllString(report, -1)); n != c.n {
+					t.Errorf("%d blocks of %s from %s, want %d; report:\n%s", n, c.size, c.fn, c.n, report)
+				}
+			}
+		})
+	}
+
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	script := filepath.Join(t.TempDir(), "ctypes_leak.py")
+	if err := os.WriteFile(script, []byte("import ctypes\nlibc = ctypes.CDLL(\"libc.so.6\")\nlibc.malloc.restype = ctypes.c_void_p\nkeep = [libc.malloc(12345) for i in range(10)]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range launchModes {
+		t.Run("python3/"+mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "leak_track", "--log", logPath, "--", python, script)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if n := strings.Count(readFile(t, logPath), " leaked block of size 12345 at "); n != 10 {
+				t.Errorf("%d blocks of 12345 reported, want the 10 ctypes allocated", n)
+			}
+		})
+	}
+}
