@@ -82,6 +82,19 @@ static __always_inline bool inside_call(const struct thread_state *ts, u64 sp)
 }
 
 /*
+ * Whether a call below the one in flight is inside it. One from the
+ * program's code is not: the call in flight never returned (the program
+ * left it by a longjmp, out of a signal handler), and this one replaces
+ * it; else the thread's next allocations would count as nested until its
+ * stack came back above the stale call's, and be missed. A tail call (the
+ * same stack pointer) is the allocator's.
+ */
+static __always_inline bool nested_in(struct pt_regs *ctx, const struct thread_state *ts, u64 sp)
+{
+	return inside_call(ts, sp) && (sp == ts->entry_sp || from_allocator(ctx) != 0);
+}
+
+/*
  * Whether the current call is inside one in flight (an operator delete
  * calling free), without creating the thread's state: it is not counted.
  */
@@ -89,7 +102,7 @@ static __always_inline bool nested(struct pt_regs *ctx)
 {
 	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
 
-	if (!ts || !inside_call(ts, PT_REGS_SP(ctx)))
+	if (!ts || !nested_in(ctx, ts, PT_REGS_SP(ctx)))
 		return false;
 	count(COUNTER_NESTED);
 	return true;
@@ -133,7 +146,7 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 
 	if (!ts)
 		return 0;
-	if (inside_call(ts, sp)) {
+	if (nested_in(ctx, ts, sp)) {
 		count(COUNTER_NESTED);
 		return 0;
 	}

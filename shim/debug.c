@@ -37,12 +37,31 @@ pthread_mutex_t md_lock_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 void md_internal_begin(void)
 {
-	md_tls.in_shim++;
+	if (md_tls.in_shim++ == 0)
+		md_tls.top = __builtin_frame_address(0);
 }
 
 void md_internal_end(void)
 {
 	md_tls.in_shim--;
+}
+
+/*
+ * md_left_by_jump is called by the program's longjmp (jump.c) before it
+ * jumps to a frame at sp. A jump out of the library (a signal handler's,
+ * whose signal came while the library ran) would leave in_shim set, and
+ * every later call of the thread would pass through unchecked, and the
+ * one lock held if the thread held it: both are let go. A jump that stays
+ * below the frame that set in_shim (within a handler) leaves them.
+ */
+void md_left_by_jump(uintptr_t sp)
+{
+	if (md_tls.in_shim == 0 || sp <= (uintptr_t)md_tls.top)
+		return;
+	if (md_tls.lock_depth > 0)
+		pthread_mutex_unlock(&md_lock_mutex);
+	md_tls.lock_depth = 0;
+	md_tls.in_shim = 0;
 }
 
 /* Lock order: md_lock_mutex before any table shard; a table call takes nothing else. */
@@ -105,7 +124,7 @@ void md_init(void)
 			sched_yield();
 		return;
 	}
-	md_tls.in_shim = 1;
+	md_shim_begin(__builtin_frame_address(0));
 	md_real_resolve();
 	md_log_init();
 	md_site_times = getenv(ENV_RECORD) != NULL;

@@ -185,7 +185,7 @@ __attribute__((destructor)) static void md_fini(void)
 {
 	if (__atomic_load_n(&md_state, __ATOMIC_ACQUIRE) != MD_ST_ON || !(md_cfg.options & MD_FREE_TRACK))
 		return;
-	md_tls.in_shim = 1;
+	md_shim_begin(__builtin_frame_address(0));
 	md_lock();
 	g_finalized = true;
 	for (size_t i = 0; i < g_ft_count; i++)

@@ -305,8 +305,8 @@ static int powerof2(size_t x)
  */
 #define ENTER()                                         \
 	do {                                            \
-		md_tls.in_shim = 1;                     \
 		md_tls.fp = __builtin_frame_address(0); \
+		md_shim_begin(md_tls.fp);               \
 	} while (0)
 #define LEAVE() (md_tls.in_shim = 0)
 

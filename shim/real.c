@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * The real allocator's entry points (real.h), found in the loader's list of
+ * The real allocator's entry points (real.h), and the loader's dlsym and
+ * dlvsym and the C library's longjmp, which the shim also defines, found
+ * in the loader's list of
  * objects (_r_debug) by their dynamic symbol tables: the first definition
  * in the loader's order that is not the shim's own, as the shim's calls
  * bound before it defined the same names. Nothing here calls a function:
@@ -31,6 +33,8 @@ extern void *md_hook_pvalloc(size_t) __attribute__((visibility("hidden")));
 extern size_t md_hook_malloc_usable_size(void *) __attribute__((visibility("hidden")));
 extern void *md_dlsym_entry(void *, const char *) __attribute__((visibility("hidden")));
 extern void *md_dlvsym_entry(void *, const char *, const char *) __attribute__((visibility("hidden")));
+extern void md_siglongjmp_entry(void *, int) __attribute__((visibility("hidden")));
+extern void md_longjmp_chk_entry(void *, int) __attribute__((visibility("hidden")));
 
 static void *stub_malloc(size_t n)
 {
@@ -74,6 +78,20 @@ static void *stub_dlvsym(void *handle, const char *name, const char *version)
 	return md_real_dlvsym(handle, name, version);
 }
 
+static void stub_siglongjmp(void *env, int val)
+{
+	md_real_resolve();
+	md_real_siglongjmp(env, val);
+}
+
+static void stub_longjmp_chk(void *env, int val)
+{
+	md_real_resolve();
+	md_real_longjmp_chk(env, val);
+}
+
+void (*md_real_siglongjmp)(void *, int) = stub_siglongjmp;
+void (*md_real_longjmp_chk)(void *, int) = stub_longjmp_chk;
 void *(*md_real_malloc)(size_t) = stub_malloc;
 void (*md_real_free)(void *) = stub_free;
 void *(*md_real_calloc)(size_t, size_t) = stub_calloc;
@@ -258,6 +276,14 @@ void md_real_resolve(void)
 	if (f == NULL)
 		fatal("dlvsym");
 	__atomic_store_n(&md_real_dlvsym, (void *(*)(void *, const char *, const char *))f, __ATOMIC_RELEASE);
+	f = find("siglongjmp", (void *)md_siglongjmp_entry, NULL);
+	if (f == NULL)
+		fatal("siglongjmp");
+	__atomic_store_n(&md_real_siglongjmp, (void (*)(void *, int))f, __ATOMIC_RELEASE);
+	f = find("__longjmp_chk", (void *)md_longjmp_chk_entry, NULL);
+	if (f == NULL)
+		fatal("__longjmp_chk");
+	__atomic_store_n(&md_real_longjmp_chk, (void (*)(void *, int))f, __ATOMIC_RELEASE);
 	__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 }
 

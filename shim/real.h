@@ -55,6 +55,10 @@ extern void *(*md_real_dlsym)(void *handle, const char *name) __attribute__((vis
 extern void *(*md_real_dlvsym)(void *handle, const char *name, const char *version)
 	__attribute__((visibility("hidden")));
 void *md_real_entry(void *addr) __attribute__((visibility("hidden")));
+
+/* The C library's siglongjmp (longjmp, _longjmp) and __longjmp_chk, which jump.c's call. */
+extern void (*md_real_siglongjmp)(void *env, int val) __attribute__((visibility("hidden")));
+extern void (*md_real_longjmp_chk)(void *env, int val) __attribute__((visibility("hidden")));
 #endif
 
 #endif

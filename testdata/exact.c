@@ -19,6 +19,11 @@
 //                     dlvsym(libc, "calloc", "GLIBC_2.2.5") (via_dlvsym) and
 //                     3 of 3333 through __libc_malloc (via_libc_malloc);
 //                     frees one more of each way through dlsym's free
+//   exact longjmp     frees 0xdead0000, whose memory is not mapped, and
+//                     leaves the fault's handler by siglongjmp; then
+//                     leaks 4444 bytes 8 calls deeper (deep_leak), writes
+//                     a byte past a block of 64 and frees it, and frees
+//                     a block of 100 correctly
 //   exact zero        leaks malloc(0), calloc(0, 8) and memalign(64, 0)
 //                     (zero_leaks)
 //   exact threads     starts 4 threads, one after another, that each
@@ -28,6 +33,8 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +115,46 @@ static int direct_calls(void)
 	return 0;
 }
 
+static sigjmp_buf jump_back;
+
+static void on_fault(int sig)
+{
+	(void)sig;
+	siglongjmp(jump_back, 1);
+}
+
+void *volatile deep_block;
+
+NOINLINE void deep_leak(volatile int depth)
+{
+	if (depth > 0)
+		deep_leak(depth - 1);
+	else
+		deep_block = malloc(4444);
+	__asm__ volatile("" ::: "memory");
+}
+
+static int fault_and_jump(void)
+{
+	struct sigaction sa = { .sa_handler = on_fault };
+	volatile char *q;
+	volatile int past = 64;
+
+	sigaction(SIGSEGV, &sa, NULL);
+	if (sigsetjmp(jump_back, 1) == 0) {
+		wild_free(0xdead0000);
+		say("no fault\n");
+		return 1;
+	}
+	say("after the fault\n");
+	deep_leak(8);
+	q = malloc(64);
+	q[past] = 0x11;
+	free((void *)q);
+	free(malloc(100));
+	return 0;
+}
+
 static pthread_barrier_t ready;
 
 NOINLINE void abort_leaks(int n)
@@ -164,6 +211,8 @@ int main(int argc, char **argv)
 			_exit(3);
 		abort();
 	}
+	if (strcmp(argv[1], "longjmp") == 0)
+		return fault_and_jump();
 	if (strcmp(argv[1], "direct") == 0)
 		return direct_calls();
 	if (strcmp(argv[1], "zero") == 0) {

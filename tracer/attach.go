@@ -147,12 +147,12 @@ func (p *Probes) Attach(pid int, lib string) error {
 			// With record_allocs (its end time) and verify_pointers
 			// (its place in nested calls), free gets a return probe.
 			ep.ret = p.record || p.verify
-			// With either, free's probe knows the extent of its own
-			// code, to tell the allocator's calls of free from the
-			// program's.
-			if p.verify || p.record {
-				ep.call |= callerPages(pl) << 32
-			}
+		}
+		// The allocator's probes know the extent of its code, to tell
+		// its own calls (a free at a thread's end, a malloc inside
+		// realloc) from the program's.
+		if prog == p.objs.AllocEntry && ep.call != abi.CallRuntimeNew {
+			ep.call |= callerPages(pl) << 32
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {

@@ -471,9 +471,9 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 			pl.delta = uint64(stackDelta(code, len(code)))
 		}
 	}
-	// free's extent tells glibc's own frees at a thread's end from the
-	// program's, for verify_pointers and record_allocs.
-	if use.nullSkipped {
+	// The extent of the code around the function tells the allocator's
+	// own calls from the program's.
+	if !use.stackMoves {
 		pl.segStart, pl.segEnd = execSegment(r, fs.off)
 	}
 	// A thunk: endbr64, then a jump.

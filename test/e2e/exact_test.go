@@ -334,3 +334,47 @@ func TestDirectAllocatorCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestLongjmpOutOfAllocator: free((void *)0xdead0000) faults inside the
+// allocator's free (glibc's, or the shim's reading a guard's header), and
+// the program leaves the fault's handler by siglongjmp, as it does
+// natively. It then leaks a block eight calls deeper, overruns a block of
+// 64 by a byte and frees it, and frees a block correctly.
+//
+// With the shim and guard, the jump once left the thread marked inside
+// the shim: every later call passed through unchecked and unreported.
+// With probes on glibc, the free's return never came: the thread's next
+// allocations, deeper in the stack, counted as nested in it and were
+// missed. Now the shim reports the overrun and the leak, and the probes
+// the leak, with no error but the bad pointer's.
+func TestLongjmpOutOfAllocator(t *testing.T) {
+	needRoot(t)
+	leak := "+++ testdata/exact leaked block of size 4444 at 0xPTR (leak 1 of 1)\n" +
+		"Backtrace at time of allocation:\n" +
+		"          #00  pc PC  exact (deep_leak+OFF)\n"
+	for _, c := range []struct {
+		name, flag, opts, want string
+	}{
+		{"sites", "--shim=", "guard backtrace leak_track",
+			logDivider + "\n+++ ALLOCATION 0xPTR SIZE 64 HAS A CORRUPTED REAR GUARD\n"},
+		{"no-preload", "--no-preload", "backtrace leak_track verify_pointers",
+			logDivider + "\n+++ ALLOCATION 0xdead0000 UNKNOWN POINTER (free)\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(c.flag), "-o", c.opts, "--log", logPath, "--", prog("exact"), "longjmp")
+			if r.code != 0 || programStderr(r.stderr) != "after the fault\n" {
+				t.Fatalf("exit status %d, stderr:\n%s", r.code, r.stderr)
+			}
+			report := normalizeLeakReport(t, logMessages(t, readFile(t, logPath), ""), prog("exact"))
+			report = regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+ SIZE`).ReplaceAllString(report, "ALLOCATION 0xPTR SIZE")
+			if !strings.HasPrefix(report, c.want) || strings.Count(report, logDivider) != 2 || !strings.Contains(report, leak) ||
+				strings.Count(report, " leaked block ") != 1 {
+				t.Errorf("log:\n%s\nwant one error block starting with\n%s\nand the leak\n%s", report, c.want, leak)
+			}
+			if !strings.Contains(report, "#00  pc PC  exact (deep_leak+OFF)\n          #01  pc PC  exact (deep_leak+OFF)\n") {
+				t.Errorf("the leak's backtrace lacks deep_leak's recursion:\n%s", report)
+			}
+		})
+	}
+}
