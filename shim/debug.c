@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../abi/mdtrace_abi.h"
@@ -112,6 +113,37 @@ static size_t (*find_usable_size(void))(void *)
 	return (size_t(*)(void *))f;
 }
 
+/*
+ * say_unapplied says, without mdtrace, which options the shim alone does
+ * not apply: mdtrace tracks the allocations that backtraces, leak reports
+ * and records need. Silence would read as a program without leaks.
+ */
+static void say_unapplied(void)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} needs[] = {
+		{ MD_BACKTRACE, "backtrace" },
+		{ MD_LEAK_TRACK, "leak_track" },
+		{ MD_RECORD_ALLOCS, "record_allocs" },
+		{ MD_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal" },
+	};
+	char list[128] = "";
+	size_t len = 0;
+
+	for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++) {
+		if (!(md_cfg.options & needs[i].bit))
+			continue;
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len > 0 ? " " : "", needs[i].name);
+		if (len >= sizeof(list))
+			break;
+	}
+	if (len > 0)
+		md_log('E', "%s: malloc debug: %s not applied: the preloaded library alone does not track allocations (run the program under mdtrace)",
+		       program_invocation_name, list);
+}
+
 void md_init(void)
 {
 	int expected = MD_ST_UNINIT;
@@ -147,6 +179,8 @@ void md_init(void)
 		return;
 	}
 	md_ctl_init(&md_cfg);
+	if (getenv(ENV_CTL) == NULL)
+		say_unapplied();
 	if (getenv(ENV_CTL) != NULL) {
 		/*
 		 * Under mdtrace, which tracks allocations itself: pointers are

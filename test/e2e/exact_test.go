@@ -378,3 +378,31 @@ func TestLongjmpOutOfAllocator(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticExecutableShimOptions: a statically linked program has no
+// dynamic loader to preload the shim, and ran with guard or fill without
+// any check and without a word. mdtrace refuses such options for it, as it
+// refuses them with -p, and runs nothing; leak_track, which the probes on
+// the program's own allocator give, still works.
+func TestStaticExecutableShimOptions(t *testing.T) {
+	needRoot(t)
+	for _, c := range []struct{ opts, names string }{
+		{"guard", "guard"},
+		{"fill leak_track", "fill"},
+		{"free_track expand_alloc", "free_track, expand_alloc"},
+	} {
+		r := runMdtrace(t, "-o", c.opts, "--", prog("static"))
+		want := "mdtrace: " + prog("static") + " is statically linked: no dynamic loader preloads the shim, which option " + c.names + " needs (without it, mdtrace probes the program's allocator)\n"
+		if r.code == 0 || r.stdout != "" || r.stderr != want {
+			t.Errorf("%s: exit status %d, stdout %q, stderr:\n%s\nwant a non-zero status, the program not run, and:\n%s", c.opts, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	logPath := filepath.Join(t.TempDir(), "log")
+	r := runMdtrace(t, "-o", "leak_track", "--log", logPath, "--", prog("static"))
+	if r.code != 0 || r.stdout != "static done\n" {
+		t.Fatalf("leak_track: exit status %d, stdout %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if n := strings.Count(readFile(t, logPath), " leaked block of size 5555 at "); n != 1 {
+		t.Errorf("leak_track: %d leaks of 5555 reported, want 1", n)
+	}
+}
