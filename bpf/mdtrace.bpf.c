@@ -194,6 +194,7 @@ int alloc_site(struct pt_regs *ctx)
 	u64 ptr = PT_REGS_PARM1(ctx), size;
 	u32 call = PT_REGS_PARM2(ctx);
 	u64 a0 = PT_REGS_PARM3(ctx), a1 = PT_REGS_PARM4(ctx), start = PT_REGS_PARM5(ctx);
+	u64 present = ctx->r9; /* the sixth argument: this bpf_tracing.h has no PT_REGS_PARM6 */
 	struct thread_state *ts;
 
 	if (ignored())
@@ -219,7 +220,7 @@ int alloc_site(struct pt_regs *ctx)
 	switch (call) {
 	case CALL_FREE:
 		/* Only while recording: the end of a free. */
-		emit(RECORD_FREE, a0, 0, 0, start);
+		emit_present(RECORD_FREE, a0, 0, 0, start, present);
 		return 0;
 	case CALL_MALLOC:
 		size = a0;
@@ -235,7 +236,7 @@ int alloc_site(struct pt_regs *ctx)
 		break;
 	case CALL_REALLOC:
 		size = a1;
-		emit(RECORD_REALLOC, ptr, size, a0, start);
+		emit_present(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0);
 		if (a0 == 0)
 			break;
 		ts = thread_state();

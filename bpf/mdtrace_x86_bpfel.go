@@ -90,6 +90,7 @@ type MdtraceRecordEvent struct {
 	Ptr     uint64
 	Size    uint64
 	Arg     uint64
+	Present uint64
 	Tid     uint32
 	Type    uint32
 	Tgid    uint32

@@ -15,6 +15,7 @@ struct record_event {
 	u64 ptr;      /* result (free: the freed pointer) */
 	u64 size;     /* size asked for (calloc: element size) */
 	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
+	u64 present;  /* free and realloc: the old block's PRESENT_BYTES plus one; 0: none */
 	u32 tid;
 	u32 type; /* enum record_type (abi/mdtrace_abi.h) */
 	u32 tgid; /* the process, whose record file the call goes to */
@@ -30,7 +31,7 @@ struct {
 	__uint(max_entries, 1 << 24);
 } records SEC(".maps");
 
-static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns, u64 present)
 {
 	struct record_event *e;
 	u64 pid_tgid;
@@ -47,6 +48,7 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	e->ptr = ptr;
 	e->size = size;
 	e->arg = arg;
+	e->present = present;
 	pid_tgid = bpf_get_current_pid_tgid();
 	e->tid = (u32)pid_tgid;
 	e->tgid = pid_tgid >> 32;
@@ -60,6 +62,11 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	 */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= record_wakeup_bytes ?
 				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+{
+	emit_present(type, ptr, size, arg, start_ns, 0);
 }
 
 #endif /* MDTRACE_RECORD_H */

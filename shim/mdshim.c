@@ -36,6 +36,7 @@
 #include "free_track.h"
 #include "guard.h"
 #include "pointer.h"
+#include "present.h"
 #include "real.h"
 #include "sample.h"
 #include "site.h"
@@ -321,6 +322,12 @@ static int powerof2(size_t x)
 #define REPORT_ALLOC(...)                                    \
 	do {                                               \
 		if (SITE_PROBED(mdshim_site_alloc))        \
+			mdshim_site_alloc(__VA_ARGS__, 0); \
+	} while (0)
+/* REPORT_ALLOC with the old block's PRESENT_BYTES (site_present). */
+#define REPORT_ALLOC_PRESENT(...)                            \
+	do {                                               \
+		if (SITE_PROBED(mdshim_site_alloc))        \
 			mdshim_site_alloc(__VA_ARGS__);    \
 	} while (0)
 #define REPORT_FREE(...)                                     \
@@ -368,11 +375,23 @@ static inline bool site_old(void *ptr)
 	return ptr != NULL && (md_sample_bytes == 0 || md_sample_take(ptr));
 }
 
+/*
+ * site_present is the PRESENT_BYTES of a block about to be freed or
+ * reallocated, plus one (0: none), while mdtrace records calls. With a
+ * header it is not read: the pointer is not verified yet.
+ */
+static inline uint64_t site_present(void *ptr, bool on)
+{
+	if (!md_site_times || ptr == NULL || (on && md_header))
+		return 0;
+	return (uint64_t)(md_present_bytes(ptr, md_real_usable_size(ptr)) + 1);
+}
+
 /* site_free_done reports the end of a free while mdtrace records calls. */
-static inline void site_free_done(void *ptr, uint64_t start)
+static inline void site_free_done(void *ptr, uint64_t start, uint64_t present)
 {
 	if (md_site_times && ptr != NULL)
-		REPORT_ALLOC(NULL, CALL_FREE, (uintptr_t)ptr, 0, start);
+		REPORT_ALLOC_PRESENT(NULL, CALL_FREE, (uintptr_t)ptr, 0, start, present);
 }
 
 /* fast_path reports whether a hook may take the shortest path (md_fast). */
@@ -416,7 +435,7 @@ void *malloc(size_t size)
 
 void free(void *ptr)
 {
-	uint64_t start;
+	uint64_t start, present;
 	bool on;
 
 	if (md_tls.in_shim) {
@@ -437,6 +456,7 @@ void free(void *ptr)
 	if (!on && md_batch_on && ptr != NULL && md_batch_free(__builtin_frame_address(0), ptr))
 		return;
 	start = site_start();
+	present = site_present(ptr, on);
 	if (site_old(ptr))
 		REPORT_FREE(ptr, CALL_FREE, md_batch_on ? md_batch_epoch() : 0);
 	if (on) {
@@ -446,7 +466,7 @@ void free(void *ptr)
 	} else {
 		md_real_free(ptr);
 	}
-	site_free_done(ptr, start);
+	site_free_done(ptr, start, present);
 }
 
 void *calloc(size_t nmemb, size_t size)
@@ -476,7 +496,7 @@ void *calloc(size_t nmemb, size_t size)
 static MD_INLINE void *do_realloc(void *ptr, size_t size)
 {
 	bool on = md_debug_on(), old_site, new_site;
-	uint64_t start = site_start();
+	uint64_t start = site_start(), present = site_present(ptr, on);
 	void *r;
 
 	/* A realloc goes to the unbatched sites, after the thread's batch. */
@@ -500,7 +520,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 		r = md_real_realloc(ptr, size);
 	}
 	if (md_sample_bytes == 0) {
-		REPORT_ALLOC(r, CALL_REALLOC, (uintptr_t)ptr, size, start);
+		REPORT_ALLOC_PRESENT(r, CALL_REALLOC, (uintptr_t)ptr, size, start, present);
 		return r;
 	}
 	if (r == NULL && size != 0) {

@@ -24,6 +24,9 @@
 //                     leaks 4444 bytes 8 calls deeper (deep_leak), writes
 //                     a byte past a block of 64 and frees it, and frees
 //                     a block of 100 correctly
+//   exact present     frees a block of 100 bytes, all written, and one of 64
+//                     pages (mapped for it) of which 3 were written, and
+//                     reallocates a written block of 200 bytes to 5000
 //   exact zero        leaks malloc(0), calloc(0, 8) and memalign(64, 0)
 //                     (zero_leaks)
 //   exact threads     starts 4 threads, one after another, that each
@@ -210,6 +213,23 @@ int main(int argc, char **argv)
 		if (argv[1][0] == '_')
 			_exit(3);
 		abort();
+	}
+	if (strcmp(argv[1], "present") == 0) {
+		size_t page = (size_t)getpagesize();
+		char *small = malloc(100), *big = memalign(page, 64 * page), *grow = malloc(200);
+
+		/* The barriers keep the writes, which a free would let the compiler drop. */
+		memset(small, 1, malloc_usable_size(small));
+		__asm__ volatile("" : : "r"(small) : "memory");
+		free(small);
+		for (int i = 0; i < 3; i++)
+			big[i * 2 * page] = 1;
+		__asm__ volatile("" : : "r"(big) : "memory");
+		free(big);
+		memset(grow, 2, malloc_usable_size(grow));
+		__asm__ volatile("" : : "r"(grow) : "memory");
+		free(realloc(grow, 5000));
+		return 0;
 	}
 	if (strcmp(argv[1], "longjmp") == 0)
 		return fault_and_jump();
