@@ -165,6 +165,11 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
 	if (record)
 		ts->start_ns = bpf_ktime_get_ns();
+	/* PRESENT_BYTES of the old block, before the call can free it. */
+	ts->present = 0;
+	if (record && a0 != 0 && (call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) &&
+	    (bpf_get_attach_cookie(ctx) & CALL_GLIBC_CHUNKS))
+		ts->present = present_bytes(a0);
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
 		remove_alloc(ctx, a0, ts, FN_REALLOC, true);
 	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0 && remove_alloc(ctx, a0, 0, FN_FREE, true))

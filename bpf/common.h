@@ -160,6 +160,8 @@ struct thread_state {
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
 	u32 old_valid;
 	u32 ending;	     /* a thread other than the main one has begun to end */
+	u32 pad;
+	u64 present;	     /* record_allocs: the old block's PRESENT_BYTES plus one; 0: none */
 };
 
 struct {

@@ -33,7 +33,7 @@ SEC("uprobe")
 int alloc_entry(struct pt_regs *ctx)
 {
 	u64 cookie = bpf_get_attach_cookie(ctx);
-	u32 call = (u32)cookie;
+	u32 call = (u32)cookie & CALL_MASK;
 	u64 a0 = PT_REGS_PARM1(ctx);
 
 	if (ignored())
@@ -115,7 +115,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	switch (call) {
 	case CALL_FREE:
 	case CALL_DELETE:
-		emit(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns);
+		emit_present(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns, ts->present);
 		return 0;
 	case CALL_MALLOC:
 		size = ts->args[0];
@@ -166,7 +166,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		}
 		/* An overflowing reallocarray never reaches realloc: no record. */
 		if (size != ~0ULL)
-			emit(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns);
+			emit_present(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present);
 		if (ptr == 0) {
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
 			if (size != 0 && ts->old_valid)

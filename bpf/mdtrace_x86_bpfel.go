@@ -115,6 +115,9 @@ type MdtraceThreadState struct {
 	Call     uint32
 	OldValid uint32
 	Ending   uint32
+	Pad      uint32
+	_        [4]byte
+	Present  uint64
 }
 
 type MdtraceUnwindEntry struct {

@@ -69,4 +69,59 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	emit_present(type, ptr, size, arg, start_ns, 0);
 }
 
+/* The most pages a block's PRESENT_BYTES looks at: past them, none is written. */
+#define PRESENT_MAX_PAGES (1 << 18)
+
+struct present_walk {
+	u64 ptr, end, page;
+	u64 present;
+};
+
+/*
+ * One page of a block: a read of one of its bytes there fails when the
+ * page is not resident (a read by the probes never faults a page in), as
+ * /proc/PID/pagemap's present bit says.
+ */
+static long present_step(u32 i, void *arg)
+{
+	struct present_walk *w = arg;
+	u64 lo = w->page + (u64)i * page_size, hi = lo + page_size;
+	char c;
+
+	if (lo >= w->end)
+		return 1;
+	if (lo < w->ptr)
+		lo = w->ptr;
+	if (hi > w->end)
+		hi = w->end;
+	if (bpf_probe_read_user(&c, 1, (void *)lo) == 0)
+		w->present += hi - lo;
+	return 0;
+}
+
+/*
+ * present_bytes is PRESENT_BYTES plus one of glibc's block at ptr, read
+ * before it is freed or reallocated, as Android's GetPresentBytes: its
+ * usable size from the chunk header, and how many of those bytes are on
+ * resident pages; 0 when it cannot be told.
+ */
+static __always_inline u64 present_bytes(u64 ptr)
+{
+	struct present_walk w = { .ptr = ptr };
+	u64 head, usable, pages;
+
+	if (bpf_probe_read_user(&head, sizeof(head), (void *)(ptr - 8)) != 0)
+		return 0;
+	usable = (head & ~7ULL) - (head & 2 ? 16 : 8);
+	if ((s64)usable <= 0)
+		return 0;
+	w.end = ptr + usable;
+	w.page = ptr & ~(page_size - 1);
+	pages = (w.end - 1 - w.page) / page_size + 1;
+	if (pages > PRESENT_MAX_PAGES)
+		return 0;
+	bpf_loop((u32)pages, present_step, &w, 0);
+	return w.present + 1;
+}
+
 #endif /* MDTRACE_RECORD_H */

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -151,8 +152,15 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// The allocator's probes know the extent of its code, to tell
 		// its own calls (a free at a thread's end, a malloc inside
 		// realloc) from the program's.
-		if prog == p.objs.AllocEntry && ep.call != abi.CallRuntimeNew {
+		call := ep.call & abi.CallMask
+		if prog == p.objs.AllocEntry && call != abi.CallRuntimeNew {
 			ep.call |= callerPages(pl) << 32
+		}
+		// glibc's chunk header gives a block's usable size, over which
+		// record_allocs' PRESENT_BYTES is read before a free or realloc.
+		if prog == p.objs.AllocEntry && strings.HasPrefix(filepath.Base(lib), "libc.so") &&
+			(call == abi.CallFree || call == abi.CallRealloc || call == abi.CallReallocarray) {
+			ep.call |= abi.CallGlibcChunks
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {
@@ -160,7 +168,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 	}
 	// Before a delete can be hit, free must know to look for one in flight.
-	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == abi.CallDelete }) {
+	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call&abi.CallMask == abi.CallDelete }) {
 		if err := p.objs.HaveDeletes.Set(uint32(1)); err != nil {
 			return fmt.Errorf("setting have_deletes: %w", err)
 		}
