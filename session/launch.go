@@ -157,6 +157,10 @@ func staticExecutable(command string) bool {
 			return false
 		}
 	}
+	// The dynamic loader run as a command preloads for the program it runs.
+	if names, err := f.DynString(elf.DT_SONAME); err == nil && len(names) > 0 && strings.HasPrefix(names[0], "ld-linux") {
+		return false
+	}
 	return f.Type == elf.ET_EXEC || f.Type == elf.ET_DYN
 }
 

@@ -6,12 +6,13 @@
  * The shim's dlsym gives the shim's own entry point for each of them
  * (real.c), and every other answer unchanged, dlerror's included.
  *
- * The loader finds RTLD_NEXT's object from its caller's return address:
- * the entry points jump to the loader's function for it, keeping the
- * caller's, rather than call it (what comes after the caller is never the
- * allocator's library that the shim replaces, in a program the shim is
- * given). Every other handle is looked up from here, in the shim's
- * namespace, the program's.
+ * The loader finds RTLD_NEXT's object, and the scope RTLD_DEFAULT searches,
+ * from its caller's return address: for those the entry points jump to
+ * the loader's function, keeping the caller's, rather than call it. Their
+ * answer for the allocator's functions is the shim's already (RTLD_DEFAULT)
+ * or what comes after the caller, never the library the shim replaces in
+ * a program it is given (RTLD_NEXT). A handle's lookup does not depend on
+ * its caller: it is made from here, and its answer mapped.
  */
 #ifndef MD_STATIC_REAL
 #define _GNU_SOURCE
@@ -36,7 +37,7 @@ void *md_dlvsym(void *handle, const char *name, const char *version)
 	return shim != NULL ? shim : r;
 }
 
-/* RTLD_NEXT is ((void *)-1). */
+/* RTLD_DEFAULT is ((void *)0), RTLD_NEXT ((void *)-1). */
 #define ENTRY(name, real, c)                         \
 	".globl " #name "\n"                          \
 	".type " #name ", @function\n"                \
@@ -44,9 +45,11 @@ void *md_dlvsym(void *handle, const char *name, const char *version)
 	".hidden md_" #name "_entry\n"                \
 	".p2align 4\n" #name ":\n"                    \
 	"md_" #name "_entry:\n"                       \
+	"\ttestq %rdi, %rdi\n"                        \
+	"\tje 1f\n"                                   \
 	"\tcmpq $-1, %rdi\n"                          \
 	"\tjne " #c "\n"                              \
-	"\tjmp *" #real "(%rip)\n"                    \
+	"1:\tjmp *" #real "(%rip)\n"                  \
 	".size " #name ", . - " #name "\n"
 
 __asm__(".text\n" ENTRY(dlsym, md_real_dlsym, md_dlsym) ENTRY(dlvsym, md_real_dlvsym, md_dlvsym));
