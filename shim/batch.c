@@ -389,7 +389,7 @@ static inline bool suspect(void *ptr)
 	head = w[-1];
 	size = head & ~(uintptr_t)CHUNK_FLAGS;
 	if (head & CHUNK_IS_MMAPPED)
-		return ((chunk - w[-2]) | (w[-2] + size)) & 4095;
+		return (((chunk - w[-2]) | (w[-2] + size)) & 4095) != 0 || w[1] == g_held_key;
 	if (chunk > -size || size < 32 || (size & 15) != 0)
 		return true;
 	if (w[1] == g_tcache_key || w[1] == g_held_key)

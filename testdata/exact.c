@@ -9,6 +9,8 @@
 //                     the line after it on stdout
 //   exact double-big  the same with a 2000-byte block, past the thread
 //                     cache's sizes
+//   exact double-mmap the same with a block of 200000 bytes, which glibc
+//                     maps for it: the second free faults on its header
 //   exact invalid     frees a pointer 16 bytes inside a block
 //   exact abort       leaks 300 blocks in main and 200 in each of two
 //                     threads (abort_leaks), which then wait, and aborts
@@ -249,8 +251,9 @@ int main(int argc, char **argv)
 		puts("wild done");
 		return 0;
 	}
-	if (strcmp(argv[1], "double") == 0 || strcmp(argv[1], "double-big") == 0 || strcmp(argv[1], "invalid") == 0) {
-		size_t size = strcmp(argv[1], "double-big") == 0 ? 2000 : 40;
+	if (strcmp(argv[1], "double") == 0 || strcmp(argv[1], "double-big") == 0 ||
+	    strcmp(argv[1], "double-mmap") == 0 || strcmp(argv[1], "invalid") == 0) {
+		size_t size = strcmp(argv[1], "double-big") == 0 ? 2000 : strcmp(argv[1], "double-mmap") == 0 ? 200000 : 40;
 		void *keep[8];
 
 		for (int i = 0; i < 8; i++)
