@@ -377,12 +377,13 @@ static inline bool site_old(void *ptr)
 
 /*
  * site_present is the PRESENT_BYTES of a block about to be freed or
- * reallocated, plus one (0: none), while mdtrace records calls. With a
- * header it is not read: the pointer is not verified yet.
+ * reallocated, plus one (0: none), while mdtrace records calls. Where the
+ * shim checks pointers (a header, verify_pointers) it is not read: the
+ * pointer is not verified yet, and a bad one must be reported, not read.
  */
 static inline uint64_t site_present(void *ptr, bool on)
 {
-	if (!md_site_times || ptr == NULL || (on && md_header))
+	if (!md_site_times || ptr == NULL || (on && (md_header || md_tracking())))
 		return 0;
 	return (uint64_t)(md_present_bytes(ptr, md_real_usable_size(ptr)) + 1);
 }
