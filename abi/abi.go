@@ -26,11 +26,19 @@ const (
 	CallThreadEnd     = 14 // glibc's __call_tls_dtors, where a thread's end begins: entry only
 )
 
+// In the low half of an entry probe's cookie, beside the call: the probed
+// allocator is glibc's, whose chunk header before a block gives its usable
+// size (record_allocs' PRESENT_BYTES).
+const (
+	CallGlibcChunks = 0x40000000
+	CallMask        = 0xffff
+)
+
 // The shim's probe sites: mdtrace sets them as the attach cookie of the
 // probe alloc_site (tracer/entrypoints.go), which reads it.
 const (
-	SiteAlloc = 1 // mdshim_site_alloc(ret, call, a0, a1, start_ns)
-	SiteFree  = 2 // mdshim_site_free(ptr, call)
+	SiteAlloc = 1 // mdshim_site_alloc(ret, call, a0, a1, start_ns, present)
+	SiteFree  = 2 // mdshim_site_free(ptr, call, epoch)
 	SiteBatch = 3 // mdshim_site_batch(batch, used, epoch, flags)
 )
 

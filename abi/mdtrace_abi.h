@@ -55,12 +55,20 @@ enum call {
 };
 
 /*
+ * In the low half of an entry probe's cookie, beside the call: the probed
+ * allocator is glibc's, whose chunk header before a block gives its usable
+ * size (record_allocs' PRESENT_BYTES).
+ */
+#define CALL_GLIBC_CHUNKS 0x40000000
+#define CALL_MASK 0xffff
+
+/*
  * The shim's probe sites: mdtrace sets them as the attach cookie of the
  * probe alloc_site (tracer/entrypoints.go), which reads it.
  */
 enum site {
-	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns) */
-	SITE_FREE,	/* mdshim_site_free(ptr, call) */
+	SITE_ALLOC = 1, /* mdshim_site_alloc(ret, call, a0, a1, start_ns, present) */
+	SITE_FREE,	/* mdshim_site_free(ptr, call, epoch) */
 	SITE_BATCH,	/* mdshim_site_batch(batch, used, epoch, flags) */
 };
 

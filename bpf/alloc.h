@@ -36,7 +36,7 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 {
 	struct alloc_key key = block_key(ptr);
 	struct alloc_info info = {
-		.size = size,
+		.size = live_size(size),
 		.stack_id = stack_id,
 	};
 
@@ -55,7 +55,7 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
 				      const struct thread_state *ts)
 {
-	insert_block(ptr, size, backtrace_for(size) ? take_stack(ctx, at, ts) : 0);
+	insert_block(ptr, size, backtrace_for(live_size(size)) ? take_stack(ctx, at, ts) : 0);
 }
 
 /*
@@ -82,6 +82,19 @@ static __always_inline bool inside_call(const struct thread_state *ts, u64 sp)
 }
 
 /*
+ * Whether a call below the one in flight is inside it. One from the
+ * program's code is not: the call in flight never returned (the program
+ * left it by a longjmp, out of a signal handler), and this one replaces
+ * it; else the thread's next allocations would count as nested until its
+ * stack came back above the stale call's, and be missed. A tail call (the
+ * same stack pointer) is the allocator's.
+ */
+static __always_inline bool nested_in(struct pt_regs *ctx, const struct thread_state *ts, u64 sp)
+{
+	return inside_call(ts, sp) && (sp == ts->entry_sp || from_allocator(ctx) != 0);
+}
+
+/*
  * Whether the current call is inside one in flight (an operator delete
  * calling free), without creating the thread's state: it is not counted.
  */
@@ -89,7 +102,7 @@ static __always_inline bool nested(struct pt_regs *ctx)
 {
 	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
 
-	if (!ts || !inside_call(ts, PT_REGS_SP(ctx)))
+	if (!ts || !nested_in(ctx, ts, PT_REGS_SP(ctx)))
 		return false;
 	count(COUNTER_NESTED);
 	return true;
@@ -133,7 +146,7 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 
 	if (!ts)
 		return 0;
-	if (inside_call(ts, sp)) {
+	if (nested_in(ctx, ts, sp)) {
 		count(COUNTER_NESTED);
 		return 0;
 	}
@@ -152,10 +165,15 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
 	if (record)
 		ts->start_ns = bpf_ktime_get_ns();
+	/* PRESENT_BYTES of the old block, before the call can free it. */
+	ts->present = 0;
+	if (record && a0 != 0 && (call == CALL_REALLOC || call == CALL_REALLOCARRAY || call == CALL_FREE) &&
+	    (bpf_get_attach_cookie(ctx) & CALL_GLIBC_CHUNKS))
+		ts->present = present_bytes(a0);
 	if ((call == CALL_REALLOC || call == CALL_REALLOCARRAY) && a0 != 0)
 		remove_alloc(ctx, a0, ts, FN_REALLOC, true);
-	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0)
-		remove_alloc(ctx, a0, 0, FN_FREE, true);
+	else if ((call == CALL_FREE || call == CALL_DELETE) && a0 != 0 && remove_alloc(ctx, a0, 0, FN_FREE, true))
+		ts->call = CALL_NONE; /* glibc's free at a thread's end is not the program's call */
 	return 0;
 }
 

@@ -184,31 +184,66 @@ static __always_inline struct alloc_key batch_key(const struct batch_space *sp, 
 	return key;
 }
 
-static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u64 epoch)
+/*
+ * Keeps aside the free, in epoch, of a block the table does not hold: its
+ * allocation may be in a batch still to come. True if the allocation,
+ * handed over meanwhile, was found after all: the pair is accounted for.
+ */
+static __always_inline bool keep_free(const struct alloc_key *key, u64 epoch)
 {
-	struct alloc_key key = batch_key(sp, ptr), kept;
+	struct alloc_key kept;
 	u32 way;
 
-	if (delete_block(&key, 0) == 0) {
-		sp->frees++;
-		return;
-	}
-	/* Its allocation may be in a batch still to come: kept aside. */
-	sp->unknown++;
 	raise_epoch(&orphan_epoch, epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
-		kept = orphan_key(&key, way);
+		kept = orphan_key(key, way);
 		if (bpf_map_update_elem(&orphans, &kept, &epoch, BPF_NOEXIST) == 0)
 			break;
 	}
 	if (way == ORPHAN_WAYS) {
 		count(COUNTER_ORPHANS_LOST);
-		return;
+		return false;
 	}
 	full_barrier();
 	/* The allocation, handed over meanwhile, may have missed it. */
-	if (delete_block(&key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0)
+	return delete_block(key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0;
+}
+
+static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u64 epoch)
+{
+	struct alloc_key key = batch_key(sp, ptr);
+
+	if (delete_block(&key, 0) == 0) {
+		sp->frees++;
+		return;
+	}
+	sp->unknown++;
+	if (keep_free(&key, epoch))
 		pair_matched(sp);
+}
+
+/*
+ * A free at the unbatched site while the hooks batch (a free glibc would
+ * refuse, one made on a stack the shim does not know or inside a batched
+ * call): its block's allocation may still be in another thread's batch,
+ * so that it is kept aside as a batch's free, with the epoch the shim
+ * moved on for it.
+ */
+static __always_inline void site_free_batched(u64 ptr, u64 epoch)
+{
+	struct alloc_key key = block_key(ptr);
+
+	raise_epoch(&last_epoch, epoch);
+	if (delete_block(&key, 0) == 0) {
+		count(COUNTER_FREES);
+		return;
+	}
+	if (keep_free(&key, epoch)) {
+		count(COUNTER_FREES);
+		count(COUNTER_FREES_EARLY);
+	} else {
+		count(COUNTER_UNKNOWN_FREES);
+	}
 }
 
 /*
@@ -238,7 +273,7 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 w0)
 {
 	u64 written = w0 >> BATCH_EPOCH_SHIFT;
-	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = sp->w[masked(at + 2, BATCH_MASK)];
+	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = live_size(sp->w[masked(at + 2, BATCH_MASK)]);
 	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
 	struct alloc_key key = batch_key(sp, ptr);
 	struct alloc_info info = {

@@ -160,6 +160,8 @@ struct thread_state {
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
 	u32 old_valid;
 	u32 ending;	     /* a thread other than the main one has begun to end */
+	u32 pad;
+	u64 present;	     /* record_allocs: the old block's PRESENT_BYTES plus one; 0: none */
 };
 
 struct {
@@ -258,6 +260,16 @@ static __always_inline struct thread_state *thread_state(void)
 	if (!ts)
 		count(COUNTER_STATE_ERROR);
 	return ts;
+}
+
+/*
+ * live_size is the size a block is tracked with: a request of 0 bytes
+ * gives a block of 1, as Android's malloc debug tracks it (record_allocs
+ * keeps the 0 asked for).
+ */
+static __always_inline u64 live_size(u64 size)
+{
+	return size ? size : 1;
 }
 
 #endif /* MDTRACE_COMMON_H */

@@ -90,31 +90,39 @@ static __always_inline void pointer_error(struct pt_regs *ctx, struct alloc_key 
 }
 
 /*
+ * Whether the call at an entry probe comes from the code around the probed
+ * function (the allocator calling itself): 1 or 0, or -1 when that cannot
+ * be told. The probe's cookie holds, in pages, how far the executable
+ * segment holding the function reaches below the probe (bits 32-47) and
+ * above it (48-63); the probe is before anything moves the stack pointer.
+ */
+static __always_inline int from_allocator(struct pt_regs *ctx)
+{
+	u64 cookie = bpf_get_attach_cookie(ctx), ip = PT_REGS_IP(ctx), ret;
+	u64 below = ((cookie >> 32) & 0xffff) << 12, above = (cookie >> 48) << 12;
+
+	if (!below && !above)
+		return -1;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) != 0)
+		return -1;
+	return ret >= ip - below && ret < ip + above;
+}
+
+/*
  * Whether a free the table cannot account for is glibc putting an ending
  * thread's cache back into its arena: at a thread's end, after its
  * thread_local destructors begin (__call_tls_dtors), glibc frees through
  * free every block the thread's tcache holds, blocks the program freed
  * before, and then the tcache itself, which no malloc call made. Those
- * frees come from inside the allocator's own code; the program's, in the
- * destructors that run then, do not, and are checked as any other. The
- * entry probe's cookie holds, in pages, how far the executable segment
- * holding free reaches below the probe (bits 32-47) and above it (48-63).
+ * frees come from inside the allocator's own code (from_allocator); the
+ * program's, in the destructors that run then, do not, and are checked as
+ * any other.
  */
 static __always_inline bool thread_cache_free(struct pt_regs *ctx)
 {
-	u64 cookie = bpf_get_attach_cookie(ctx), ip = PT_REGS_IP(ctx), ret;
-	u64 below = ((cookie >> 32) & 0xffff) << 12, above = (cookie >> 48) << 12;
-	struct thread_state *ts;
+	struct thread_state *ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
 
-	if (!below && !above)
-		return false;
-	ts = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!ts || !ts->ending)
-		return false;
-	/* The entry probe is before anything moves the stack pointer. */
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) != 0)
-		return false;
-	return ret >= ip - below && ret < ip + above;
+	return ts && ts->ending && from_allocator(ctx) == 1;
 }
 
 /*
@@ -122,9 +130,11 @@ static __always_inline bool thread_cache_free(struct pt_regs *ctx)
  * address to another thread. With ts, the entry is kept there so that a
  * failed realloc can put it back. With check, a pointer the table does not
  * hold is reported (verify_pointers); the shim's probe sites never check,
- * as the shim checks pointers itself.
+ * as the shim checks pointers itself. Returns true for a free that is
+ * glibc's at a thread's end (thread_cache_free), not the program's: it is
+ * not recorded either.
  */
-static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
+static __always_inline bool remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
 					 bool check)
 {
 	struct alloc_key key = block_key(ptr);
@@ -143,13 +153,14 @@ static __always_inline void remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 
 			bpf_map_update_elem(&freed, &key, &id, BPF_ANY);
 		}
-		return;
+		return false;
 	}
-	if (verify && check && fn == FN_FREE && thread_cache_free(ctx))
-		return;
+	if (check && fn == FN_FREE && thread_cache_free(ctx))
+		return true;
 	count(COUNTER_UNKNOWN_FREES);
 	if (verify && check)
 		pointer_error(ctx, &key, fn);
+	return false;
 }
 
 #endif /* MDTRACE_FREE_H */

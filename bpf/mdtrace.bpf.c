@@ -33,7 +33,7 @@ SEC("uprobe")
 int alloc_entry(struct pt_regs *ctx)
 {
 	u64 cookie = bpf_get_attach_cookie(ctx);
-	u32 call = (u32)cookie;
+	u32 call = (u32)cookie & CALL_MASK;
 	u64 a0 = PT_REGS_PARM1(ctx);
 
 	if (ignored())
@@ -115,7 +115,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	switch (call) {
 	case CALL_FREE:
 	case CALL_DELETE:
-		emit(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns);
+		emit_present(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns, ts->present);
 		return 0;
 	case CALL_MALLOC:
 		size = ts->args[0];
@@ -166,7 +166,7 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		}
 		/* An overflowing reallocarray never reaches realloc: no record. */
 		if (size != ~0ULL)
-			emit(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns);
+			emit_present(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present);
 		if (ptr == 0) {
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
 			if (size != 0 && ts->old_valid)
@@ -194,6 +194,7 @@ int alloc_site(struct pt_regs *ctx)
 	u64 ptr = PT_REGS_PARM1(ctx), size;
 	u32 call = PT_REGS_PARM2(ctx);
 	u64 a0 = PT_REGS_PARM3(ctx), a1 = PT_REGS_PARM4(ctx), start = PT_REGS_PARM5(ctx);
+	u64 present = ctx->r9; /* the sixth argument: this bpf_tracing.h has no PT_REGS_PARM6 */
 	struct thread_state *ts;
 
 	if (ignored())
@@ -210,13 +211,16 @@ int alloc_site(struct pt_regs *ctx)
 				remove_alloc(ctx, ptr, ts, FN_REALLOC, false);
 			return 0;
 		}
-		remove_alloc(ctx, ptr, 0, FN_FREE, false);
+		if (a0)
+			site_free_batched(ptr, a0);
+		else
+			remove_alloc(ctx, ptr, 0, FN_FREE, false);
 		return 0;
 	}
 	switch (call) {
 	case CALL_FREE:
 		/* Only while recording: the end of a free. */
-		emit(RECORD_FREE, a0, 0, 0, start);
+		emit_present(RECORD_FREE, a0, 0, 0, start, present);
 		return 0;
 	case CALL_MALLOC:
 		size = a0;
@@ -232,7 +236,7 @@ int alloc_site(struct pt_regs *ctx)
 		break;
 	case CALL_REALLOC:
 		size = a1;
-		emit(RECORD_REALLOC, ptr, size, a0, start);
+		emit_present(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0);
 		if (a0 == 0)
 			break;
 		ts = thread_state();

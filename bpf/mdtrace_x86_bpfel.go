@@ -90,6 +90,7 @@ type MdtraceRecordEvent struct {
 	Ptr     uint64
 	Size    uint64
 	Arg     uint64
+	Present uint64
 	Tid     uint32
 	Type    uint32
 	Tgid    uint32
@@ -114,6 +115,9 @@ type MdtraceThreadState struct {
 	Call     uint32
 	OldValid uint32
 	Ending   uint32
+	Pad      uint32
+	_        [4]byte
+	Present  uint64
 }
 
 type MdtraceUnwindEntry struct {

@@ -15,6 +15,7 @@ struct record_event {
 	u64 ptr;      /* result (free: the freed pointer) */
 	u64 size;     /* size asked for (calloc: element size) */
 	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
+	u64 present;  /* free and realloc: the old block's PRESENT_BYTES plus one; 0: none */
 	u32 tid;
 	u32 type; /* enum record_type (abi/mdtrace_abi.h) */
 	u32 tgid; /* the process, whose record file the call goes to */
@@ -30,7 +31,7 @@ struct {
 	__uint(max_entries, 1 << 24);
 } records SEC(".maps");
 
-static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns, u64 present)
 {
 	struct record_event *e;
 	u64 pid_tgid;
@@ -47,6 +48,7 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	e->ptr = ptr;
 	e->size = size;
 	e->arg = arg;
+	e->present = present;
 	pid_tgid = bpf_get_current_pid_tgid();
 	e->tid = (u32)pid_tgid;
 	e->tgid = pid_tgid >> 32;
@@ -60,6 +62,66 @@ static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start
 	 */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= record_wakeup_bytes ?
 				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
+{
+	emit_present(type, ptr, size, arg, start_ns, 0);
+}
+
+/* The most pages a block's PRESENT_BYTES looks at: past them, none is written. */
+#define PRESENT_MAX_PAGES (1 << 18)
+
+struct present_walk {
+	u64 ptr, end, page;
+	u64 present;
+};
+
+/*
+ * One page of a block: a read of one of its bytes there fails when the
+ * page is not resident (a read by the probes never faults a page in), as
+ * /proc/PID/pagemap's present bit says.
+ */
+static long present_step(u32 i, void *arg)
+{
+	struct present_walk *w = arg;
+	u64 lo = w->page + (u64)i * page_size, hi = lo + page_size;
+	char c;
+
+	if (lo >= w->end)
+		return 1;
+	if (lo < w->ptr)
+		lo = w->ptr;
+	if (hi > w->end)
+		hi = w->end;
+	if (bpf_probe_read_user(&c, 1, (void *)lo) == 0)
+		w->present += hi - lo;
+	return 0;
+}
+
+/*
+ * present_bytes is PRESENT_BYTES plus one of glibc's block at ptr, read
+ * before it is freed or reallocated, as Android's GetPresentBytes: its
+ * usable size from the chunk header, and how many of those bytes are on
+ * resident pages; 0 when it cannot be told.
+ */
+static __always_inline u64 present_bytes(u64 ptr)
+{
+	struct present_walk w = { .ptr = ptr };
+	u64 head, usable, pages;
+
+	if (bpf_probe_read_user(&head, sizeof(head), (void *)(ptr - 8)) != 0)
+		return 0;
+	usable = (head & ~7ULL) - (head & 2 ? 16 : 8);
+	if ((s64)usable <= 0)
+		return 0;
+	w.end = ptr + usable;
+	w.page = ptr & ~(page_size - 1);
+	pages = (w.end - 1 - w.page) / page_size + 1;
+	if (pages > PRESENT_MAX_PAGES)
+		return 0;
+	bpf_loop((u32)pages, present_step, &w, 0);
+	return w.present + 1;
 }
 
 #endif /* MDTRACE_RECORD_H */

@@ -413,12 +413,18 @@ func CheckInterval(flags *Flags, cfg *Config) error {
 
 // NeedsShim reports whether the options need the shim preloaded.
 func NeedsShim(cfg *Config) bool {
+	return len(ShimOptionsOf(cfg)) > 0
+}
+
+// ShimOptionsOf returns the options of cfg that only the shim implements.
+func ShimOptionsOf(cfg *Config) []string {
+	var names []string
 	for _, name := range cfg.Set {
 		if shimOptions[name] {
-			return true
+			names = append(names, name)
 		}
 	}
-	return false
+	return names
 }
 
 // optionValue is the value of a malloc debug option given as a flag; it is

@@ -3,6 +3,7 @@
 package session
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,15 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	need := options.NeedsShim(s.cfg) || s.flags.SampleBytes > 0
 	if !need && s.flags.NoPreload {
 		return nil, nil, nil
+	}
+	if need && staticExecutable(s.flags.Command[0]) {
+		// The loader preloads the shim; a static executable has none,
+		// and would run with no check at all.
+		what := "--sample-bytes"
+		if names := options.ShimOptionsOf(s.cfg); len(names) > 0 {
+			what = "option " + strings.Join(names, ", ")
+		}
+		return nil, nil, fmt.Errorf("%s is statically linked: no dynamic loader preloads the shim, which %s needs (without it, mdtrace probes the program's allocator)", s.flags.Command[0], what)
 	}
 	shim, err := shimPath(s.flags)
 	if err != nil {
@@ -127,6 +137,31 @@ func preloadable(command string) (ok bool, note string) {
 		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
 	}
 	return true, ""
+}
+
+// staticExecutable reports whether command runs an ELF executable without
+// a program interpreter (static, or static-pie): no dynamic loader, so no
+// LD_PRELOAD. A script, or a file that cannot be read, is not one.
+func staticExecutable(command string) bool {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return false
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	// The dynamic loader run as a command preloads for the program it runs.
+	if names, err := f.DynString(elf.DT_SONAME); err == nil && len(names) > 0 && strings.HasPrefix(names[0], "ld-linux") {
+		return false
+	}
+	return f.Type == elf.ET_EXEC || f.Type == elf.ET_DYN
 }
 
 // writeReadyFile writes the ready file: a PID and a newline.

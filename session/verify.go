@@ -93,10 +93,13 @@ func pump[T any](next func(deadline time.Time) (T, error), handle func(T), wake 
 func (s *session) logPointerError(e tracer.PointerError) {
 	pid, tid := int(e.Tgid), int(e.Tid)
 	fn := checkFnNames[e.Fn]
+	// Android says USED AFTER FREE only from a block's header, which the
+	// probes do not add: a pointer that is not a live block, freed before
+	// or never allocated, is an UNKNOWN POINTER, the original free's
+	// backtrace following when the probes saw it (as Android's free_track
+	// gives it).
 	what := "UNKNOWN POINTER (" + fn + ")"
-	if e.Freed != 0 {
-		what = "USED AFTER FREE (" + fn + ")"
-	} else if c, err := s.probes.Counters(); err == nil && c.TableFull > 0 {
+	if c, err := s.probes.Counters(); e.Freed == 0 && err == nil && c.TableFull > 0 {
 		// The table missed allocations: an unknown pointer may be one.
 		s.unknownSuppressed++
 		return

@@ -31,6 +31,8 @@
  * pthread_getattr_np, once per thread, as an internal call.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -45,6 +47,22 @@
 
 bool md_batch_on;
 unsigned md_batch_depth;
+
+/*
+ * glibc's free checks a pointer before it takes the block, and aborts
+ * there on a double or an invalid free. A free the batch holds reaches
+ * glibc only when the batch is handed over, where glibc's abort would come
+ * later than natively, after code the program never runs natively. So a
+ * batched free whose pointer glibc would refuse goes to the unbatched site
+ * and to glibc at once (after the thread's batch): see suspect(). g_glibc
+ * tells whether the allocator is glibc's; g_tcache_key is the word glibc
+ * writes at offset 8 of a block in its thread cache (learned at start) and
+ * g_held_key the one the batch writes there in a block it holds, which
+ * glibc would also overwrite.
+ */
+static bool g_glibc;
+static uintptr_t g_tcache_key, g_held_key;
+extern void *__curbrk;
 
 static uint64_t g_epoch = 1;
 static pthread_mutex_t g_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,9 +97,18 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		__atomic_store_n(&bt->b.used, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 	}
-	for (unsigned i = 0; i < bt->nheld; i++)
-		__libc_free(bt->held[i]);
+	for (unsigned i = 0; i < bt->nheld; i++) {
+		/*
+		 * The word under the key goes back: a block that glibc puts in
+		 * a fast bin keeps it, and a key left there would send the
+		 * block's next free unbatched for nothing.
+		 */
+		if (bt->keyed & (1ULL << i))
+			((uintptr_t *)bt->held[i])[1] = bt->word8[i];
+		md_real_free(bt->held[i]);
+	}
 	bt->nheld = 0;
+	bt->keyed = 0;
 	bt->held_bytes = 0;
 }
 
@@ -111,6 +138,11 @@ void md_batch_sync(void)
 
 	if (bt != NULL && bt != RETIRED && !bt->busy && (bt->b.used != 0 || bt->nheld != 0))
 		flush_busy(bt, 0);
+}
+
+uint64_t md_batch_epoch(void)
+{
+	return __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
 }
 
 /* The key's destructor: the thread ends, its last batch goes. */
@@ -171,6 +203,30 @@ __attribute__((destructor)) static void batch_exit(void)
 	md_batch_sync();
 }
 
+/*
+ * learn_keys sees whether the allocator is glibc's and learns its thread
+ * cache's key from a block it has just taken back, which stays in the
+ * heap's memory.
+ */
+static void learn_keys(void)
+{
+	Dl_info a, b;
+	uintptr_t *w;
+
+	if (dladdr((void *)md_real_malloc, &a) == 0 || dladdr((void *)gnu_get_libc_version, &b) == 0 ||
+	    a.dli_fbase != b.dli_fbase)
+		return;
+	w = md_real_malloc(24);
+	if (w == NULL)
+		return;
+	md_real_free(w);
+	g_tcache_key = __atomic_load_n(&w[1], __ATOMIC_RELAXED);
+	g_held_key = mix64(g_tcache_key ^ (uintptr_t)&g_held_key) | 1;
+	if (g_tcache_key == 0)
+		g_tcache_key = g_held_key;
+	g_glibc = true;
+}
+
 void md_batch_init(size_t (*usable_size)(void *))
 {
 	const char *s = getenv(ENV_BATCH);
@@ -185,6 +241,9 @@ void md_batch_init(size_t (*usable_size)(void *))
 	if (pthread_key_create(&g_key, thread_done) != 0)
 		return;
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	md_internal_begin();
+	learn_keys();
+	md_internal_end();
 	md_batch_depth = (unsigned)d;
 	g_usable_size = usable_size;
 	md_batch_on = true;
@@ -316,11 +375,58 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	return true;
 }
 
+/* glibc's chunk header: the size word's flags, and the largest chunk of a fast bin. */
+#define CHUNK_PREV_INUSE 1
+#define CHUNK_IS_MMAPPED 2
+#define CHUNK_NON_MAIN_ARENA 4
+#define CHUNK_FLAGS 7
+#define CHUNK_MAX_FAST 0x80
+
+/*
+ * suspect reports whether glibc's free could refuse ptr, a block of glibc's
+ * (g_glibc): it makes glibc's own first checks, in its order, on the words
+ * that glibc's free reads anyway: a misaligned pointer, a chunk size glibc
+ * would call invalid, a block in the thread cache or held by a batch (the
+ * key at offset 8), a block of the main heap whose next chunk says it is
+ * free already (or that ends past the heap). A fast-bin block freed twice
+ * is caught by glibc only when it is the bin's first, which is not
+ * checked here. A block that only looks suspect (the program's data at
+ * offset 8 equal to a key) merely goes unbatched.
+ */
+static inline bool suspect(void *ptr)
+{
+	const uintptr_t *w = ptr;
+	uintptr_t chunk = (uintptr_t)ptr - 16, head, size, next;
+
+	if (((uintptr_t)ptr & 15) != 0)
+		return true;
+	head = w[-1];
+	size = head & ~(uintptr_t)CHUNK_FLAGS;
+	if (head & CHUNK_IS_MMAPPED)
+		return (((chunk - w[-2]) | (w[-2] + size)) & 4095) != 0 || w[1] == g_held_key;
+	if (chunk > -size || size < 32 || (size & 15) != 0)
+		return true;
+	if (w[1] == g_tcache_key || w[1] == g_held_key)
+		return true;
+	if (size <= CHUNK_MAX_FAST || (head & CHUNK_NON_MAIN_ARENA))
+		return false;
+	next = chunk + size;
+	if (next + 16 > (uintptr_t)__curbrk || next + 16 < chunk)
+		return true;
+	return (((const uintptr_t *)next)[1] & CHUNK_PREV_INUSE) == 0;
+}
+
 bool md_batch_free(void *fp, void *ptr)
 {
-	struct md_batch_thread *bt = begin((uintptr_t)fp, 2);
+	struct md_batch_thread *bt;
 	uint64_t *w;
+	size_t usable;
 
+	if (g_glibc && __builtin_expect(suspect(ptr), 0)) {
+		md_batch_sync();
+		return false;
+	}
+	bt = begin((uintptr_t)fp, 2);
 	if (bt == NULL)
 		return false;
 	if (bt->nheld == MD_BATCH_HELD)
@@ -328,8 +434,15 @@ bool md_batch_free(void *fp, void *ptr)
 	w = &bt->b.words[bt->b.used];
 	w[0] = event_word(BATCH_FREE, 0);
 	w[1] = (uintptr_t)ptr;
+	usable = g_usable_size(ptr);
+	/* A second free of the block finds the key: glibc's own free writes there. */
+	if (g_glibc && usable >= 16) {
+		bt->keyed |= 1ULL << bt->nheld;
+		bt->word8[bt->nheld] = ((uintptr_t *)ptr)[1];
+		((uintptr_t *)ptr)[1] = g_held_key;
+	}
 	bt->held[bt->nheld++] = ptr;
-	bt->held_bytes += g_usable_size(ptr);
+	bt->held_bytes += usable;
 	bt->b.used += 2;
 	/* A program that frees large blocks gets its memory back at once. */
 	if (bt->held_bytes > MD_BATCH_HELD_BYTES)

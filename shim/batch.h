@@ -22,7 +22,11 @@
 #define MD_BATCH_HELD 48
 #define MD_BATCH_HELD_BYTES (256 * 1024)
 
-/* A thread's buffer and what goes with it, in a page of its own. */
+/*
+ * A thread's buffer and what goes with it, in pages of its own. A held
+ * block's word at offset 8 is kept in word8 while the batch's key stands
+ * there (batch.c, keyed), and put back before glibc gets the block.
+ */
 struct md_batch_thread {
 	struct md_batch b;
 	uintptr_t lo, hi; /* the thread's stack */
@@ -31,8 +35,11 @@ struct md_batch_thread {
 	int busy; /* inside a batched call: a nested one goes unbatched */
 	size_t held_bytes;
 	void *held[MD_BATCH_HELD];
+	uintptr_t word8[MD_BATCH_HELD];
+	uint64_t keyed; /* the held blocks with a key, by index */
 };
-_Static_assert(sizeof(struct md_batch_thread) <= 4096, "a thread's batch outgrew its page");
+_Static_assert(MD_BATCH_HELD <= 64, "keyed has a bit a held block");
+_Static_assert(sizeof(struct md_batch_thread) <= 8192, "a thread's batch outgrew its two pages");
 
 /*
  * md_batch_on tells whether the hooks batch, md_batch_depth the frames an
@@ -49,5 +56,10 @@ void md_batch_init(size_t (*usable_size)(void *));
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);
 void md_batch_sync(void);
+/*
+ * md_batch_epoch moves the batches' epoch on, as a hand-over does, for a
+ * free going to the unbatched site, and returns the new one.
+ */
+uint64_t md_batch_epoch(void);
 
 #endif

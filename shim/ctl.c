@@ -575,7 +575,7 @@ static void fetch_leak_info(int fd, uint8_t **info, size_t *overall_size, size_t
 		return;
 	}
 	/* Straight from glibc: the buffer is the debug library's, not the program's. */
-	buf = __libc_malloc((size_t)overall);
+	buf = md_real_malloc((size_t)overall);
 	if (buf == NULL) {
 		md_log('E', "get_malloc_leak_info: no memory for %llu bytes", (unsigned long long)overall);
 		return;
@@ -583,7 +583,7 @@ static void fetch_leak_info(int fd, uint8_t **info, size_t *overall_size, size_t
 	err = recv_all(fd, buf, (size_t)overall);
 	if (err != 0) {
 		md_log('E', "get_malloc_leak_info: short answer from mdtrace: %s", recv_error(err));
-		__libc_free(buf);
+		md_real_free(buf);
 		return;
 	}
 	*info = buf;
@@ -629,5 +629,5 @@ out:
 
 __attribute__((visibility("default"))) void free_malloc_leak_info(uint8_t *info)
 {
-	__libc_free(info);
+	md_real_free(info);
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../abi/mdtrace_abi.h"
@@ -37,12 +38,31 @@ pthread_mutex_t md_lock_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 void md_internal_begin(void)
 {
-	md_tls.in_shim++;
+	if (md_tls.in_shim++ == 0)
+		md_tls.top = __builtin_frame_address(0);
 }
 
 void md_internal_end(void)
 {
 	md_tls.in_shim--;
+}
+
+/*
+ * md_left_by_jump is called by the program's longjmp (jump.c) before it
+ * jumps to a frame at sp. A jump out of the library (a signal handler's,
+ * whose signal came while the library ran) would leave in_shim set, and
+ * every later call of the thread would pass through unchecked, and the
+ * one lock held if the thread held it: both are let go. A jump that stays
+ * below the frame that set in_shim (within a handler) leaves them.
+ */
+void md_left_by_jump(uintptr_t sp)
+{
+	if (md_tls.in_shim == 0 || sp <= (uintptr_t)md_tls.top)
+		return;
+	if (md_tls.lock_depth > 0)
+		pthread_mutex_unlock(&md_lock_mutex);
+	md_tls.lock_depth = 0;
+	md_tls.in_shim = 0;
 }
 
 /* Lock order: md_lock_mutex before any table shard; a table call takes nothing else. */
@@ -81,16 +101,47 @@ static size_t (*find_usable_size(void))(void *)
 	void *f = NULL, *h;
 	Dl_info info;
 
-	if (dladdr((void *)__libc_malloc, &info) != 0 && info.dli_fname != NULL) {
+	if (dladdr((void *)md_real_malloc, &info) != 0 && info.dli_fname != NULL) {
 		h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 		if (h != NULL) {
-			f = dlsym(h, "malloc_usable_size");
+			f = md_real_dlsym(h, "malloc_usable_size");
 			dlclose(h);
 		}
 	}
 	if (f == NULL)
 		f = dlsym(RTLD_NEXT, "malloc_usable_size");
 	return (size_t(*)(void *))f;
+}
+
+/*
+ * say_unapplied says, without mdtrace, which options the shim alone does
+ * not apply: mdtrace tracks the allocations that backtraces, leak reports
+ * and records need. Silence would read as a program without leaks.
+ */
+static void say_unapplied(void)
+{
+	static const struct {
+		uint64_t bit;
+		const char *name;
+	} needs[] = {
+		{ MD_BACKTRACE, "backtrace" },
+		{ MD_LEAK_TRACK, "leak_track" },
+		{ MD_RECORD_ALLOCS, "record_allocs" },
+		{ MD_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal" },
+	};
+	char list[128] = "";
+	size_t len = 0;
+
+	for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++) {
+		if (!(md_cfg.options & needs[i].bit))
+			continue;
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len > 0 ? " " : "", needs[i].name);
+		if (len >= sizeof(list))
+			break;
+	}
+	if (len > 0)
+		md_log('E', "%s: malloc debug: %s not applied: the preloaded library alone does not track allocations (run the program under mdtrace)",
+		       program_invocation_name, list);
 }
 
 void md_init(void)
@@ -105,7 +156,8 @@ void md_init(void)
 			sched_yield();
 		return;
 	}
-	md_tls.in_shim = 1;
+	md_shim_begin(__builtin_frame_address(0));
+	md_real_resolve();
 	md_log_init();
 	md_site_times = getenv(ENV_RECORD) != NULL;
 	md_sample_init();
@@ -127,6 +179,8 @@ void md_init(void)
 		return;
 	}
 	md_ctl_init(&md_cfg);
+	if (getenv(ENV_CTL) == NULL)
+		say_unapplied();
 	if (getenv(ENV_CTL) != NULL) {
 		/*
 		 * Under mdtrace, which tracks allocations itself: pointers are

@@ -44,14 +44,29 @@ extern bool md_fast __attribute__((visibility("hidden")));
 
 /*
  * Per thread: inside the library (nested calls pass through), lock depth,
- * hook frame; one variable, so that a hook finds them all from one address.
+ * hook frame, and the frame that set in_shim (top: a call the library
+ * makes runs below it); one variable, so that a hook finds them all from
+ * one address.
  */
 struct md_tls {
 	int in_shim;
 	int lock_depth;
 	void *fp;
+	void *top;
 };
 extern __thread struct md_tls md_tls __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/*
+ * md_shim_begin marks the thread inside the library from frame, the
+ * caller's own (md_internal_begin does it where it nests).
+ */
+#define md_shim_begin(frame)          \
+	do {                          \
+		md_tls.in_shim = 1;   \
+		md_tls.top = (frame); \
+	} while (0)
+
+void md_left_by_jump(uintptr_t sp) __attribute__((visibility("hidden")));
 
 /* md_init reads the options and sets the debug allocator up, once. */
 void md_init(void) __attribute__((visibility("hidden")));

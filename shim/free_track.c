@@ -34,9 +34,9 @@ static bool g_finalized;
 
 void md_free_track_init(void)
 {
-	g_ft = __libc_calloc(md_cfg.free_track_allocations, sizeof(*g_ft));
+	g_ft = md_real_calloc(md_cfg.free_track_allocations, sizeof(*g_ft));
 	if (md_cfg.free_track_backtrace_num_frames > 0)
-		g_ft_frames = __libc_calloc(md_cfg.free_track_allocations * md_cfg.free_track_backtrace_num_frames,
+		g_ft_frames = md_real_calloc(md_cfg.free_track_allocations * md_cfg.free_track_backtrace_num_frames,
 					    sizeof(uintptr_t));
 	if (g_ft == NULL)
 		md_cfg.options &= ~(uint64_t)MD_FREE_TRACK;
@@ -185,7 +185,7 @@ __attribute__((destructor)) static void md_fini(void)
 {
 	if (__atomic_load_n(&md_state, __ATOMIC_ACQUIRE) != MD_ST_ON || !(md_cfg.options & MD_FREE_TRACK))
 		return;
-	md_tls.in_shim = 1;
+	md_shim_begin(__builtin_frame_address(0));
 	md_lock();
 	g_finalized = true;
 	for (size_t i = 0; i < g_ft_count; i++)

@@ -67,8 +67,8 @@ static MD_INLINE size_t md_usable_size(void *ptr)
 static MD_INLINE void *md_header_alloc(size_t n)
 {
 	if (MD_MIN_ALIGN <= _Alignof(max_align_t))
-		return __libc_malloc(n);
-	return __libc_memalign(MD_MIN_ALIGN, n);
+		return md_real_malloc(n);
+	return md_real_memalign(MD_MIN_ALIGN, n);
 }
 
 /*
@@ -88,7 +88,7 @@ static MD_INLINE void *md_init_header(struct md_header *h, void *orig, size_t si
 		size_t usable = md_real_usable_size(orig);
 
 		if (usable == 0) {
-			__libc_free(orig);
+			md_real_free(orig);
 			return NULL;
 		}
 		h->usable_size = usable - (md_pointer_offset + (size_t)((char *)h - (char *)orig));

@@ -7,7 +7,9 @@
  * rear guards, fill on allocation and on free, expand_alloc, free_track and
  * abort_on_error, with Android's header layout and error messages. Options
  * it does not implement are parsed and ignored. Memory comes from glibc's
- * __libc_* entry points, so no dlsym is needed to reach the real allocator.
+ * __libc_* entry points (real.h), which the shim also defines, with dlsym
+ * (dlsym.c), so that no call of the program's reaches the allocator past
+ * it.
  *
  * This file holds the entry points. The hooks at the end are thin: they
  * pick the passthrough or the debug path and note their own frame for
@@ -34,6 +36,7 @@
 #include "free_track.h"
 #include "guard.h"
 #include "pointer.h"
+#include "present.h"
 #include "real.h"
 #include "sample.h"
 #include "site.h"
@@ -63,7 +66,7 @@ static MD_INLINE void *alloc_block(size_t size)
 			return NULL;
 		ptr = md_init_header(orig, orig, size);
 	} else {
-		ptr = __libc_malloc(real_size);
+		ptr = md_real_malloc(real_size);
 	}
 	if (ptr != NULL && (md_cfg.options & MD_FILL_ON_ALLOC))
 		md_fill_alloc(ptr, 0);
@@ -100,7 +103,7 @@ static MD_INLINE void internal_free(void *ptr)
 		if (orig == NULL)
 			return;
 	}
-	__libc_free(orig);
+	md_real_free(orig);
 }
 
 static MD_INLINE void debug_free(void *ptr)
@@ -138,7 +141,7 @@ static void *debug_calloc(size_t nmemb, size_t bytes)
 		memset(orig, 0, md_real_usable_size(orig));
 		ptr = md_init_header(orig, orig, size);
 	} else {
-		ptr = __libc_calloc(1, real_size);
+		ptr = md_real_calloc(1, real_size);
 	}
 	return md_track_new(ptr, size);
 }
@@ -176,7 +179,7 @@ static void *debug_memalign(size_t alignment, size_t bytes)
 			errno = ENOMEM;
 			return NULL;
 		}
-		orig = __libc_malloc(real_size);
+		orig = md_real_malloc(real_size);
 		if (orig == NULL)
 			return NULL;
 		value = (uintptr_t)orig + md_pointer_offset;
@@ -189,7 +192,7 @@ static void *debug_memalign(size_t alignment, size_t bytes)
 			errno = ENOMEM;
 			return NULL;
 		}
-		ptr = __libc_memalign(alignment, real_size);
+		ptr = md_real_memalign(alignment, real_size);
 	}
 	if (ptr != NULL && (md_cfg.options & MD_FILL_ON_ALLOC))
 		md_fill_alloc(ptr, 0);
@@ -249,7 +252,7 @@ static void *realloc_block(void *ptr, size_t bytes)
 		internal_free(ptr);
 	} else {
 		prev_size = md_real_usable_size(ptr);
-		new_ptr = __libc_realloc(ptr, real_size);
+		new_ptr = md_real_realloc(ptr, real_size);
 		if (new_ptr == NULL)
 			return NULL;
 	}
@@ -303,8 +306,8 @@ static int powerof2(size_t x)
  */
 #define ENTER()                                         \
 	do {                                            \
-		md_tls.in_shim = 1;                     \
 		md_tls.fp = __builtin_frame_address(0); \
+		md_shim_begin(md_tls.fp);               \
 	} while (0)
 #define LEAVE() (md_tls.in_shim = 0)
 
@@ -317,6 +320,12 @@ static int powerof2(size_t x)
  */
 #define SITE_PROBED(site) md_site_probed((const void *)(uintptr_t)(site))
 #define REPORT_ALLOC(...)                                    \
+	do {                                               \
+		if (SITE_PROBED(mdshim_site_alloc))        \
+			mdshim_site_alloc(__VA_ARGS__, 0); \
+	} while (0)
+/* REPORT_ALLOC with the old block's PRESENT_BYTES (site_present). */
+#define REPORT_ALLOC_PRESENT(...)                            \
 	do {                                               \
 		if (SITE_PROBED(mdshim_site_alloc))        \
 			mdshim_site_alloc(__VA_ARGS__);    \
@@ -366,11 +375,24 @@ static inline bool site_old(void *ptr)
 	return ptr != NULL && (md_sample_bytes == 0 || md_sample_take(ptr));
 }
 
+/*
+ * site_present is the PRESENT_BYTES of a block about to be freed or
+ * reallocated, plus one (0: none), while mdtrace records calls. Where the
+ * shim checks pointers (a header, verify_pointers) it is not read: the
+ * pointer is not verified yet, and a bad one must be reported, not read.
+ */
+static inline uint64_t site_present(void *ptr, bool on)
+{
+	if (!md_site_times || ptr == NULL || (on && (md_header || md_tracking())))
+		return 0;
+	return (uint64_t)(md_present_bytes(ptr, md_real_usable_size(ptr)) + 1);
+}
+
 /* site_free_done reports the end of a free while mdtrace records calls. */
-static inline void site_free_done(void *ptr, uint64_t start)
+static inline void site_free_done(void *ptr, uint64_t start, uint64_t present)
 {
 	if (md_site_times && ptr != NULL)
-		REPORT_ALLOC(NULL, CALL_FREE, (uintptr_t)ptr, 0, start);
+		REPORT_ALLOC_PRESENT(NULL, CALL_FREE, (uintptr_t)ptr, 0, start, present);
 }
 
 /* fast_path reports whether a hook may take the shortest path (md_fast). */
@@ -387,7 +409,7 @@ void *malloc(size_t size)
 	void *r;
 
 	if (md_tls.in_shim)
-		return __libc_malloc(size);
+		return md_real_malloc(size);
 	if (fast_path()) {
 		ENTER();
 		r = internal_malloc(size);
@@ -403,7 +425,7 @@ void *malloc(size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_malloc(size);
+		r = md_real_malloc(size);
 		if (BATCHED(r, size))
 			return r;
 	}
@@ -414,17 +436,17 @@ void *malloc(size_t size)
 
 void free(void *ptr)
 {
-	uint64_t start;
+	uint64_t start, present;
 	bool on;
 
 	if (md_tls.in_shim) {
-		__libc_free(ptr);
+		md_real_free(ptr);
 		return;
 	}
 	if (fast_path()) {
 		if (ptr == NULL)
 			return;
-		REPORT_FREE(ptr, CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE, 0);
 		ENTER();
 		debug_free(ptr);
 		LEAVE();
@@ -435,16 +457,17 @@ void free(void *ptr)
 	if (!on && md_batch_on && ptr != NULL && md_batch_free(__builtin_frame_address(0), ptr))
 		return;
 	start = site_start();
+	present = site_present(ptr, on);
 	if (site_old(ptr))
-		REPORT_FREE(ptr, CALL_FREE);
+		REPORT_FREE(ptr, CALL_FREE, md_batch_on ? md_batch_epoch() : 0);
 	if (on) {
 		ENTER();
 		debug_free(ptr);
 		LEAVE();
 	} else {
-		__libc_free(ptr);
+		md_real_free(ptr);
 	}
-	site_free_done(ptr, start);
+	site_free_done(ptr, start, present);
 }
 
 void *calloc(size_t nmemb, size_t size)
@@ -453,7 +476,7 @@ void *calloc(size_t nmemb, size_t size)
 	void *r;
 
 	if (md_tls.in_shim)
-		return __libc_calloc(nmemb, size);
+		return md_real_calloc(nmemb, size);
 	if (md_debug_on()) {
 		start = site_start();
 		ENTER();
@@ -461,7 +484,7 @@ void *calloc(size_t nmemb, size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_calloc(nmemb, size);
+		r = md_real_calloc(nmemb, size);
 		if (BATCHED(r, nmemb * size))
 			return r;
 	}
@@ -474,7 +497,7 @@ void *calloc(size_t nmemb, size_t size)
 static MD_INLINE void *do_realloc(void *ptr, size_t size)
 {
 	bool on = md_debug_on(), old_site, new_site;
-	uint64_t start = site_start();
+	uint64_t start = site_start(), present = site_present(ptr, on);
 	void *r;
 
 	/* A realloc goes to the unbatched sites, after the thread's batch. */
@@ -489,16 +512,16 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
 	if (old_site)
-		REPORT_FREE(ptr, CALL_REALLOC);
+		REPORT_FREE(ptr, CALL_REALLOC, 0);
 	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);
 		LEAVE();
 	} else {
-		r = __libc_realloc(ptr, size);
+		r = md_real_realloc(ptr, size);
 	}
 	if (md_sample_bytes == 0) {
-		REPORT_ALLOC(r, CALL_REALLOC, (uintptr_t)ptr, size, start);
+		REPORT_ALLOC_PRESENT(r, CALL_REALLOC, (uintptr_t)ptr, size, start, present);
 		return r;
 	}
 	if (r == NULL && size != 0) {
@@ -520,7 +543,7 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 void *realloc(void *ptr, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_realloc(ptr, size);
+		return md_real_realloc(ptr, size);
 	return do_realloc(ptr, size);
 }
 
@@ -533,7 +556,7 @@ void *reallocarray(void *ptr, size_t nmemb, size_t size)
 		return NULL;
 	}
 	if (md_tls.in_shim)
-		return __libc_realloc(ptr, total);
+		return md_real_realloc(ptr, total);
 	return do_realloc(ptr, total);
 }
 
@@ -550,7 +573,7 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 		LEAVE();
 	} else {
 		start = site_start();
-		r = __libc_memalign(alignment, size);
+		r = md_real_memalign(alignment, size);
 		if (BATCHED(r, size))
 			return r;
 	}
@@ -562,14 +585,14 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 void *memalign(size_t alignment, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_memalign(alignment, size);
+		return md_real_memalign(alignment, size);
 	return do_memalign(alignment, size);
 }
 
 void *aligned_alloc(size_t alignment, size_t size)
 {
 	if (md_tls.in_shim)
-		return __libc_memalign(alignment, size);
+		return md_real_memalign(alignment, size);
 	if (md_debug_on() && (alignment == 0 || !powerof2(alignment) || size % alignment != 0)) {
 		errno = EINVAL;
 		return NULL;
@@ -585,7 +608,7 @@ int posix_memalign(void **memptr, size_t alignment, size_t size)
 	if (alignment < sizeof(void *) || !powerof2(alignment))
 		return EINVAL;
 	if (md_tls.in_shim)
-		r = __libc_memalign(alignment, size);
+		r = md_real_memalign(alignment, size);
 	else
 		r = do_memalign(alignment, size);
 	errno = saved_errno;
@@ -600,7 +623,7 @@ void *valloc(size_t size)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
 	if (md_tls.in_shim)
-		return __libc_memalign(page, size);
+		return md_real_memalign(page, size);
 	return do_memalign(page, size);
 }
 
@@ -617,7 +640,7 @@ void *pvalloc(size_t size)
 		return NULL;
 	}
 	if (md_tls.in_shim)
-		return __libc_memalign(page, rounded);
+		return md_real_memalign(page, rounded);
 	return do_memalign(page, rounded);
 }
 
@@ -632,6 +655,35 @@ size_t malloc_usable_size(void *ptr)
 	LEAVE();
 	return r;
 }
+
+/*
+ * The hooks under names of their own, for real.c, which must tell them
+ * from the allocator's; and the allocator's own entry points, which a
+ * program may call directly (glibc's __libc_malloc and the others), as
+ * the same hooks.
+ */
+#define HOOK_ALIAS(name, hook) extern __typeof__(name) hook __attribute__((alias(#name), copy(name), visibility("hidden")))
+HOOK_ALIAS(malloc, md_hook_malloc);
+HOOK_ALIAS(free, md_hook_free);
+HOOK_ALIAS(calloc, md_hook_calloc);
+HOOK_ALIAS(realloc, md_hook_realloc);
+HOOK_ALIAS(reallocarray, md_hook_reallocarray);
+HOOK_ALIAS(memalign, md_hook_memalign);
+HOOK_ALIAS(aligned_alloc, md_hook_aligned_alloc);
+HOOK_ALIAS(posix_memalign, md_hook_posix_memalign);
+HOOK_ALIAS(valloc, md_hook_valloc);
+HOOK_ALIAS(pvalloc, md_hook_pvalloc);
+HOOK_ALIAS(malloc_usable_size, md_hook_malloc_usable_size);
+#ifndef MD_STATIC_REAL
+#define LIBC_ALIAS(name, libc_name) extern __typeof__(name) libc_name __attribute__((alias(#name), copy(name)))
+LIBC_ALIAS(malloc, __libc_malloc);
+LIBC_ALIAS(free, __libc_free);
+LIBC_ALIAS(calloc, __libc_calloc);
+LIBC_ALIAS(realloc, __libc_realloc);
+LIBC_ALIAS(memalign, __libc_memalign);
+LIBC_ALIAS(valloc, __libc_valloc);
+LIBC_ALIAS(pvalloc, __libc_pvalloc);
+#endif
 
 /* mdshim_version names the library's interface version, for mdtrace. */
 __attribute__((visibility("default"))) const char *mdshim_version(void)

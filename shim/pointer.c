@@ -3,9 +3,12 @@
  * verify_pointers: the table of live blocks and the reports of bad
  * pointers (pointer.h has the checks of the hot paths).
  */
+#define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "backtrace.h"
 #include "config.h"
@@ -73,4 +76,27 @@ bool md_verify_not_freed(void *ptr, const char *fn)
 	ok = !md_free_track_holds(ptr) || md_pointer_error(ptr, fn, MD_BAD_FREED, 0);
 	md_unlock();
 	return ok;
+}
+
+/*
+ * read_own copies len bytes at addr into buf through the kernel, which
+ * answers EFAULT for memory that is not mapped readable instead of a
+ * SIGSEGV; false if it could not copy them all.
+ */
+static bool read_own(const void *addr, void *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
+
+bool md_pointer_unknown(void *ptr, const char *fn)
+{
+	struct md_header h;
+
+	if ((uintptr_t)ptr >= md_pointer_offset && read_own(md_get_header(ptr), &h, sizeof(h)) &&
+	    h.tag == MD_DEBUG_FREE_TAG && h.check == md_addr_check(ptr))
+		return md_pointer_error(ptr, fn, MD_BAD_FREED, h.tag);
+	return md_pointer_error(ptr, fn, MD_BAD_UNKNOWN, 0);
 }

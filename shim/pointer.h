@@ -33,6 +33,17 @@ static inline bool md_tracking(void)
 }
 
 /*
+ * md_header_tracked: with a header, verify_pointers given keeps the table
+ * too, so that a pointer is known to be a live block before its header is
+ * read: a wild pointer (free((void *)0xdead0000)) is reported as UNKNOWN
+ * POINTER where reading its header would kill the program.
+ */
+static inline bool md_header_tracked(void)
+{
+	return md_cfg.verify_pointers && !__atomic_load_n(&md_live_lost, __ATOMIC_ACQUIRE);
+}
+
+/*
  * md_track_new enters a block the debug allocator hands out, or one that a
  * realloc took and gives back; returns ptr. A block with a header is live
  * by its tag.
@@ -41,9 +52,14 @@ static MD_INLINE void *md_track_new(void *ptr, size_t size)
 {
 	if (ptr == NULL)
 		return NULL;
-	if (md_header)
+	if (md_header) {
 		__atomic_store_n(&md_get_header(ptr)->tag, MD_DEBUG_TAG, __ATOMIC_RELEASE);
-	else if (md_tracking() && !md_ptrtab_put(&md_live, ptr, size))
+		if (!md_header_tracked())
+			return ptr;
+	} else if (!md_tracking()) {
+		return ptr;
+	}
+	if (!md_ptrtab_put(&md_live, ptr, size))
 		__atomic_store_n(&md_live_lost, true, __ATOMIC_RELEASE);
 	return ptr;
 }
@@ -59,6 +75,14 @@ bool md_pointer_error(void *ptr, const char *fn, enum md_bad_pointer kind, uint3
  * table: whether free_track holds ptr, freed already.
  */
 bool md_verify_not_freed(void *ptr, const char *fn) __attribute__((visibility("hidden")));
+
+/*
+ * md_pointer_unknown reports a pointer that the table of a tracked header
+ * does not hold: a block the shim freed (its header, read without a fault,
+ * bears the free tag and its address's check word) is USED AFTER FREE,
+ * anything else UNKNOWN POINTER. Returns false.
+ */
+bool md_pointer_unknown(void *ptr, const char *fn) __attribute__((noinline, cold, visibility("hidden")));
 
 /*
  * md_verify_pointer checks ptr before fn uses it, as Android's
@@ -80,6 +104,11 @@ static MD_INLINE bool md_verify_pointer(void *ptr, const char *fn, uintptr_t *ta
 	if (md_header) {
 		struct md_header *h = md_get_header(ptr);
 
+		if (md_header_tracked()) {
+			ok = taken != NULL ? md_ptrtab_take(&md_live, ptr, NULL) : md_ptrtab_get(&md_live, ptr, NULL);
+			if (__builtin_expect(!ok, 0))
+				return md_pointer_unknown(ptr, fn);
+		}
 		tag = __atomic_load_n(&h->tag, __ATOMIC_RELAXED);
 		if (__builtin_expect(tag != MD_DEBUG_TAG, 0))
 			return md_pointer_error(ptr, fn, tag == MD_DEBUG_FREE_TAG ? MD_BAD_FREED : MD_BAD_TAG, tag);

@@ -32,12 +32,16 @@ static inline bool md_site_probed(const void *site)
  * mdshim_site_alloc follows every allocation the program makes, failed ones
  * too, with its result, the call, its arguments and, when mdtrace records
  * calls (MDSHIM_RECORD), the CLOCK_MONOTONIC time the call started (else 0).
- * While recording it also follows every free, as CALL_FREE. realloc's
+ * While recording it also follows every free, as CALL_FREE, and a free's and
+ * a realloc's present is the old block's PRESENT_BYTES plus one (0: none). realloc's
  * old block is reported to mdshim_site_free before the real realloc.
  *
  * mdshim_site_free precedes every free of a non-NULL pointer (call
  * CALL_FREE) and realloc of one (CALL_REALLOC), before the block can
- * be handed out again.
+ * be handed out again. While the hooks batch, a free that goes to the
+ * site has an epoch of its own (md_batch_epoch), as a hand-over has:
+ * the probes keep it aside, as a batch's, when the block's allocation is
+ * still in another thread's batch; else epoch is 0.
  *
  * Sampling (MDSHIM_SAMPLE_BYTES), only the sampled blocks reach the sites:
  * a block's free or realloc calls mdshim_site_free only if the block was
@@ -46,9 +50,9 @@ static inline bool md_site_probed(const void *site)
  * the old block comes back; one of an unreported block whose new block is
  * sampled reports the new block as CALL_MALLOC.
  */
-void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1,
-		       uint64_t start_ns) __attribute__((visibility("protected")));
-void mdshim_site_free(void *ptr, unsigned long call) __attribute__((visibility("protected")));
+void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1, uint64_t start_ns,
+		       uint64_t present) __attribute__((visibility("protected")));
+void mdshim_site_free(void *ptr, unsigned long call, uint64_t epoch) __attribute__((visibility("protected")));
 
 /* mdshim_site_batch takes a thread's batch of calls (batch.h). */
 void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64_t flags)

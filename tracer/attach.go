@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -95,7 +96,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 		// malloc_usable_size changes nothing; only verify_pointers
 		// checks its pointer. Some programs call it for every block:
 		// without verify_pointers, it costs them no probe.
-		if (ep.call == abi.CallUsableSize || ep.call == abi.CallThreadEnd) && !p.verify {
+		// A thread's end matters to verify_pointers and record_allocs:
+		// glibc's frees then are neither errors nor the program's calls.
+		if ep.call == abi.CallUsableSize && !p.verify || ep.call == abi.CallThreadEnd && !p.verify && !p.record {
 			continue
 		}
 		fs, ok := offsets[ep.symbol]
@@ -145,12 +148,19 @@ func (p *Probes) Attach(pid int, lib string) error {
 			// With record_allocs (its end time) and verify_pointers
 			// (its place in nested calls), free gets a return probe.
 			ep.ret = p.record || p.verify
-			// With verify, free's probe knows the extent of its own
-			// code, to tell the allocator's calls of free from the
-			// program's.
-			if p.verify {
-				ep.call |= callerPages(pl) << 32
-			}
+		}
+		// The allocator's probes know the extent of its code, to tell
+		// its own calls (a free at a thread's end, a malloc inside
+		// realloc) from the program's.
+		call := ep.call & abi.CallMask
+		if prog == p.objs.AllocEntry && call != abi.CallRuntimeNew {
+			ep.call |= callerPages(pl) << 32
+		}
+		// glibc's chunk header gives a block's usable size, over which
+		// record_allocs' PRESENT_BYTES is read before a free or realloc.
+		if prog == p.objs.AllocEntry && strings.HasPrefix(filepath.Base(lib), "libc.so") &&
+			(call == abi.CallFree || call == abi.CallRealloc || call == abi.CallReallocarray) {
+			ep.call |= abi.CallGlibcChunks
 		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {
@@ -158,7 +168,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		}
 	}
 	// Before a delete can be hit, free must know to look for one in flight.
-	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call == abi.CallDelete }) {
+	if slices.ContainsFunc(sites, func(s probeSite) bool { return s.call&abi.CallMask == abi.CallDelete }) {
 		if err := p.objs.HaveDeletes.Set(uint32(1)); err != nil {
 			return fmt.Errorf("setting have_deletes: %w", err)
 		}

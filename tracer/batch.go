@@ -132,7 +132,7 @@ func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 			c.free, c.ptr = true, w[at+1]
 			at += 2
 		case kind == abi.BatchAlloc && nr <= depth && at+3+nr <= len(w):
-			c.ptr, c.size = w[at+1], w[at+2]
+			c.ptr, c.size = w[at+1], max(w[at+2], 1) // a block of size 0 is tracked as 1, as the probes do
 			c.frames = w[at+3 : at+3+nr]
 			c.cut = w[at]&abi.BatchStackCut != 0
 			at += 3 + nr

@@ -471,7 +471,9 @@ func place(r io.ReaderAt, path string, fs funcSym, use entryUse) placement {
 			pl.delta = uint64(stackDelta(code, len(code)))
 		}
 	}
-	if use.noDeref && use.nullSkipped {
+	// The extent of the code around the function tells the allocator's
+	// own calls from the program's.
+	if !use.stackMoves {
 		pl.segStart, pl.segEnd = execSegment(r, fs.off)
 	}
 	// A thunk: endbr64, then a jump.

@@ -12,8 +12,8 @@ import (
 // and on), output.RecordType's values.
 type Record = bpf.MdtraceRecordEvent
 
-// OutputRecord is ev as a record_allocs entry; whether its pointer is
-// still live is not known yet (Present -1).
+// OutputRecord is ev as a record_allocs entry, with the PRESENT_BYTES of
+// a free's or a realloc's old block when the shim read it (else -1).
 func OutputRecord(ev *Record) output.Record {
 	return output.Record{
 		TID:     int32(ev.Tid),
@@ -23,7 +23,7 @@ func OutputRecord(ev *Record) output.Record {
 		Arg:     ev.Arg,
 		StartNS: ev.StartNs,
 		EndNS:   ev.EndNs,
-		Present: -1,
+		Present: int64(ev.Present) - 1,
 		PID:     int32(ev.Tgid),
 	}
 }

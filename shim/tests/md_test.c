@@ -83,6 +83,7 @@ static const struct {
 	{ "plain", test_plain },
 	{ "verify_pointers", test_verify_pointers },
 	{ "verify_pointers_interior", test_verify_pointers_interior },
+	{ "verify_wild", test_verify_wild },
 	{ "verify_pointers_realloc_moved", test_verify_pointers_realloc_moved },
 	{ "guard_forged_header", test_guard_forged_header },
 	{ "guard_every_byte", test_guard_every_byte },

@@ -64,6 +64,7 @@ int test_free_track_double_free_churn(void);
 int test_verify_pointers(void);
 int test_verify_pointers_interior(void);
 int test_verify_pointers_realloc_moved(void);
+int test_verify_wild(void);
 int test_verify_clean(void);
 int test_verify_stress(void);
 

@@ -61,6 +61,32 @@ int test_verify_pointers_realloc_moved(void)
 	return 0;
 }
 
+/*
+ * Pointers no allocator gave out: one in memory that is not mapped, one
+ * odd. With a header, its memory is not read before the pointer is known
+ * to be a live block (it would kill the program). A large block's memory
+ * goes back to the kernel when it is freed, its header with it. The live
+ * block stays valid.
+ */
+int test_verify_wild(void)
+{
+	void *wild = (void *)(uintptr_t)0xdead0000, *odd = (void *)(uintptr_t)0x87654321;
+	uint8_t *p = opaque(malloc(48)), *big = opaque(malloc(1 << 20));
+
+	name_ptr("P", wild);
+	name_ptr("Q", odd);
+	name_ptr("S", big);
+	memset(p, 0x5a, 48);
+	free(opaque(wild));
+	CHECK(malloc_usable_size(opaque(wild)) == 0);
+	CHECK(realloc(opaque(odd), 10) == NULL);
+	free(big);
+	free(opaque(big));
+	CHECK(all_bytes(p, 0x5a, 48) && malloc_usable_size(p) >= 48);
+	free(p);
+	return 0;
+}
+
 /* A correct program using every entry point and glibc's own allocating functions. */
 int test_verify_clean(void)
 {

@@ -39,11 +39,11 @@ build $CC -O2 -g -pthread -Wall -Wextra -Werror -o "$T/sample_test" "$HERE/sampl
 	"$SHIM/ptrtab.c" -lm
 # The hooks with a model of the probes in place of the sites (site.c).
 build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread -Wall -Wextra -Werror \
-	-o "$T/sample_hooks_test" "$HERE/sample_hooks_test.c" "$HERE/site_model.c" \
+	-DMD_STATIC_REAL -o "$T/sample_hooks_test" "$HERE/sample_hooks_test.c" "$HERE/site_model.c" \
 	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm
 # The batched sites with the same model.
 build $CC -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -rdynamic -pthread -Wall -Wextra -Werror \
-	-o "$T/batch_hooks_test" "$HERE/batch_hooks_test.c" "$HERE/site_model.c" \
+	-DMD_STATIC_REAL -o "$T/batch_hooks_test" "$HERE/batch_hooks_test.c" "$HERE/site_model.c" \
 	$(ls "$SHIM"/*.c | grep -v '/site\.c$') -lm -ldl
 build $CC -O0 -g -fno-omit-frame-pointer -rdynamic -pthread -Wall -Wextra -Werror \
 	-o "$T/md_test" "$HERE"/md_test*.c

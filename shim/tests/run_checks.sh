@@ -360,7 +360,9 @@ run verbose "verbose guard" 0 "$P" plain <<EOF
 I PROG: malloc debug enabled
 ran
 EOF
+# Without mdtrace, the options that need its tracking are said not to apply.
 run unimplemented_options "backtrace leak_track record_allocs=10 verify_pointers" 0 "$P" plain <<EOF
+E PROG: malloc debug: backtrace leak_track record_allocs not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 ran
 EOF
 run disabled "" 0 "$P" plain <<EOF

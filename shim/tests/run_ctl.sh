@@ -57,16 +57,20 @@ li_stdout() {
 	fi
 }
 
-# Without mdtrace: all zero, no line but the NULL argument's.
+# Without mdtrace: all zero, no line but the NULL argument's (and that
+# backtrace and leak_track do not apply).
 run leak_info_no_mdtrace "backtrace" 0 "$T/leakinfo" <<EOF
+E PROG: malloc debug: backtrace not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 $LI_NULL
 EOF
 li_stdout leak_info_no_mdtrace
 run "leak_info_no_mdtrace [guard backtrace_enable_on_signal]" "guard backtrace_enable_on_signal" 0 "$T/leakinfo" <<EOF
+E PROG: malloc debug: backtrace not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 $LI_NULL
 EOF
 li_stdout "leak_info_no_mdtrace [guard backtrace_enable_on_signal]"
 run leak_info_no_backtrace "guard leak_track" 0 "$T/leakinfo" <<EOF
+E PROG: malloc debug: leak_track not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 $LI_UNTRACKED
 $LI_NULL
 EOF
@@ -90,15 +94,18 @@ I PROG: Run: 'kill -47 PID' to dump the backtrace.
 I PROG: Run: 'kill -46 PID' to dump the allocation records.
 I PROG: Run: 'kill -49 PID' to log allocator stats.
 I PROG: Run: 'kill -48 PID' to check for unreachable memory.
+E PROG: malloc debug: backtrace record_allocs check_unreachable_on_signal not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 I PROG: malloc debug enabled
 ran
 EOF
 ctl_run signals_verbose_backtrace "bt=8 verbose fill" "" "$P" ctl_pid <<EOF
 I PROG: Run: 'kill -47 PID' to dump the backtrace.
+E PROG: malloc debug: backtrace not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 I PROG: malloc debug enabled
 ran
 EOF
 ctl_run signals_not_verbose "backtrace_enable_on_signal record_allocs log_allocator_stats_on_signal check_unreachable_on_signal guard" "" "$P" ctl_pid <<EOF
+E PROG: malloc debug: backtrace record_allocs check_unreachable_on_signal not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 ran
 EOF
 
@@ -144,6 +151,7 @@ raised 49
 EOF
 )
 ctl_run signals_no_mdtrace "bt_en_on_sig record_allocs check_unreachable_on_signal log_allocator_stats_on_signal guard" "" "$P" ctl_signals <<EOF
+E PROG: malloc debug: backtrace record_allocs check_unreachable_on_signal not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 $ctl_sig_ignored
 EOF
 # A named socket nobody listens on: the handlers cannot pass the signal on.
@@ -177,6 +185,7 @@ exec 9>&-
 wait $k47
 st=$?
 cat >"$T/kill47.want" <<EOF
+E PROG: malloc debug: backtrace not applied: the preloaded library alone does not track allocations (run the program under mdtrace)
 E Signal 47 ignored: dumping the heap needs mdtrace (the backtrace option is tracked by mdtrace)
 ran
 EOF

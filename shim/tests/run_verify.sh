@@ -89,6 +89,51 @@ $unknown_expected
 EOF
 frame guard_forged_header "malloc_debug:           #00  pc [0-9a-f]{16}  .*/md_test \(test_guard_forged_header\+[0-9]+\)$"
 
+# Pointers no allocator gave out, and a freed block whose memory went back
+# to the kernel: with a guard, verify_pointers knows them unknown before it
+# reads a header, which would kill the program.
+wild_expected=$(cat <<EOF
+$DIV
+E +++ ALLOCATION P UNKNOWN POINTER (free)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+$DIV
+E +++ ALLOCATION P UNKNOWN POINTER (malloc_usable_size)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+$DIV
+E +++ ALLOCATION Q UNKNOWN POINTER (realloc)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+$DIV
+E +++ ALLOCATION S UNKNOWN POINTER (free)
+E Backtrace at time of failure:
+E FRAME
+$DIV
+EOF
+)
+run verify_wild "verify_pointers" 0 "$P" verify_wild <<EOF
+$wild_expected
+EOF
+run "verify_wild [guard]" "guard verify_pointers" 0 "$P" verify_wild <<EOF
+$wild_expected
+EOF
+# free_track keeps the freed block, so its header is still there.
+run "verify_wild [front_guard free_track]" "front_guard free_track verify_pointers" 0 "$P" verify_wild <<EOF
+$(printf '%s\n' "$wild_expected" | head -n 15)
+$DIV
+E +++ ALLOCATION S USED AFTER FREE (free)
+E Backtrace of original free:
+E FRAME
+E Backtrace at time of failure:
+E FRAME
+$DIV
+EOF
+frame "verify_wild [guard]" "malloc_debug:           #00  pc [0-9a-f]{16}  .*/md_test \\(test_verify_wild\\+[0-9]+\\)$"
+
 # With free_track the block names the free that let the pointer go.
 run verify_pointers_free_track "verify_pointers free_track" 0 "$P" free_track_double_free <<EOF
 $DIV

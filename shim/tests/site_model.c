@@ -95,12 +95,14 @@ static void count_alloc(size_t size)
 	g_counts.est_bytes += (double)size / p;
 }
 
-void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1, uint64_t start_ns)
+void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned long a1, uint64_t start_ns,
+		       uint64_t present)
 {
 	uintptr_t ptr = (uintptr_t)ret;
 	size_t size;
 
 	(void)start_ns;
+	(void)present;
 	pthread_mutex_lock(&g_model_lock);
 	switch (call) {
 	case CALL_MALLOC:
@@ -131,11 +133,12 @@ void mdshim_site_alloc(void *ret, unsigned long call, unsigned long a0, unsigned
 	pthread_mutex_unlock(&g_model_lock);
 }
 
-void mdshim_site_free(void *ptr, unsigned long call)
+void mdshim_site_free(void *ptr, unsigned long call, uint64_t epoch)
 {
 	struct slot s;
 	bool found;
 
+	(void)epoch;
 	pthread_mutex_lock(&g_model_lock);
 	g_counts.frees++;
 	found = take((uintptr_t)ptr, &s);

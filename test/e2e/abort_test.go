@@ -181,7 +181,7 @@ func aborteeBlock(thread bool) string {
 		caller = "worker"
 	}
 	return logDivider + "\n" +
-		"+++ ALLOCATION 0xPTR USED AFTER FREE (free)\n" +
+		"+++ ALLOCATION 0xPTR UNKNOWN POINTER (free)\n" +
 		"Backtrace of original free:\n" +
 		"          #00  pc PC  abortee (first_free+OFF)\n" +
 		"          #01  pc PC  abortee (main+OFF)\n" +

@@ -372,7 +372,7 @@ func TestAttachedExecProbesOnce(t *testing.T) {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
 	log := readFile(t, dir+"/log")
-	if n := strings.Count(log, "USED AFTER FREE (malloc_usable_size)"); n != 1 {
+	if n := strings.Count(log, "UNKNOWN POINTER (malloc_usable_size)"); n != 1 {
 		t.Errorf("%d reports, want 1:\n%s", n, log)
 	}
 }

@@ -83,7 +83,7 @@ func TestVerifyPointersThreads(t *testing.T) {
 	got = regexp.MustCompile(`ALLOCATION 0x[0-9a-f]+`).ReplaceAllString(got, "ALLOCATION 0xPTR")
 	stars := strings.Repeat("*** ", 15) + "***\n"
 	want := stars +
-		"+++ ALLOCATION 0xPTR USED AFTER FREE (free)\n" +
+		"+++ ALLOCATION 0xPTR UNKNOWN POINTER (free)\n" +
 		"Backtrace of original free:\n" +
 		"          #00  pc PC  verify (thread_first_free+OFF)\n" +
 		"          #01  pc PC  verify (free_then_end+OFF)\n" +
