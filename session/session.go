@@ -55,7 +55,7 @@ type session struct {
 	procs map[int]*proc // it and, with forks followed, its descendants
 	// systemLib is, in program mode, the system's libc, whose probes have
 	// no PID filter.
-	systemLib string
+	systemLib stacks.File
 	// programPaths are, in program mode, the paths that the processes
 	// matched executed (their parent's, for forks), under pmu.
 	programPaths map[int]string
@@ -67,7 +67,7 @@ type session struct {
 type proc struct {
 	pid      int
 	prog     string
-	libs     []string           // the allocator files probed
+	libs     []stacks.File      // the allocator files probed
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
 }
