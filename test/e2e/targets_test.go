@@ -1,0 +1,387 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Processes as they are found on real machines: on another allocator than
+// glibc's, in a container, running files deleted since they started.
+
+// tcmalloc is Debian's libtcmalloc-minimal4.
+const tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+// otherLeaks are otheralloc's own leaks, as leakSummary gives them.
+var otherLeaks = []string{"3003 other_leak_realloc", "2002 other_leak_calloc", "1001 other_leak_malloc"}
+
+// leakSummary returns each leak of process pid's log ("" for any) as its
+// size and the function of its first frame, in the report's order.
+func leakSummary(t *testing.T, log, pid string) []string {
+	t.Helper()
+	msgs := logMessages(t, log, pid)
+	var out []string
+	for i, m := range msgs {
+		_, rest, ok := strings.Cut(m, "leaked block of size ")
+		var size int
+		if _, err := fmt.Sscanf(rest, "%d", &size); !ok || err != nil {
+			continue
+		}
+		fn := ""
+		if i+2 < len(msgs) {
+			if fm := frameRe.FindStringSubmatch(msgs[i+2]); fm != nil {
+				fn = fm[4]
+			}
+		}
+		out = append(out, fmt.Sprintf("%d %s", size, fn))
+	}
+	return out
+}
+
+// leakFirstFrame returns the first frame, as "FILE (FUNC)", of the leak of
+// the given size in a log.
+func leakFirstFrame(t *testing.T, log string, size int) string {
+	t.Helper()
+	msgs := logMessages(t, log, "")
+	for i, m := range msgs {
+		if strings.Contains(m, fmt.Sprintf("leaked block of size %d ", size)) && i+2 < len(msgs) {
+			if fm := frameRe.FindStringSubmatch(msgs[i+2]); fm != nil {
+				return fmt.Sprintf("%s (%s)", fm[3], fm[4])
+			}
+		}
+	}
+	return ""
+}
+
+// needLib skips a test whose allocator is not installed.
+func needLib(t *testing.T, lib string) {
+	t.Helper()
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("%s is not installed (make deps installs it): %v", lib, err)
+	}
+}
+
+// attachOther runs argv (env added) under "mdtrace -p" from its ready line
+// to its exit, and returns its pid, mdtrace's standard error and log.
+func attachOther(t *testing.T, env []string, argv ...string) (pid int, stderr, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	target := startEnv(t, env, argv[0], argv[1:]...)
+	target.expectLine(t, "ready")
+	pid = target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("%s exit status %d; stderr:\n%s", argv[0], code, target.stderr.String())
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	return pid, m.stderr.String(), readFile(t, dir+"/log")
+}
+
+// waitReady waits for mdtrace m's ready file, and fails at once if m
+// exits first.
+func waitReady(t *testing.T, m *background, path string) {
+	t.Helper()
+	for range 600 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case <-m.done:
+			t.Fatalf("mdtrace exited with status %d before it was ready; stderr:\n%s", m.cmd.ProcessState.ExitCode(), m.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+// tracingLine checks that mdtrace said it traces process pid (prog) in
+// the allocator lib.
+func tracingLine(t *testing.T, stderr string, pid int, prog, lib string) {
+	t.Helper()
+	prefix := fmt.Sprintf("mdtrace: tracing process %d (%s): malloc free calloc realloc ", pid, prog)
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			if !strings.HasSuffix(l, " in "+lib) {
+				t.Errorf("traced in the wrong allocator:\n%s\nwant it in %s", l, lib)
+			}
+			return
+		}
+	}
+	t.Errorf("no line %q... in mdtrace's stderr:\n%s", prefix, stderr)
+}
+
+// TestAttachOtherAllocator: -p on a program linked with jemalloc or
+// tcmalloc, whose libc the kernel mapped below the allocator, and on a
+// program given one by LD_PRELOAD through a symbolic link: the allocator
+// the loader bound malloc to is probed, and the leaks are exactly the
+// program's. (Probes on the first file in /proc/PID/maps that defines
+// malloc, glibc's, reported 0 leaks.)
+func TestAttachOtherAllocator(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		name, lib, prog string
+		preload         bool
+	}{
+		{"jemalloc linked", jemalloc, "otheralloc_jemalloc", false},
+		{"tcmalloc linked", tcmalloc, "otheralloc_tcmalloc", false},
+		{"jemalloc preloaded through a link", jemalloc, "otheralloc", true},
+		{"tcmalloc preloaded through a link", tcmalloc, "otheralloc", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needLib(t, tc.lib)
+			var env []string
+			if tc.preload {
+				link := filepath.Join(t.TempDir(), "libmyalloc.so")
+				if err := os.Symlink(tc.lib, link); err != nil {
+					t.Fatal(err)
+				}
+				env = []string{"LD_PRELOAD=" + link}
+			}
+			pid, stderr, log := attachOther(t, env, prog(tc.prog))
+			real, _ := filepath.EvalSymlinks(tc.lib)
+			tracingLine(t, stderr, pid, prog(tc.prog), real)
+			if got := leakSummary(t, log, fmt.Sprint(pid)); !slices.Equal(got, otherLeaks) {
+				t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, stderr)
+			}
+		})
+	}
+}
+
+// TestLaunchOtherAllocator: a launched program linked with jemalloc or
+// tcmalloc is traced in its allocator from its first instruction: its own
+// three leaks, and the blocks its C++ runtime (libstdc++'s emergency
+// exception pool) and tcmalloc keep until exit, each from those libraries.
+func TestLaunchOtherAllocator(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		name, lib, prog string
+		extra           []string // the leaks before otheralloc's own
+		extraAfter      []string // and after
+	}{
+		{"jemalloc", jemalloc, "otheralloc_jemalloc", []string{"72704 "}, nil},
+		{"tcmalloc", tcmalloc, "otheralloc_tcmalloc", []string{"72704 "}, []string{"16 ", "8 "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needLib(t, tc.lib)
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", prog(tc.prog))
+			if r.code != 0 || r.stdout != "ready\ndone\n" {
+				t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			real, _ := filepath.EvalSymlinks(tc.lib)
+			if want := fmt.Sprintf("mdtrace: note: %s has its own malloc in %s: the shim is not preloaded\n", prog(tc.prog), real); !strings.HasPrefix(r.stderr, want) {
+				t.Errorf("stderr:\n%s\nwant it to start with:\n%s", r.stderr, want)
+			}
+			log := readFile(t, logPath)
+			got := leakSummary(t, log, "")
+			want := slices.Concat(tc.extra, otherLeaks, tc.extraAfter)
+			if len(got) != len(want) {
+				t.Fatalf("leaks %q, want %q", got, want)
+			}
+			for i := range got {
+				// The runtime's and the allocator's own blocks come
+				// from functions that differ by version: their sizes
+				// are compared, and their files below.
+				if got[i] != want[i] && !(strings.HasSuffix(want[i], " ") && strings.HasPrefix(got[i], want[i])) {
+					t.Errorf("leak %d: %q, want %q", i+1, got[i], want[i])
+				}
+			}
+			for _, l := range slices.Concat(tc.extra, tc.extraAfter) {
+				var size int
+				fmt.Sscanf(l, "%d", &size)
+				frame := leakFirstFrame(t, log, size)
+				if !strings.Contains(frame, "libstdc++.so") && !strings.Contains(frame, filepath.Base(real)) {
+					t.Errorf("the leak of %d bytes comes from %q, neither libstdc++ nor %s", size, frame, filepath.Base(real))
+				}
+			}
+		})
+	}
+}
+
+// TestProgramOtherAllocator: --program on programs linked with jemalloc and
+// tcmalloc: each is probed in its own allocator from the moment it is held,
+// and its leaks are exactly the program's.
+func TestProgramOtherAllocator(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "log")
+	m := start(t, mdtraceBin, "--program", "mdtrace-targets-", "-o", "backtrace leak_track verbose", "--log", logPath, "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	for _, tc := range []struct{ lib, prog string }{{jemalloc, "otheralloc_jemalloc"}, {tcmalloc, "otheralloc_tcmalloc"}} {
+		t.Run(filepath.Base(tc.lib), func(t *testing.T) {
+			needLib(t, tc.lib)
+			path := filepath.Join(dir, "mdtrace-targets-"+tc.prog)
+			if err := copyFile(prog(tc.prog), path); err != nil {
+				t.Fatal(err)
+			}
+			target := start(t, path)
+			target.expectLine(t, "ready")
+			pid := target.cmd.Process.Pid
+			waitLogLine(t, logPath, fmt.Sprintf(" %d I malloc_debug: %s: malloc debug enabled", pid, path))
+			io.WriteString(target.stdin, "go\n")
+			target.expectLine(t, "done")
+			target.stdin.Close()
+			if code := target.wait(t); code != 0 {
+				t.Fatalf("exit status %d", code)
+			}
+			waitLogLine(t, logPath, fmt.Sprintf("(leak %d of %d)", len(otherLeaks), len(otherLeaks)))
+			real, _ := filepath.EvalSymlinks(tc.lib)
+			note := fmt.Sprintf("process %d (%s) allocates with %s: probed from now on, its earlier allocations are not tracked", pid, path, real)
+			if !strings.Contains(m.stderr.String(), note) {
+				t.Errorf("stderr lacks %q:\n%s", note, m.stderr.String())
+			}
+			if got := leakSummary(t, processLog(readFile(t, logPath), pid), ""); !slices.Equal(got, otherLeaks) {
+				t.Errorf("leaks %q, want %q", got, otherLeaks)
+			}
+		})
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+}
+
+// TestAttachOtherMountNamespace: -p on a process in its own mount
+// namespace (unshare -m) that runs a binary from a tmpfs only it sees, with
+// its own copy of libc mounted over the system's: its path in mdtrace's
+// namespace holds a script, and mdtrace's libc is another file. The probes
+// go on the libc the process maps, and its stacks are named from its own
+// binary.
+func TestAttachOtherMountNamespace(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	const systemLibc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	dir := t.TempDir()
+	libc := filepath.Join(dir, "libc.so.6")
+	if err := copyFile(systemLibc, libc); err != nil {
+		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(mnt, "contained")
+	// What mdtrace would read if it took the process's paths for its own.
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("mount -t tmpfs none %s && cp %s %s && mount --bind %s %s && exec %s",
+		mnt, prog("otheralloc"), path, libc, systemLibc, path)
+	pid, stderr, log := attachOther(t, nil, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	tracingLine(t, stderr, pid, path, systemLibc)
+	if got := leakSummary(t, log, fmt.Sprint(pid)); !slices.Equal(got, otherLeaks) {
+		t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, stderr)
+	}
+	if got, want := leakFirstFrame(t, log, 3003), path+" (other_leak_realloc)"; got != want {
+		t.Errorf("first frame %q, want %q", got, want)
+	}
+}
+
+// TestAttachDeletedFiles: -p on a process whose executable was deleted and
+// whose private copy of libc (LD_LIBRARY_PATH) was replaced by another
+// file since it started, as in a package upgrade: the mapped files are
+// probed and named.
+func TestAttachDeletedFiles(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	libDir := filepath.Join(dir, "lib")
+	if err := os.Mkdir(libDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	libc := filepath.Join(libDir, "libc.so.6")
+	if err := copyFile("/usr/lib/x86_64-linux-gnu/libc.so.6", libc); err != nil {
+		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	exe := filepath.Join(dir, "upgraded")
+	if err := copyFile(prog("otheralloc"), exe); err != nil {
+		t.Fatal(err)
+	}
+	target := startEnv(t, []string{"LD_LIBRARY_PATH=" + libDir}, exe)
+	target.expectLine(t, "ready")
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	// A new file in the old one's place, as an upgrade renames it there.
+	if err := os.WriteFile(libc+".new", []byte("not the libc the process runs\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(libc+".new", libc); err != nil {
+		t.Fatal(err)
+	}
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := readFile(t, dir+"/log")
+	tracingLine(t, m.stderr.String(), pid, exe, libc)
+	if got := leakSummary(t, log, fmt.Sprint(pid)); !slices.Equal(got, otherLeaks) {
+		t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, m.stderr.String())
+	}
+	if got, want := leakFirstFrame(t, log, 3003), exe+" (other_leak_realloc)"; got != want {
+		t.Errorf("first frame %q, want %q", got, want)
+	}
+}
+
+// TestAttachExitStatus: -p says how the process ended and exits with its
+// status, 128+signal when a signal killed it, as launch mode exits.
+func TestAttachExitStatus(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		name string
+		arg  string
+		kill bool
+		code int
+		end  string
+	}{
+		{"exit 3", "3", false, 3, "exited with status 3"},
+		{"SIGSEGV", "segv", false, 139, "was killed by signal 11 (SIGSEGV)"},
+		{"SIGKILL", "0", true, 137, "was killed by signal 9 (SIGKILL)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := start(t, prog("otheralloc"), tc.arg)
+			target.expectLine(t, "ready")
+			pid := target.cmd.Process.Pid
+			m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+			waitReady(t, m, dir+"/ready")
+			io.WriteString(target.stdin, "go\n")
+			target.expectLine(t, "done")
+			if tc.kill {
+				target.cmd.Process.Kill()
+			} else {
+				target.stdin.Close()
+			}
+			target.wait(t)
+			code := m.wait(t)
+			want := fmt.Sprintf("mdtrace: process %d (%s) %s\n", pid, prog("otheralloc"), tc.end)
+			if code != tc.code || !strings.HasSuffix(m.stderr.String(), want) {
+				t.Errorf("mdtrace exit status %d, stderr:\n%s\nwant %d, ending with:\n%s", code, m.stderr.String(), tc.code, want)
+			}
+		})
+	}
+}
