@@ -115,7 +115,7 @@ func TestRDebugAddress(t *testing.T) {
 	// The loader of sleep's program is remembered by the program's file.
 	if id, ok := statID(fmt.Sprintf("/proc/%d/exe", pid)); !ok {
 		t.Error("cannot stat sleep's program")
-	} else if got, ok := interpCache.get(id); !ok || canonical(got) != loader.Name {
+	} else if got, ok := interpCache.get(id); !ok || got != loader.Name {
 		t.Errorf("remembered loader %q, %v; want %q", got, ok, loader.Name)
 	}
 	if again, err := LoaderOf(pid); err != nil || again != loader {

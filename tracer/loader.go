@@ -18,10 +18,10 @@ import (
 // of its list of libraries, for debuggers.
 const loaderHook = "_dl_debug_state"
 
-// LoaderOf returns the dynamic loader of process pid, the file its
-// program's PT_INTERP names, as the process maps it (where the auxiliary
-// vector's AT_BASE says), or by its path in the process's root if it is
-// not mapped yet; a zero File for a static program.
+// LoaderOf returns the dynamic loader of process pid, named as its
+// program's PT_INTERP names it, and opened where the process maps it (the
+// auxiliary vector's AT_BASE), or by its path in the process's root if it
+// is not mapped; a zero File for a static program.
 func LoaderOf(pid int) (stacks.File, error) {
 	exe, err := procExe(pid)
 	if err != nil {
@@ -42,7 +42,9 @@ func LoaderOf(pid int) (stacks.File, error) {
 			return stacks.File{}, procErr(pid, err)
 		}
 		if m := maps.Find(base); m != nil && m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
-			return stacks.MappedFile(pid, m), nil
+			// Named as the program names it, as the loader names
+			// itself in its list of libraries.
+			return stacks.File{Name: interp, Path: stacks.MappedFile(pid, m).Path}, nil
 		}
 	}
 	return stacks.ResolveFile(pid, interp)
