@@ -97,7 +97,7 @@ func ResolveFile(pid int, name string) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	return File{Name: name, Path: root + resolved}, nil
+	return File{Name: resolved, Path: root + resolved}, nil
 }
 
 // maxLinks bounds the symbolic links followed in one path, as the kernel's

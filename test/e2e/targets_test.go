@@ -385,3 +385,64 @@ func TestAttachExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestAllOtherMountNamespace: --all counts a process in its own mount
+// namespace, started by a shell that executed it (the shell's blocks are
+// not the program's), and one in a namespace with its own copy of libc,
+// found within a second and counted from then on.
+func TestAllOtherMountNamespace(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	const systemLibc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	dir := t.TempDir()
+	libc := filepath.Join(dir, "libc.so.6")
+	if err := copyFile(systemLibc, libc); err != nil {
+		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	m := start(t, mdtraceBin, "--all", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	contained := func(name, extra string, args ...string) (*background, string) {
+		mnt := filepath.Join(dir, name)
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(mnt, name)
+		script := fmt.Sprintf("mount -t tmpfs none %s && cp %s %s %s&& exec %s %s", mnt, prog(strings.TrimSuffix(name, "_own_libc")), path, extra, path, strings.Join(args, " "))
+		return start(t, "unshare", "-m", "--propagation", "private", "sh", "-c", script), path
+	}
+	shared, sharedPath := contained("leaky", "", "hold")
+	shared.expectLine(t, "leaky: done")
+	own, ownPath := contained("otheralloc_own_libc", fmt.Sprintf("&& mount --bind %s %s ", libc, systemLibc))
+	own.expectLine(t, "ready")
+	ownPID := own.cmd.Process.Pid
+	notice := fmt.Sprintf("mdtrace: also auditing every process that uses the libc of process %d (%s), %s, another file than the system's: allocations made with it before now are not counted\n", ownPID, ownPath, systemLibc)
+	for i := 0; !strings.Contains(m.stderr.String(), notice); i++ {
+		if i == 100 {
+			t.Fatalf("stderr lacks %q:\n%s", notice, m.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	io.WriteString(own.stdin, "go\n")
+	own.expectLine(t, "done")
+	m.cmd.Process.Signal(syscall.SIGINT)
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	for _, want := range []string{
+		// leaky's 13 blocks, as TestAll counts them, without the shell's.
+		fmt.Sprintf("%8d %10d %14d  %s\n", shared.cmd.Process.Pid, 13, 16194, sharedPath),
+		// otheralloc's three leaks; its blocks from before were freed.
+		fmt.Sprintf("%8d %10d %14d  %s\n", ownPID, 3, 6006, ownPath),
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("summary lacks the row %q:\n%s", want, out)
+		}
+	}
+	shared.stdin.Close()
+	own.stdin.Close()
+	shared.wait(t)
+	own.wait(t)
+}
