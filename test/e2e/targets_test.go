@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -445,4 +446,60 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	own.stdin.Close()
 	shared.wait(t)
 	own.wait(t)
+}
+
+// TestAttachOtherMountNamespaceDebugFile: -p on a stripped program in its
+// own mount namespace whose separate debug file is in that namespace's
+// /usr/lib/debug only: its frames are named from it.
+func TestAttachOtherMountNamespaceDebugFile(t *testing.T) {
+	needRoot(t)
+	for _, tool := range []string{"unshare", "objcopy", "strip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stripped")
+	debug := filepath.Join(dir, "stripped.debug")
+	run := func(args ...string) {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	run("cp", prog("otheralloc"), bin)
+	run("objcopy", "--only-keep-debug", bin, debug)
+	run("strip", "--strip-all", bin)
+	f, err := elf.Open(debug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id []byte
+	if s := f.Section(".note.gnu.build-id"); s != nil {
+		b, _ := s.Data()
+		id = b[16:]
+	}
+	f.Close()
+	if len(id) < 2 {
+		t.Fatal("no build-id in otheralloc")
+	}
+	hexID := fmt.Sprintf("%x", id)
+	if _, err := os.Stat("/usr/lib/debug/.build-id/" + hexID[:2] + "/" + hexID[2:] + ".debug"); err == nil {
+		t.Fatalf("mdtrace's namespace has the debug file of %s already", hexID)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(mnt, "contained")
+	// The container's own /usr/lib/debug, with the debug file by build-id
+	// (a link to it, absolute in the container, as packages install them).
+	script := fmt.Sprintf("mkdir -p /usr/lib/debug && mount -t tmpfs none /usr/lib/debug && "+
+		"mkdir -p /usr/lib/debug/.build-id/%s /usr/lib/debug/files && cp %s /usr/lib/debug/files/contained.debug && "+
+		"ln -s /usr/lib/debug/files/contained.debug /usr/lib/debug/.build-id/%s/%s.debug && "+
+		"mount -t tmpfs none %s && cp %s %s && exec %s",
+		hexID[:2], debug, hexID[:2], hexID[2:], mnt, bin, path, path)
+	pid, stderr, log := attachOther(t, nil, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	if got := leakSummary(t, log, fmt.Sprint(pid)); !slices.Equal(got, otherLeaks) {
+		t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, stderr)
+	}
 }
