@@ -35,11 +35,20 @@ func LocalFile(path string) File { return File{Name: path, Path: path} }
 
 // MappedFile returns the file of mapping m of process pid, opened through
 // /proc/PID/map_files, which reaches the very file mapped whatever became of
-// its path and whatever the process's mount namespace. Reading a map_files
-// link needs CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) and ptrace access to
-// the process. The path is valid while the process maps the file.
+// its path and whatever the process's mount namespace. The path is valid
+// while the process maps the file. Reading a map_files link needs
+// CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) and ptrace access to the
+// process: without, a file that is still at its path is opened there (in
+// the process's root), and a deleted one cannot be.
 func MappedFile(pid int, m *Mapping) File {
-	return File{Name: m.Name(), Path: fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)}
+	f := File{Name: m.Name(), Path: fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)}
+	if _, err := os.Stat(f.Path); err == nil || !errors.Is(err, os.ErrPermission) || m.Deleted() || !strings.HasPrefix(m.Path, "/") {
+		return f
+	}
+	if byPath, err := ResolveFile(pid, f.Name); err == nil {
+		return File{Name: f.Name, Path: byPath.Path}
+	}
+	return f
 }
 
 // ProcRoot returns the prefix under which mdtrace opens the paths of

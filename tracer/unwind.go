@@ -120,12 +120,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 		if n == maxUnwindMappings {
 			break
 		}
-		// The file as this process maps it, even deleted or replaced.
-		file := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
-		if _, err := os.Stat(file); err != nil {
-			file = m.Name()
-		}
-		f := p.unwind.file(file)
+		// The file as this process maps it, even deleted, replaced or
+		// in another mount namespace.
+		f := p.unwind.file(stacks.MappedFile(pid, m).Path)
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
 		e.First, e.Count = f.first, f.count
