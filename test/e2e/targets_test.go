@@ -127,10 +127,10 @@ func tracingLine(t *testing.T, stderr string, pid int, prog, lib string) {
 }
 
 // TestAttachOtherAllocator: -p on a program linked with jemalloc or
-// tcmalloc, whose libc the kernel mapped below the allocator, and on a
-// program given one by LD_PRELOAD through a symbolic link: the allocator
-// the loader bound malloc to is probed, and the leaks are exactly the
-// program's. (Probes on the first file in /proc/PID/maps that defines
+// tcmalloc, whose libc the kernel mapped below the allocator, on a program
+// given one by LD_PRELOAD through a symbolic link, and on one with its own
+// malloc: the allocator the loader bound malloc to is probed, and the
+// leaks are exactly the program's. (Probes on the first file in /proc/PID/maps that defines
 // malloc, glibc's, reported 0 leaks.)
 func TestAttachOtherAllocator(t *testing.T) {
 	needRoot(t)
@@ -142,6 +142,7 @@ func TestAttachOtherAllocator(t *testing.T) {
 		{"tcmalloc linked", tcmalloc, "otheralloc_tcmalloc", false},
 		{"jemalloc preloaded through a link", jemalloc, "otheralloc", true},
 		{"tcmalloc preloaded through a link", tcmalloc, "otheralloc", true},
+		{"allocator in the executable", prog("otheralloc_own"), "otheralloc_own", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			needLib(t, tc.lib)
