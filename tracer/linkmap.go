@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
 )
@@ -52,13 +53,13 @@ var errNoLinkMap = errors.New("the loader's list of libraries is not made yet")
 // readLinkMap reads the loader's list of objects of process pid from its
 // memory, from _r_debug at rd: the executable, the preloaded libraries,
 // the libraries they need in the order the loader loaded them (the order
-// in which it looks symbols up), then those opened since. The list is
-// consistent only while the loader does not change it (RT_CONSISTENT):
-// read otherwise, an entry may be missing or the walk may stop early.
-func readLinkMap(pid int, rd uint64) ([]linkEntry, error) {
+// in which it looks symbols up), then those opened since. consistent is
+// false when the loader was changing the list (r_state not RT_CONSISTENT,
+// a dlopen or dlclose under way): the entries it adds may be incomplete.
+func readLinkMap(pid int, rd uint64) (_ []linkEntry, consistent bool, err error) {
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
-		return nil, procErr(pid, err)
+		return nil, false, procErr(pid, err)
 	}
 	defer mem.Close()
 	word := func(addr uint64) (uint64, error) {
@@ -68,27 +69,32 @@ func readLinkMap(pid int, rd uint64) ([]linkEntry, error) {
 		}
 		return binary.LittleEndian.Uint64(b[:]), nil
 	}
-	// struct r_debug: int r_version; struct link_map *r_map (8).
+	// struct r_debug: int r_version; struct link_map *r_map (8);
+	// r_brk (16); int r_state (24).
 	version, err := word(rd)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	lm, err := word(rd + 8)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if uint32(version) == 0 || lm == 0 {
-		return nil, errNoLinkMap
+		return nil, false, errNoLinkMap
+	}
+	state, err := word(rd + 24)
+	if err != nil {
+		return nil, false, err
 	}
 	var out []linkEntry
 	for lm != 0 {
 		if len(out) == maxLinkEntries {
-			return nil, fmt.Errorf("process %d: the loader's list of libraries has more than %d entries", pid, maxLinkEntries)
+			return nil, false, fmt.Errorf("process %d: the loader's list of libraries has more than %d entries", pid, maxLinkEntries)
 		}
 		// struct link_map: l_addr, l_name, l_ld, l_next, l_prev.
 		var b [32]byte
 		if _, err := mem.ReadAt(b[:], int64(lm)); err != nil {
-			return nil, fmt.Errorf("reading process %d's list of libraries at %#x: %w", pid, lm, err)
+			return nil, false, fmt.Errorf("reading process %d's list of libraries at %#x: %w", pid, lm, err)
 		}
 		e := linkEntry{addr: binary.LittleEndian.Uint64(b[0:]), ld: binary.LittleEndian.Uint64(b[16:])}
 		if name := binary.LittleEndian.Uint64(b[8:]); name != 0 {
@@ -97,8 +103,15 @@ func readLinkMap(pid int, rd uint64) ([]linkEntry, error) {
 		out = append(out, e)
 		lm = binary.LittleEndian.Uint64(b[24:])
 	}
-	return out, nil
+	return out, uint32(state) == rtConsistent, nil
 }
+
+// rtConsistent is r_state's value while the loader does not change its
+// list.
+const rtConsistent = 0
+
+// linkMapTries bounds the reads of a list the loader is changing.
+const linkMapTries = 50
 
 // readCString reads a NUL-terminated string of at most 4096 bytes at addr
 // of a process's memory.
@@ -122,9 +135,20 @@ func linkedFiles(pid int, loader stacks.File, maps *stacks.Maps) ([]stacks.File,
 	if err != nil {
 		return nil, err
 	}
-	entries, err := readLinkMap(pid, rd)
-	if err != nil {
-		return nil, err
+	var (
+		entries    []linkEntry
+		consistent bool
+	)
+	for try := 0; ; try++ {
+		entries, consistent, err = readLinkMap(pid, rd)
+		if err != nil {
+			return nil, err
+		}
+		if consistent || try == linkMapTries {
+			break
+		}
+		// A dlopen or dlclose is under way: it takes microseconds.
+		time.Sleep(time.Millisecond)
 	}
 	var files []stacks.File
 	for i, e := range entries {
@@ -134,6 +158,12 @@ func linkedFiles(pid int, loader stacks.File, maps *stacks.Maps) ([]stacks.File,
 		}
 		m := maps.Find(e.ld)
 		if m == nil || m.Inode == 0 || !strings.HasPrefix(m.Path, "/") {
+			if !consistent {
+				// An object the loader is adding (or the maps,
+				// read before, do not show yet): those loaded
+				// before bound malloc already.
+				break
+			}
 			return nil, fmt.Errorf("process %d: %s is in the loader's list but its dynamic section (%#x) is in no file mapping", pid, e.name, e.ld)
 		}
 		files = append(files, stacks.MappedFile(pid, m))
