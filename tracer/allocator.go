@@ -61,6 +61,9 @@ func checkExecutable(f stacks.File) error {
 // with hundreds of libraries quick. A file that cannot be read is an
 // error: the allocator found past it could be the wrong one.
 func definesMalloc(f stacks.File) (bool, error) {
+	if f.Path == "" {
+		return false, fmt.Errorf("%s is in the loader's list of libraries, but no file the process maps is it: cannot tell whether it defines malloc", f.Name)
+	}
 	ef, err := elf.Open(f.Path)
 	if err != nil {
 		return false, fmt.Errorf("reading %s to find its malloc: %w", f.Name, err)

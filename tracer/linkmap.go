@@ -129,7 +129,8 @@ func readCString(mem *os.File, addr uint64) string {
 // mapping that holds the object's dynamic section says which file it is,
 // however the loader named it (a symbolic link, a path in another mount
 // namespace, a file deleted since). The vdso, which has no file, is left
-// out. loader is the process's loader (LoaderOf).
+// out. An object whose file cannot be told has no Path. loader is the
+// process's loader (LoaderOf).
 func linkedFiles(pid int, loader stacks.File, maps *stacks.Maps) ([]stacks.File, error) {
 	rd, err := rDebugAddress(pid, loader)
 	if err != nil {
@@ -164,7 +165,10 @@ func linkedFiles(pid int, loader stacks.File, maps *stacks.Maps) ([]stacks.File,
 				// before bound malloc already.
 				break
 			}
-			return nil, fmt.Errorf("process %d: %s is in the loader's list but its dynamic section (%#x) is in no file mapping", pid, e.name, e.ld)
+			// Without a file to open: an error only if the
+			// allocator is looked for this far (definesMalloc).
+			files = append(files, stacks.File{Name: e.name})
+			continue
 		}
 		files = append(files, stacks.MappedFile(pid, m))
 	}
