@@ -225,9 +225,11 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 			return
 		}
 		if err := partialAttach(probes.Attach(0, file), say); err != nil {
-			if !errors.Is(err, tracer.ErrProcessGone) {
-				say(fmt.Sprintf("the copy of libc of process %d (%s), %s, cannot be probed: %v; its processes are not counted", pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
+			if errors.Is(err, tracer.ErrProcessGone) {
+				// Another process that maps it will say.
+				return
 			}
+			say(fmt.Sprintf("the copy of libc of process %d (%s), %s, cannot be probed: %v; its processes are not counted", pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
 			f.probed = append(f.probed, fi)
 			return
 		}
