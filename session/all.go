@@ -225,7 +225,7 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 			return
 		}
 		if err := partialAttach(probes.Attach(0, file), say); err != nil {
-			if errors.Is(err, tracer.ErrProcessGone) {
+			if errors.Is(err, tracer.ErrProcessGone) || !processAlive(pid) {
 				// Another process that maps it will say.
 				return
 			}
