@@ -183,23 +183,35 @@ func TestAttachOtherAllocator(t *testing.T) {
 }
 
 // TestLaunchOtherAllocator: a launched program linked with jemalloc or
-// tcmalloc is traced in its allocator from its first instruction: its own
-// three leaks, and the blocks its C++ runtime (libstdc++'s emergency
+// tcmalloc, or given jemalloc by LD_PRELOAD through a symbolic link, is
+// traced in its allocator (the shim, whose malloc is glibc's, is not
+// preloaded) from its first instruction: its own three leaks, and the blocks its C++ runtime (libstdc++'s emergency
 // exception pool) and tcmalloc keep until exit, each from those libraries.
 func TestLaunchOtherAllocator(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
 		name, lib, prog string
+		preload         bool
 		extra           []string // the leaks before otheralloc's own
 		extraAfter      []string // and after
 	}{
-		{"jemalloc", jemalloc, "otheralloc_jemalloc", []string{"72704 "}, nil},
-		{"tcmalloc", tcmalloc, "otheralloc_tcmalloc", []string{"72704 "}, []string{"16 ", "8 "}},
+		{"jemalloc", jemalloc, "otheralloc_jemalloc", false, []string{"72704 "}, nil},
+		{"tcmalloc", tcmalloc, "otheralloc_tcmalloc", false, []string{"72704 "}, []string{"16 ", "8 "}},
+		{"jemalloc preloaded through a link", jemalloc, "otheralloc", true, []string{"72704 "}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			needLib(t, tc.lib)
-			logPath := filepath.Join(t.TempDir(), "log")
-			r := runMdtrace(t, "-o", "backtrace leak_track", "--log", logPath, "--", prog(tc.prog))
+			dir := t.TempDir()
+			logPath := filepath.Join(dir, "log")
+			var env []string
+			if tc.preload {
+				link := filepath.Join(dir, "libmyalloc.so")
+				if err := os.Symlink(tc.lib, link); err != nil {
+					t.Fatal(err)
+				}
+				env = []string{"LD_PRELOAD=" + link}
+			}
+			r := runMdtraceEnv(t, env, "-o", "backtrace leak_track", "--log", logPath, "--", prog(tc.prog))
 			if r.code != 0 || r.stdout != "ready\ndone\n" {
 				t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
 			}
