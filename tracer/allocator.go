@@ -246,14 +246,19 @@ func AllocatorAndRuntimeOfExec(pid int) (lib, runtime stacks.File, err error) {
 		if names, err = loaderList(interp.Name, exe, env, procCwd(pid), root); err != nil {
 			return lib, runtime, err
 		}
+		var listed []stacks.File
 		for _, n := range names {
 			f := stacks.LocalFile(canonical(n))
 			if root != "" {
 				if f, err = stacks.ResolveFile(pid, n); err != nil {
 					return lib, runtime, err
 				}
+				listed = append(listed, stacks.File{Name: n, Path: f.Path})
 			}
 			libs = append(libs, f)
+		}
+		if root != "" {
+			rootLists.put(pid, rootList{exe: rootListKey(pid), files: listed})
 		}
 	}
 	// A static program (no loader) carries its own allocator.
@@ -403,12 +408,39 @@ func FuncOffset(path, symbol string) (uint64, error) {
 
 // loadedLibraries returns the libraries the loader listed for the program
 // process pid executes, as AllocatorOfExec found them (nil if it has not),
-// spelled as the loader names them.
-func loadedLibraries(pid int, exe string) []string {
+// named as the loader names them.
+func loadedLibraries(pid int, exe string) []stacks.File {
+	if l, ok := rootLists.get(pid); ok && l.exe == rootListKey(pid) {
+		return l.files
+	}
 	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	key, keyed := execKey(pid, exe, env)
 	if !keyed {
 		return nil
 	}
-	return execCache.files(key)
+	var out []stacks.File
+	for _, name := range execCache.files(key) {
+		out = append(out, stacks.LocalFile(name))
+	}
+	return out
 }
+
+// rootList is what the loader listed for a process in another root, which
+// execCache does not keep: its program, and the files, named as the loader
+// names them and opened in the process's root.
+type rootList struct {
+	exe   [2]fileID // the program's and the root's identities
+	files []stacks.File
+}
+
+// rootListKey identifies the program process pid runs and its root, zero
+// if either cannot be stat'ed.
+func rootListKey(pid int) [2]fileID {
+	exe, _ := statID(fmt.Sprintf("/proc/%d/exe", pid))
+	root, _ := statID(fmt.Sprintf("/proc/%d/root", pid))
+	return [2]fileID{exe, root}
+}
+
+// rootLists keeps the last lists of processes in other roots, by PID,
+// for loadedLibraries.
+var rootLists = newMemo[int, rootList](256)

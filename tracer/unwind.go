@@ -137,7 +137,7 @@ func (p *Probes) LoadUnwind(pid int) error {
 	if exe, err := procExe(pid); err == nil {
 		p.unwind.register(pid, "", p.unwind.file(fmt.Sprintf("/proc/%d/exe", pid)))
 		for _, lib := range loadedLibraries(pid, exe) {
-			p.unwind.register(pid, lib, p.unwind.file(lib))
+			p.unwind.register(pid, lib.Name, p.unwind.file(lib.Path))
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {

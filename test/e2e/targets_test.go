@@ -536,3 +536,51 @@ func TestAttachOtherMountNamespaceDebugFile(t *testing.T) {
 		t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, stderr)
 	}
 }
+
+// TestAttachExecOtherMountNamespace: -p on a shell in its own mount
+// namespace, with its own copy of libc mounted over the system's, that
+// then executes a program from a tmpfs only it sees: the program's
+// allocator is found by its loader, run in the namespace's root, and its
+// leaks and stacks are its own.
+func TestAttachExecOtherMountNamespace(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	const systemLibc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	dir := t.TempDir()
+	libc := filepath.Join(dir, "libc.so.6")
+	if err := copyFile(systemLibc, libc); err != nil {
+		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(mnt, "contained")
+	script := fmt.Sprintf("mount -t tmpfs none %s && cp %s %s && mount --bind %s %s && echo ready && read x && exec %s",
+		mnt, prog("otheralloc"), path, libc, systemLibc, path)
+	target := start(t, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "exec\n")
+	target.expectLine(t, "ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, target.stderr.String())
+	}
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := processLog(readFile(t, dir+"/log"), pid)
+	if got := leakSummary(t, log, fmt.Sprint(pid)); !slices.Equal(got, otherLeaks) {
+		t.Errorf("leaks %q, want %q; stderr:\n%s", got, otherLeaks, m.stderr.String())
+	}
+	if got, want := leakFirstFrames(t, log, 3003, 2), []string{path + " (other_leak_realloc)", path + " (main)"}; !slices.Equal(got, want) {
+		t.Errorf("frames %q, want %q", got, want)
+	}
+}
