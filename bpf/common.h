@@ -55,6 +55,11 @@ const volatile u32 preemptible = 1;
  */
 const volatile u32 only_traced = 0;
 const volatile u32 program_len = 0;
+/*
+ * --all: every process's exec starts a new gen (see exec_gen), and a new
+ * process starts with none (program_fork), as traced processes do.
+ */
+const volatile u32 gens_all = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */

@@ -385,7 +385,7 @@ int exec_gen(u64 *ctx)
 	u32 tgid = bpf_get_current_pid_tgid() >> 32, tid = bpf_get_current_pid_tgid(), old = ctx[1], gen;
 	struct batch_space *sp;
 
-	if (!bpf_map_lookup_elem(&traced, &tgid))
+	if (!gens_all && !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	/*
 	 * The old program's batch went with its memory (its calls with its
@@ -406,7 +406,8 @@ int exec_gen(u64 *ctx)
 /*
  * Program mode: a child forked by a traced process is traced too, as a
  * zygote child. (A vfork child shares its parent's memory until it
- * executes a program, which ends it as a zygote child.)
+ * executes a program, which ends it as a zygote child.) With --all, a new
+ * process only loses the gen a process gone had under its PID.
  */
 SEC("raw_tp/sched_process_fork")
 int program_fork(u64 *ctx)
@@ -416,6 +417,12 @@ int program_fork(u64 *ctx)
 	struct exec_event *e;
 	int child_tgid = 0;
 
+	if (gens_all) {
+		/* A new process, whose PID may be an old one's: no gen yet. */
+		if (bpf_probe_read_kernel(&child_tgid, sizeof(child_tgid), &child->tgid) == 0 && (u32)child_tgid != tgid)
+			bpf_map_delete_elem(&gens, &child_tgid);
+		return 0;
+	}
 	if (!program_len || !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	if (bpf_probe_read_kernel(&child_tgid, sizeof(child_tgid), &child->tgid) != 0 || (u32)child_tgid == tgid)

@@ -221,6 +221,7 @@ const (
 	MdtraceVarBatchesDrained     = "batches_drained"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarGensAll            = "gens_all"
 	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
 	MdtraceVarLastEpoch          = "last_epoch"
@@ -346,6 +347,7 @@ type MdtraceVariableSpecs struct {
 	BatchesDrained     *ebpf.VariableSpec `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	GensAll            *ebpf.VariableSpec `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
 	LastEpoch          *ebpf.VariableSpec `ebpf:"last_epoch"`
@@ -466,6 +468,7 @@ type MdtraceVariables struct {
 	BatchesDrained     *ebpf.Variable `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	GensAll            *ebpf.Variable `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
 	LastEpoch          *ebpf.Variable `ebpf:"last_epoch"`

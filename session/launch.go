@@ -133,7 +133,7 @@ func preloadable(command string) (ok bool, note string) {
 		return false, ""
 	case err != nil:
 		return true, ""
-	case !strings.HasPrefix(filepath.Base(lib), "libc.so"):
+	case !strings.HasPrefix(filepath.Base(lib.Name), "libc.so"):
 		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
 	}
 	return true, ""

@@ -70,7 +70,12 @@ func (s *session) rememberLibrary(lib tracer.Library) bool {
 		return false
 	}
 	p.hist.AddLibrary(path, lib.Base)
-	s.probeRuntime(p, path)
+	if tracer.MaybeCxxRuntime(path) {
+		// The loader names it in the process's root.
+		if f, err := stacks.ResolveFile(lib.PID, path); err == nil {
+			s.probeRuntime(p, f)
+		}
+	}
 	return true
 }
 
@@ -79,18 +84,18 @@ func (s *session) rememberLibrary(lib tracer.Library) bool {
 // backtrace (see tracer.Attach). Not where the allocator has an operator
 // new of its own, which takes the runtime's place: the shim's, jemalloc's,
 // tcmalloc's (preloaded, or linked before the runtime as usual).
-func (s *session) probeRuntime(p *proc, path string) {
-	if !tracer.IsCxxRuntime(path) {
+func (s *session) probeRuntime(p *proc, file stacks.File) {
+	if file.Name == "" || !tracer.IsCxxRuntime(file) {
 		return
 	}
 	s.pmu.Lock()
 	libs := slices.Clone(p.libs)
 	s.pmu.Unlock()
-	if len(libs) == 0 || slices.Contains(libs, path) || tracer.DefinesNew(libs[0]) {
+	if len(libs) == 0 || slices.ContainsFunc(libs, func(f stacks.File) bool { return stacks.SameFile(f, file) }) || tracer.DefinesNew(libs[0].Path) {
 		return
 	}
 	// A process that is gone has no more blocks to name.
-	if err := s.attach(p, path); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
+	if err := s.attach(p, file); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("process %d: %v; blocks from new keep the runtime's frame instead of new's caller", p.pid, err)
 	}
 }
@@ -104,6 +109,8 @@ func (s *session) rememberMaps(p *proc) {
 	}
 	for _, m := range p.hist.Add(maps) {
 		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
-		s.probeRuntime(p, m.Path)
+		if tracer.MaybeCxxRuntime(m.Path) {
+			s.probeRuntime(p, stacks.MappedFile(p.pid, &m))
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -17,7 +18,7 @@ import (
 // launched command runs its first instruction.
 func (s *session) ready(pid int) error {
 	var (
-		lib, runtime string
+		lib, runtime stacks.File
 		err          error
 	)
 	if s.flags.PID != 0 {
@@ -63,7 +64,7 @@ func (s *session) ready(pid int) error {
 // watchImage follows the libraries of the process's current program: its
 // loader's changes from now on, and its maps as they are.
 func (s *session) watchImage(p *proc) {
-	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader != "" {
+	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader.Name != "" {
 		if err := s.probes.WatchLibraries(p.pid, loader); err != nil {
 			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
 		}
@@ -99,7 +100,7 @@ func (s *session) execed(pid int) {
 		s.notice("process %d executed a program mdtrace cannot trace: %v", pid, err)
 		return
 	}
-	if !slices.Contains(p.libs, lib) {
+	if !slices.ContainsFunc(p.libs, func(f stacks.File) bool { return stacks.SameFile(f, lib) }) {
 		if err := s.attach(p, lib); err != nil {
 			s.notice("%v", err)
 		}
@@ -141,9 +142,9 @@ func (s *session) forked(parent, child int, vfork bool) {
 
 // attach probes the allocator in lib for process p. In program mode the
 // system's libc is probed for every process already.
-func (s *session) attach(p *proc, lib string) error {
+func (s *session) attach(p *proc, lib stacks.File) error {
 	var err error
-	if lib != s.systemLib {
+	if s.systemLib.Name == "" || !stacks.SameFile(lib, s.systemLib) {
 		err = s.probes.Attach(p.pid, lib)
 	}
 	if err := partialAttach(err, func(msg string) { s.notice("%s", msg) }); err != nil {

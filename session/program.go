@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -227,7 +228,7 @@ func (s *session) readyProgram(pid int) error {
 		s.notice("process %d (%s): %v; only its calls into %s are tracked", pid, prog, err, s.systemLib)
 		lib = s.systemLib
 	}
-	if lib != s.systemLib {
+	if !stacks.SameFile(lib, s.systemLib) {
 		s.notice("process %d (%s) allocates with %s: probed from now on, its earlier allocations are not tracked", pid, prog, lib)
 	}
 	if err := s.attach(p, lib); err != nil {

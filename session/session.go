@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,7 +63,7 @@ type session struct {
 	procs map[int]*proc // it and, with forks followed, its descendants
 	// systemLib is, in program mode, the system's libc, whose probes have
 	// no PID filter.
-	systemLib string
+	systemLib stacks.File
 	// programPaths are, in program mode, the paths that the processes
 	// matched executed (their parent's, for forks), under pmu.
 	programPaths map[int]string
@@ -74,7 +75,7 @@ type session struct {
 type proc struct {
 	pid      int
 	prog     string
-	libs     []string           // the allocator files probed
+	libs     []stacks.File      // the allocator files probed
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
 }
@@ -277,7 +278,13 @@ loop:
 	s.bottomLine()
 	if flags.PID != 0 {
 		// Interrupting is how tracing an attached process normally ends.
-		return 0, nil
+		if interrupted != 0 {
+			return 0, nil
+		}
+		// mdtrace is not the process's parent: its exit status is said,
+		// and is mdtrace's, as a launched command's is.
+		fmt.Fprintf(stderr, "mdtrace: %s\n", endedLine(s.pid, s.progName(s.pid), st))
+		return st.Code, nil
 	}
 	if interrupted != 0 {
 		return 128 + int(interrupted), nil
@@ -313,4 +320,26 @@ func CheckPrivileges() error {
 		return fmt.Errorf("needs root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (missing %s); try sudo", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// endedLine says how process pid, running prog, ended.
+func endedLine(pid int, prog string, st tracer.ExitStatus) string {
+	switch {
+	case !st.Known:
+		return fmt.Sprintf("process %d (%s) exited; its parent took its exit status first", pid, prog)
+	case st.Signal != 0:
+		return fmt.Sprintf("process %d (%s) was killed by signal %d (%s)", pid, prog, int(st.Signal), unix.SignalName(st.Signal))
+	}
+	return fmt.Sprintf("process %d (%s) exited with status %d", pid, prog, st.Code)
+}
+
+// progName returns the program of traced process pid as mdtrace last
+// knew it.
+func (s *session) progName(pid int) string {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if p := s.procs[pid]; p != nil {
+		return p.prog
+	}
+	return strconv.Itoa(pid)
 }

@@ -34,6 +34,7 @@ const maxDebuglinkBytes = 4096
 // information of one ELFFile.
 type debugInfo struct {
 	dir       string // the directory of the file, "" if its path is not absolute
+	root      string // the root its path is in (ProcRoot), "" for mdtrace's
 	link      string // the file name in .gnu_debuglink, "" if none
 	linkCRC   uint32 // the CRC-32 in .gnu_debuglink
 	selfDWARF bool   // the file itself has .debug_info and .debug_line
@@ -87,9 +88,10 @@ func (f *ELFFile) DebugFile() string {
 // has them, in this order: a debug file found by build-id, by
 // .gnu_debuglink, in the debuginfod cache, then MiniDebugInfo. Names from
 // these sources win over .dynsym names at the same address. ef is f,
-// open.
-func (s *Symbolizer) addDebugInfo(ef *elf.File, f *ELFFile) {
-	d := &debugInfo{}
+// open; root is the root directory f's path is in (ProcRoot), whose debug
+// files are looked for first.
+func (s *Symbolizer) addDebugInfo(ef *elf.File, f *ELFFile, root string) {
+	d := &debugInfo{root: root}
 	f.dbg = d
 	func() {
 		defer func() { _ = recover() }() // a malformed section only loses what it would give
@@ -214,7 +216,10 @@ func (s *Symbolizer) debugFiles(f *ELFFile) []*debugFile {
 // the same class and machine, has the build-id of f (unless one of the two
 // has none and the build-id was not the key) and, when found by debuglink,
 // has the CRC-32 the link names. The search stops once a file
-// with symbols and a file with DWARF line tables have been found.
+// with symbols and a file with DWARF line tables have been found. A file
+// in another root (a container's) has its debug files looked for in that
+// root first, by build-id in DefaultDebugDir and by .gnu_debuglink, with
+// the links of the root followed inside it.
 func (s *Symbolizer) findDebugFiles(f *ELFFile) []*debugFile {
 	d := f.dbg
 	dirs := append(append([]string(nil), s.DebugDirs...), DefaultDebugDir)
@@ -226,6 +231,21 @@ func (s *Symbolizer) findDebugFiles(f *ELFFile) []*debugFile {
 	var cands []candidate
 	id := f.BuildID
 	validID := len(id) >= 4 && isHexString(id)
+	if d.root != "" {
+		var inRoot []string
+		if validID {
+			inRoot = append(inRoot, filepath.Join(DefaultDebugDir, ".build-id", id[:2], id[2:]+".debug"))
+		}
+		if d.link != "" && d.dir != "" {
+			inRoot = append(inRoot, filepath.Join(d.dir, d.link), filepath.Join(d.dir, ".debug", d.link),
+				filepath.Join(DefaultDebugDir, d.dir, d.link))
+		}
+		for i, p := range inRoot {
+			if resolved, err := resolveIn(d.root, p); err == nil {
+				cands = append(cands, candidate{path: d.root + resolved, byID: validID && i == 0, checkCR: !validID || i > 0})
+			}
+		}
+	}
 	if validID {
 		for _, dir := range dirs {
 			cands = append(cands, candidate{path: filepath.Join(dir, ".build-id", id[:2], id[2:]+".debug"), byID: true})

@@ -245,7 +245,12 @@ func (s *Symbolizer) lookupMapping(pid int, m *Mapping) (e *fileEntry, hit bool)
 	if key.dev, key.ino, ok = fileID(fi); !ok {
 		key.name = m.Name()
 	}
-	e, hit = s.entry(key, func() (*ELFFile, bool, error) { return s.parse(fh, m.Name()) })
+	// A process in a container has its debug files in its own root.
+	root := ""
+	if pid > 0 {
+		root, _ = ProcRoot(pid)
+	}
+	e, hit = s.entry(key, func() (*ELFFile, bool, error) { return s.parse(fh, m.Name(), root) })
 	if m.Inode != 0 {
 		s.mu.Lock()
 		if s.byMapping == nil {
@@ -302,7 +307,7 @@ func (s *Symbolizer) lookupVDSO(pid int, m *Mapping) (*fileEntry, bool) {
 	}
 	sum := sha256.Sum256(buf)
 	key := fileKey{name: vdsoName + string(sum[:])}
-	return s.entry(key, func() (*ELFFile, bool, error) { return s.parse(bytes.NewReader(buf), vdsoName) })
+	return s.entry(key, func() (*ELFFile, bool, error) { return s.parse(bytes.NewReader(buf), vdsoName, "") })
 }
 
 // openRegular opens path if it names a regular file (devices and FIFOs are
@@ -350,7 +355,7 @@ func (s *Symbolizer) entry(key fileKey, parse func() (*ELFFile, bool, error)) (e
 // parse reads an ELF file from r. If a file with the same build-id, the
 // same segments and at least as many symbols was parsed before, it returns
 // that one and reused is true.
-func (s *Symbolizer) parse(r io.ReaderAt, name string) (f *ELFFile, reused bool, err error) {
+func (s *Symbolizer) parse(r io.ReaderAt, name, root string) (f *ELFFile, reused bool, err error) {
 	ef, f, err := parseELFHeaders(r, name)
 	if err != nil {
 		s.parsed.Add(1)
@@ -369,7 +374,7 @@ func (s *Symbolizer) parse(r io.ReaderAt, name string) (f *ELFFile, reused bool,
 	if err := f.loadSymbols(ef); err != nil {
 		return nil, false, err
 	}
-	s.addDebugInfo(ef, f)
+	s.addDebugInfo(ef, f, root)
 	if f.BuildID != "" {
 		s.mu.Lock()
 		if s.byBuildID == nil {

@@ -15,7 +15,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // Errors for targets mdtrace cannot trace.
@@ -30,43 +33,52 @@ var (
 
 // CheckExecutable verifies that path is an ELF program mdtrace can trace.
 func CheckExecutable(path string) error {
-	f, err := elf.Open(path)
+	return checkExecutable(stacks.LocalFile(path))
+}
+
+// checkExecutable verifies that f is an ELF program mdtrace can trace.
+func checkExecutable(f stacks.File) error {
+	ef, err := elf.Open(f.Path)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
+		return fmt.Errorf("reading %s: %w", f.Name, err)
 	}
-	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+	defer ef.Close()
+	if ef.Class != elf.ELFCLASS64 || ef.Machine != elf.EM_X86_64 {
 		bits := "32-bit"
-		if f.Class == elf.ELFCLASS64 {
-			bits = f.Machine.String()
+		if ef.Class == elf.ELFCLASS64 {
+			bits = ef.Machine.String()
 		}
-		return fmt.Errorf("%s is a %s program; mdtrace traces 64-bit x86-64 programs: %w", path, bits, ErrNot64Bit)
+		return fmt.Errorf("%s is a %s program; mdtrace traces 64-bit x86-64 programs: %w", f.Name, bits, ErrNot64Bit)
 	}
 	return nil
 }
 
-// definesMalloc reports whether the ELF file at path defines malloc.
+// definesMalloc reports whether the ELF file f defines malloc.
 //
 // Only the dynamic symbols matter to a program that links dynamically (they
 // are what the loader binds malloc to); a static program has none, and its
 // own symbol table says. Reading just those keeps attaching to a process
-// with hundreds of libraries quick.
-func definesMalloc(path string) bool {
-	f, err := elf.Open(path)
-	if err != nil {
-		return false
+// with hundreds of libraries quick. A file that cannot be read is an
+// error: the allocator found past it could be the wrong one.
+func definesMalloc(f stacks.File) (bool, error) {
+	if f.Path == "" {
+		return false, fmt.Errorf("%s is in the loader's list of libraries, but no file the process maps is it: cannot tell whether it defines malloc", f.Name)
 	}
-	defer f.Close()
-	syms, err := f.DynamicSymbols()
+	ef, err := elf.Open(f.Path)
+	if err != nil {
+		return false, fmt.Errorf("reading %s to find its malloc: %w", f.Name, err)
+	}
+	defer ef.Close()
+	syms, err := ef.DynamicSymbols()
 	if err != nil || len(syms) == 0 {
-		syms, _ = f.Symbols()
+		syms, _ = ef.Symbols()
 	}
 	for _, s := range syms {
 		if name, ok := definedFunc(s); ok && name == "malloc" {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // isLoader reports whether path is a dynamic loader, whose own minimal
@@ -77,23 +89,22 @@ func isLoader(path string) bool {
 
 // pickAllocator returns the first file that defines malloc among exe and
 // then libs, in the dynamic linker's search order: the executable, the
-// preloaded libraries, then the rest.
-//
-// The path is resolved through symbolic links, so that one file has one
-// name whichever way it was reached (/lib or /usr/lib).
-func pickAllocator(exe string, libs []string) (string, error) {
-	if definesMalloc(exe) {
-		return canonical(exe), nil
+// preloaded libraries, then the rest in the order the loader loaded them.
+// An executable that defines malloc (an allocator linked in statically)
+// serves every library's calls too.
+func pickAllocator(exe stacks.File, libs []stacks.File) (stacks.File, error) {
+	if ok, err := definesMalloc(exe); ok || err != nil {
+		return exe, err
 	}
 	for _, l := range libs {
-		if isLoader(l) {
+		if isLoader(l.Name) {
 			continue
 		}
-		if definesMalloc(l) {
-			return canonical(l), nil
+		if ok, err := definesMalloc(l); ok || err != nil {
+			return l, err
 		}
 	}
-	return "", fmt.Errorf("%s: neither it nor its libraries define malloc: %w", exe, ErrNoMalloc)
+	return stacks.File{}, fmt.Errorf("%s: neither it nor its libraries define malloc: %w", exe.Name, ErrNoMalloc)
 }
 
 // canonical resolves the symbolic links of path, or returns it as it is.
@@ -104,55 +115,57 @@ func canonical(path string) string {
 	return path
 }
 
-// AllocatorOfRunning finds the file that provides malloc to a running
-// process, from its executable and the libraries it has mapped, preloaded
-// ones (LD_PRELOAD in its environment) first.
-func AllocatorOfRunning(pid int) (string, error) {
+// exeFile returns the executable of process pid, opened through
+// /proc/PID/exe: the file the process runs, even deleted or in another
+// mount namespace.
+func exeFile(pid int) (stacks.File, error) {
 	exe, err := procExe(pid)
 	if err != nil {
-		return "", err
+		return stacks.File{}, err
 	}
-	if err := CheckExecutable(exe); err != nil {
-		return "", err
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return "", procErr(pid, err)
-	}
-	var libs []string
-	seen := map[string]bool{exe: true}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
-			continue
+	f := stacks.File{Name: exe, Path: fmt.Sprintf("/proc/%d/exe", pid)}
+	if err := checkExecutable(f); err != nil {
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
+			return stacks.File{}, procErr(pid, serr)
 		}
-		path := strings.Join(f[5:], " ")
-		if !seen[path] {
-			seen[path] = true
-			libs = append(libs, path)
-		}
+		return stacks.File{}, err
 	}
-	// Preloaded libraries come before the others in the search order.
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	pre := preloads(env)
-	sortPreloadedFirst(libs, pre)
-	return pickAllocator(exe, libs)
+	return f, nil
 }
 
-// preloads returns the base names of the libraries in LD_PRELOAD of a
-// NUL-separated environment.
-func preloads(environ []byte) map[string]bool {
-	out := map[string]bool{}
-	for _, kv := range bytes.Split(environ, []byte{0}) {
-		v, ok := bytes.CutPrefix(kv, []byte("LD_PRELOAD="))
-		if !ok {
-			continue
-		}
-		for _, p := range strings.FieldsFunc(string(v), func(r rune) bool { return r == ' ' || r == ':' }) {
-			out[filepath.Base(p)] = true
-		}
+// AllocatorOfRunning finds the file that provides malloc to a running
+// process the way its dynamic loader bound it: the executable, then the
+// objects of the loader's list of libraries (read from the process's
+// memory) in its order, which is the order the loader looks symbols up in:
+// the preloaded libraries (LD_PRELOAD, /etc/ld.so.preload), then the
+// libraries needed, breadth first. Each file is the one mapped, opened
+// through /proc/PID/map_files. A process whose loader has not run yet gets
+// the loader's answer for its program (AllocatorOfExec).
+func AllocatorOfRunning(pid int) (stacks.File, error) {
+	exe, err := exeFile(pid)
+	if err != nil {
+		return stacks.File{}, err
 	}
-	return out
+	loader, err := LoaderOf(pid)
+	if err != nil {
+		return stacks.File{}, err
+	}
+	if loader.Name == "" {
+		// A static program carries its own allocator.
+		return pickAllocator(exe, nil)
+	}
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return stacks.File{}, procErr(pid, err)
+	}
+	libs, err := linkedFiles(pid, loader, maps)
+	if errors.Is(err, errNoLinkMap) {
+		return AllocatorOfExec(pid)
+	}
+	if err != nil {
+		return stacks.File{}, err
+	}
+	return pickAllocator(exe, libs)
 }
 
 // PreloadEnv returns the environment env with lib first in LD_PRELOAD and
@@ -175,18 +188,6 @@ func PreloadEnv(env []string, lib string, set ...string) []string {
 	return append(append(out, "LD_PRELOAD="+preload), set...)
 }
 
-func sortPreloadedFirst(libs []string, pre map[string]bool) {
-	var a, b []string
-	for _, l := range libs {
-		if pre[filepath.Base(l)] {
-			a = append(a, l)
-		} else {
-			b = append(b, l)
-		}
-	}
-	copy(libs, append(a, b...))
-}
-
 // AllocatorOfExec finds the file that will provide malloc to a program
 // that has just been executed and whose libraries are not mapped yet. It
 // asks the program's own dynamic loader for the libraries it will load
@@ -198,82 +199,140 @@ func sortPreloadedFirst(libs []string, pre map[string]bool) {
 // waits. It is used again for the same executable and loader (the same
 // files, unchanged), the same loader variables in the environment and the
 // same loader cache, while none of the files the loader listed has changed.
-func AllocatorOfExec(pid int) (string, error) {
+func AllocatorOfExec(pid int) (stacks.File, error) {
 	lib, _, err := AllocatorAndRuntimeOfExec(pid)
 	return lib, err
 }
 
 // AllocatorAndRuntimeOfExec is AllocatorOfExec, and also returns the C++
-// runtime library the program will load ("" if none): see IsCxxRuntime.
-func AllocatorAndRuntimeOfExec(pid int) (lib, runtime string, err error) {
+// runtime library the program will load (a zero File if none): see
+// IsCxxRuntime.
+//
+// A process in another root or mount namespace (a container) gets its
+// loader run in its root (chroot to /proc/PID/root), so that the
+// container's own libraries, loader cache and paths decide; the files the
+// loader lists are then opened in that root.
+func AllocatorAndRuntimeOfExec(pid int) (lib, runtime stacks.File, err error) {
 	exe, err := procExe(pid)
 	if err != nil {
-		return "", "", err
+		return lib, runtime, err
+	}
+	root, err := stacks.ProcRoot(pid)
+	if err != nil {
+		return lib, runtime, procErr(pid, err)
 	}
 	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	// Another root's files are not the ones the cache would check.
 	key, keyed := execKey(pid, exe, env)
+	keyed = keyed && root == ""
 	if keyed {
 		if lib, runtime, ok := execCache.get(key); ok {
-			return lib, runtime, nil
+			return stacks.LocalFile(lib), fileOrNone(runtime), nil
 		}
 	}
-	if err := CheckExecutable(exe); err != nil {
-		return "", "", err
+	exeF, err := exeFile(pid)
+	if err != nil {
+		return lib, runtime, err
 	}
 	interp, err := LoaderOf(pid)
 	if err != nil {
-		return "", "", err
+		return lib, runtime, err
 	}
-	var libs []string
-	if interp != "" {
-		if libs, err = loaderList(interp, exe, env, procCwd(pid)); err != nil {
-			return "", "", err
+	var (
+		names []string
+		libs  []stacks.File
+	)
+	if interp.Name != "" {
+		if names, err = loaderList(interp.Name, exe, env, procCwd(pid), root); err != nil {
+			return lib, runtime, err
+		}
+		var listed []stacks.File
+		for _, n := range names {
+			f := stacks.LocalFile(canonical(n))
+			if root != "" {
+				if f, err = stacks.ResolveFile(pid, n); err != nil {
+					return lib, runtime, err
+				}
+				listed = append(listed, stacks.File{Name: n, Path: f.Path})
+			}
+			libs = append(libs, f)
+		}
+		if root != "" {
+			rootLists.put(pid, rootList{exe: rootListKey(pid), files: listed})
 		}
 	}
 	// A static program (no loader) carries its own allocator.
-	lib, err = pickAllocator(exe, libs)
+	lib, err = pickAllocator(exeF, libs)
 	if err != nil {
-		return "", "", err
+		return lib, runtime, err
+	}
+	if lib == exeF && root == "" {
+		// The executable is named by its path, as the loader's
+		// libraries are, and as it is remembered.
+		lib = stacks.LocalFile(canonical(exe))
 	}
 	if i := slices.IndexFunc(libs, IsCxxRuntime); i >= 0 {
-		runtime = canonical(libs[i])
+		runtime = libs[i]
 	}
 	if keyed {
-		execCache.put(key, interp, libs, lib, runtime)
+		execCache.put(key, interp.Name, names, lib.Path, runtime.Path)
 	}
 	return lib, runtime, nil
+}
+
+// fileOrNone is the local file at path, a zero File for "".
+func fileOrNone(path string) stacks.File {
+	if path == "" {
+		return stacks.File{}
+	}
+	return stacks.LocalFile(path)
 }
 
 // AllocatorOfFile finds the file that would provide malloc to the program
 // at path, run with the environment env ("KEY=value" strings), the way
 // AllocatorOfExec does for a program already executed.
-func AllocatorOfFile(path string, env []string) (string, error) {
+func AllocatorOfFile(path string, env []string) (stacks.File, error) {
 	if err := CheckExecutable(path); err != nil {
-		return "", err
+		return stacks.File{}, err
 	}
 	interp, err := interpreter(path, path)
 	if err != nil {
-		return "", err
+		return stacks.File{}, err
 	}
+	exe := stacks.LocalFile(canonical(path))
 	if interp == "" {
-		return pickAllocator(path, nil)
+		return pickAllocator(exe, nil)
 	}
-	libs, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "")
+	names, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "", "")
 	if err != nil {
-		return "", err
+		return stacks.File{}, err
 	}
-	return pickAllocator(path, libs)
+	var libs []stacks.File
+	for _, n := range names {
+		libs = append(libs, stacks.LocalFile(canonical(n)))
+	}
+	return pickAllocator(exe, libs)
 }
 
 // loaderList runs the dynamic loader in list mode and returns the paths of
 // the libraries it would load, in load order. dir, if not "", is the
 // directory it runs in: the program's, against which relative paths in
-// LD_LIBRARY_PATH and LD_PRELOAD resolve.
-func loaderList(interp, exe string, environ []byte, dir string) ([]string, error) {
+// LD_LIBRARY_PATH and LD_PRELOAD resolve. root, if not "", is the root
+// directory it runs in (a container's /proc/PID/root), in which interp,
+// exe, dir and the paths listed are.
+func loaderList(interp, exe string, environ []byte, dir, root string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, interp, "--list", exe)
 	cmd.Dir = dir
+	if root != "" {
+		// The loader is looked for in the root, not in mdtrace's PATH.
+		cmd.Path = interp
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		if dir == "" {
+			cmd.Dir = "/"
+		}
+	}
 	for _, kv := range bytes.Split(environ, []byte{0}) {
 		if len(kv) > 0 {
 			cmd.Env = append(cmd.Env, string(kv))
@@ -349,12 +408,39 @@ func FuncOffset(path, symbol string) (uint64, error) {
 
 // loadedLibraries returns the libraries the loader listed for the program
 // process pid executes, as AllocatorOfExec found them (nil if it has not),
-// spelled as the loader names them.
-func loadedLibraries(pid int, exe string) []string {
+// named as the loader names them.
+func loadedLibraries(pid int, exe string) []stacks.File {
+	if l, ok := rootLists.get(pid); ok && l.exe == rootListKey(pid) {
+		return l.files
+	}
 	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	key, keyed := execKey(pid, exe, env)
 	if !keyed {
 		return nil
 	}
-	return execCache.files(key)
+	var out []stacks.File
+	for _, name := range execCache.files(key) {
+		out = append(out, stacks.LocalFile(name))
+	}
+	return out
 }
+
+// rootList is what the loader listed for a process in another root, which
+// execCache does not keep: its program, and the files, named as the loader
+// names them and opened in the process's root.
+type rootList struct {
+	exe   [2]fileID // the program's and the root's identities
+	files []stacks.File
+}
+
+// rootListKey identifies the program process pid runs and its root, zero
+// if either cannot be stat'ed.
+func rootListKey(pid int) [2]fileID {
+	exe, _ := statID(fmt.Sprintf("/proc/%d/exe", pid))
+	root, _ := statID(fmt.Sprintf("/proc/%d/root", pid))
+	return [2]fileID{exe, root}
+}
+
+// rootLists keeps the last lists of processes in other roots, by PID,
+// for loadedLibraries.
+var rootLists = newMemo[int, rootList](256)

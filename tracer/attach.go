@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/mdtrace/mdtrace/abi"
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // AttachError reports entry points that could not be probed. Tracing goes
@@ -33,13 +34,13 @@ type probeSite struct {
 	offset uint64
 }
 
-// Attach puts the probes on the allocator in the ELF file lib for process
+// Attach puts the probes on the allocator in the ELF file for process
 // pid only: other processes that map the same file pay nothing. A file
 // already probed for pid, by whatever path, is left as it is. It fails
 // when malloc, free, calloc or realloc cannot be probed; an *AttachError
-// lists optional functions that could not be. When lib is mdtrace's shim,
+// lists optional functions that could not be. When the file is mdtrace's shim,
 // its two probe sites are probed instead of the allocator's functions. When
-// lib is a C++ runtime that defines operator new but not malloc, only its
+// the file is a C++ runtime that defines operator new but not malloc, only its
 // news are probed, for backtraces (see runtimeNews), and only when
 // backtraces are taken; the process's Attached list stays the allocator's.
 //
@@ -48,8 +49,10 @@ type probeSite struct {
 // cost two kernel grace periods instead of one per probe. A function's
 // probe goes past its prologue where the kernel then emulates the probed
 // instruction instead of single-stepping it (probePoint).
-func (p *Probes) Attach(pid int, lib string) error {
+func (p *Probes) Attach(pid int, file stacks.File) error {
 	p.reclaim(pid)
+	// The file is opened at its Path, and named by its Name.
+	lib, name := file.Path, file.Name
 	id, identified := statID(lib)
 	p.mu.Lock()
 	again := identified && p.probed[pid][id]
@@ -59,11 +62,17 @@ func (p *Probes) Attach(pid int, lib string) error {
 	}
 	offsets, err := funcOffsets(lib)
 	if err != nil {
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); pid > 0 && serr != nil {
+			return fmt.Errorf("probing %s: %w", name, ErrProcessGone)
+		}
+		if lib != name {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 		return err
 	}
 	ex, err := link.OpenExecutable(lib)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", lib, err)
+		return fmt.Errorf("opening %s: %w", name, err)
 	}
 	var (
 		sites  []probeSite
@@ -104,7 +113,7 @@ func (p *Probes) Attach(pid int, lib string) error {
 		fs, ok := offsets[ep.symbol]
 		if !ok {
 			if ep.required {
-				return fmt.Errorf("%s has no %s function", lib, ep.symbol)
+				return fmt.Errorf("%s has no %s function", name, ep.symbol)
 			}
 			continue
 		}
@@ -184,9 +193,9 @@ func (p *Probes) Attach(pid int, lib string) error {
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-			return fmt.Errorf("probing %s: %w", lib, ErrProcessGone)
+			return fmt.Errorf("probing %s: %w", name, ErrProcessGone)
 		}
-		return fmt.Errorf("probing %s: %w", lib, err)
+		return fmt.Errorf("probing %s: %w", name, err)
 	}
 	if err := p.traceProcess(pid); err != nil {
 		closeLinks(links)

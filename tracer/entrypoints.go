@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mdtrace/mdtrace/abi"
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // entryPoint is one allocator function and how it is traced.
@@ -117,14 +118,20 @@ func probedHere(name string, offsets map[string]funcSym) bool {
 	return defined && slices.ContainsFunc(entryPoints, func(ep entryPoint) bool { return ep.symbol == name })
 }
 
-// IsCxxRuntime reports whether the file at path is a C++ runtime library
-// that defines operator new (libstdc++, libc++, or libc++abi where libc++
+// IsCxxRuntime reports whether the file f is a C++ runtime library that
+// defines operator new (libstdc++, libc++, or libc++abi where libc++
 // leaves new to it), whose news Attach probes for backtraces (see
 // runtimeNews). The shim's hand-over (shim/cxx.c) knows the same names.
-func IsCxxRuntime(path string) bool {
-	base := filepath.Base(path)
-	return (strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so") ||
-		strings.HasPrefix(base, "libc++abi.so")) && DefinesNew(path)
+func IsCxxRuntime(f stacks.File) bool {
+	return MaybeCxxRuntime(f.Name) && DefinesNew(f.Path)
+}
+
+// MaybeCxxRuntime reports whether the file named name could be a C++
+// runtime library by its name alone (see IsCxxRuntime).
+func MaybeCxxRuntime(name string) bool {
+	base := filepath.Base(name)
+	return strings.HasPrefix(base, "libstdc++.so") || strings.HasPrefix(base, "libc++.so") ||
+		strings.HasPrefix(base, "libc++abi.so")
 }
 
 // DefinesNew reports whether the ELF file at path defines C++'s operator

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // TestFreeProbeCountsOnce runs malloc/free pairs with free probed past its
@@ -230,11 +232,11 @@ func TestAttachOncePerFile(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := os.Symlink(lib, alias); err != nil {
+			if err := os.Symlink(lib.Path, alias); err != nil {
 				return err
 			}
-			for i, path := range []string{lib, alias} {
-				if err := probes.Attach(pid, path); err != nil {
+			for i, path := range []string{lib.Path, alias} {
+				if err := probes.Attach(pid, stacks.LocalFile(path)); err != nil {
 					return err
 				}
 				probes.mu.Lock()
@@ -271,14 +273,14 @@ func TestIsCxxRuntime(t *testing.T) {
 	if err := os.WriteFile(noNew, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if IsCxxRuntime(noNew) {
+	if IsCxxRuntime(stacks.LocalFile(noNew)) {
 		t.Errorf("%s, without operator new, is a runtime", noNew)
 	}
 	stdcxx := canonical("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
-	if _, err := os.Stat(stdcxx); err == nil && !IsCxxRuntime(stdcxx) {
+	if _, err := os.Stat(stdcxx); err == nil && !IsCxxRuntime(stacks.LocalFile(stdcxx)) {
 		t.Errorf("%s is not a runtime", stdcxx)
 	}
-	if IsCxxRuntime(testLibc(t)) {
+	if IsCxxRuntime(stacks.LocalFile(testLibc(t))) {
 		t.Error("libc is a runtime")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // TestExecCache: a remembered allocator is used again only while every
@@ -94,11 +96,11 @@ func TestRDebugAddress(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	pid := cmd.Process.Pid
-	var loader string
+	var loader stacks.File
 	for range 100 {
 		// The loader is mapped once sleep runs its own program.
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "sleep") {
-			if l, err := LoaderOf(pid); err == nil && l != "" {
+			if l, err := LoaderOf(pid); err == nil && l.Name != "" {
 				if _, err := rDebugAddress(pid, l); err == nil {
 					loader = l
 					break
@@ -107,14 +109,14 @@ func TestRDebugAddress(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if loader == "" {
+	if loader.Name == "" {
 		t.Fatal("sleep's loader was never mapped")
 	}
 	// The loader of sleep's program is remembered by the program's file.
 	if id, ok := statID(fmt.Sprintf("/proc/%d/exe", pid)); !ok {
 		t.Error("cannot stat sleep's program")
-	} else if got, ok := interpCache.get(id); !ok || got != loader {
-		t.Errorf("remembered loader %q, %v; want %q", got, ok, loader)
+	} else if got, ok := interpCache.get(id); !ok || got != loader.Name {
+		t.Errorf("remembered loader %q, %v; want %q", got, ok, loader.Name)
 	}
 	if again, err := LoaderOf(pid); err != nil || again != loader {
 		t.Errorf("LoaderOf again = %q, %v; want %q", again, err, loader)
@@ -147,7 +149,7 @@ func TestRDebugAddress(t *testing.T) {
 			t.Errorf("lookup %d: r_debug at %#x: r_version %d, r_map %#x", i, addr, version, rmap)
 		}
 	}
-	if _, err := rDebugAddress(pid, "/bin/true"); err == nil {
+	if _, err := rDebugAddress(pid, stacks.LocalFile("/bin/true")); err == nil {
 		t.Error("r_debug found in a program that is not the loader")
 	}
 }

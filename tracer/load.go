@@ -74,6 +74,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		// Children forked by traced processes are zygote children.
 		vars["have_zygotes"] = uint32(1)
 	}
+	if cfg.All {
+		vars["gens_all"] = uint32(1)
+	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("setting %s: %w", name, err)
@@ -135,7 +138,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
-	if err := p.load(spec, cfg.Program != ""); err != nil {
+	if err := p.load(spec, cfg.Program != "" || cfg.All); err != nil {
 		// A kernel without a feature the programs need is said as
 		// such, not as the verifier's or the loader's words. The
 		// features are probed only then: the probes cost more than a
@@ -165,8 +168,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	return p, nil
 }
 
-// programMode are the programs only program mode loads: the verifier takes
-// tens of milliseconds over them, which other modes need not wait for.
+// programMode are the programs only program mode (and --all, for
+// program_fork) loads: the verifier takes tens of milliseconds over them,
+// which other modes need not wait for.
 var programMode = []string{"program_exec", "program_fork"}
 
 // siteGroup are the programs verified on their own, beside the others: the
@@ -174,7 +178,8 @@ var programMode = []string{"program_exec", "program_fork"}
 var siteGroup = []string{"alloc_site"}
 
 // load loads the BPF objects into p.objs: every map and variable, and the
-// programs, with program mode's only for program mode (else they stay nil).
+// programs, with program mode's only when programs is set (else they stay
+// nil).
 //
 // It overlaps what it can, as mdtrace's start is the traced command's
 // wait: the kernel creates the maps (the live table's buckets alone take

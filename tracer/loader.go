@@ -5,30 +5,49 @@ package tracer
 import (
 	"debug/elf"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf/link"
 
 	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // loaderHook is the function the dynamic loader calls around every change
 // of its list of libraries, for debuggers.
 const loaderHook = "_dl_debug_state"
 
-// LoaderOf returns the dynamic loader of process pid: the program's
-// PT_INTERP, or "" for a static program.
-func LoaderOf(pid int) (string, error) {
+// LoaderOf returns the dynamic loader of process pid, named as its
+// program's PT_INTERP names it, and opened where the process maps it (the
+// auxiliary vector's AT_BASE), or by its path in the process's root if it
+// is not mapped; a zero File for a static program.
+func LoaderOf(pid int) (stacks.File, error) {
 	exe, err := procExe(pid)
 	if err != nil {
-		return "", err
+		return stacks.File{}, err
 	}
 	path := fmt.Sprintf("/proc/%d/exe", pid)
 	interp, _, err := fromFile(interpCache, path, byID, func() (string, error) { return interpreter(path, exe) })
-	return interp, err
+	if err != nil || interp == "" {
+		return stacks.File{}, err
+	}
+	base, err := loaderBase(pid)
+	if err != nil {
+		return stacks.File{}, err
+	}
+	if base != 0 {
+		maps, err := stacks.ReadMaps(pid)
+		if err != nil {
+			return stacks.File{}, procErr(pid, err)
+		}
+		if m := maps.Find(base); m != nil && m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
+			// Named as the program names it, as the loader names
+			// itself in its list of libraries.
+			return stacks.File{Name: interp, Path: stacks.MappedFile(pid, m).Path}, nil
+		}
+	}
+	return stacks.ResolveFile(pid, interp)
 }
 
 // interpCache remembers programs' loaders by file: every child of a shell
@@ -60,10 +79,10 @@ func interpreter(path, name string) (string, error) {
 // addresses, after every dlopen and dlclose (and the first loading). The
 // loader must be mapped already. Called again after an exec, it only
 // points the probe at the new image's list when the loader is the same.
-func (p *Probes) WatchLibraries(pid int, loader string) error {
-	off, err := FuncOffset(loader, loaderHook)
+func (p *Probes) WatchLibraries(pid int, loader stacks.File) error {
+	off, err := FuncOffset(loader.Path, loaderHook)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", loader.Name, err)
 	}
 	rd, err := rDebugAddress(pid, loader)
 	if err != nil {
@@ -73,12 +92,12 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 		return fmt.Errorf("setting the loader's list of process %d: %w", pid, err)
 	}
 	p.mu.Lock()
-	watched := p.watched[pid][loader]
+	watched := p.watched[pid][loader.Name]
 	p.mu.Unlock()
 	if watched {
 		return nil
 	}
-	ex, err := link.OpenExecutable(loader)
+	ex, err := link.OpenExecutable(loader.Path)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", loader, err)
 	}
@@ -96,57 +115,40 @@ func (p *Probes) WatchLibraries(pid int, loader string) error {
 	if p.watched[pid] == nil {
 		p.watched[pid] = map[string]bool{}
 	}
-	p.watched[pid][loader] = true
+	p.watched[pid][loader.Name] = true
 	p.mu.Unlock()
 	return nil
 }
 
 // rDebugAddress returns the address of the loader's r_debug (the head of
-// its list of libraries) in process pid.
-func rDebugAddress(pid int, loader string) (uint64, error) {
-	rd, id, err := fromFile(rDebugCache, loader, byID, func() (rDebug, error) { return readRDebug(loader) })
+// its list of libraries) in process pid: where the kernel mapped the
+// loader (AT_BASE), plus the symbol's address in the file.
+func rDebugAddress(pid int, loader stacks.File) (uint64, error) {
+	rd, _, err := fromFile(rDebugCache, loader.Path, byID, func() (rDebug, error) { return readRDebug(loader) })
 	if err != nil {
 		return 0, err
 	}
-	if id == (fileID{}) {
-		return 0, fmt.Errorf("%s: cannot stat it", loader)
-	}
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	base, err := loaderBase(pid)
 	if err != nil {
-		return 0, procErr(pid, err)
+		return 0, err
 	}
-	for line := range strings.Lines(string(maps)) {
-		// start-end perms offset dev inode path
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		if off, err := strconv.ParseUint(f[2], 16, 64); err != nil || off != 0 {
-			continue
-		}
-		if ino, err := strconv.ParseUint(f[4], 10, 64); err != nil || ino != id.ino {
-			continue
-		}
-		startHex, _, _ := strings.Cut(f[0], "-")
-		if start, err := strconv.ParseUint(startHex, 16, 64); err == nil {
-			return start - rd.first + rd.value, nil
-		}
+	if base == 0 {
+		return 0, fmt.Errorf("process %d has no dynamic loader mapped", pid)
 	}
-	return 0, fmt.Errorf("%s is not mapped in process %d", loader, pid)
+	return base + rd.value, nil
 }
 
-// rDebug is where a loader keeps _r_debug: its address, and the address
-// its first PT_LOAD segment is linked at.
+// rDebug is where a loader keeps _r_debug: its address in the file.
 type rDebug struct {
-	value, first uint64
+	value uint64
 }
 
 // rDebugCache remembers readRDebug's answers by loader file.
 var rDebugCache = newMemo[fileID, rDebug](64)
 
 // readRDebug reads where the loader at path keeps _r_debug.
-func readRDebug(loader string) (rDebug, error) {
-	f, err := elf.Open(loader)
+func readRDebug(loader stacks.File) (rDebug, error) {
+	f, err := elf.Open(loader.Path)
 	if err != nil {
 		return rDebug{}, fmt.Errorf("reading %s: %w", loader, err)
 	}
@@ -160,12 +162,6 @@ func readRDebug(loader string) (rDebug, error) {
 	}
 	if rd.value == 0 {
 		return rDebug{}, fmt.Errorf("%s has no _r_debug", loader)
-	}
-	rd.first = ^uint64(0)
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr < rd.first {
-			rd.first = p.Vaddr
-		}
 	}
 	return rd, nil
 }

@@ -269,7 +269,7 @@ func testLibc(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lib
+	return lib.Path
 }
 
 // FuzzProbePoint: any bytes for a function's code give its entry, or a

@@ -111,6 +111,10 @@ type ProbeConfig struct {
 	// count only the processes that execute a program whose file name
 	// contains Program, and their children (see WatchPrograms).
 	Program string
+	// All is --all: probes without a PID for every process, each of
+	// whose execs starts a new program whose blocks are the only ones
+	// counted (see WatchAllExecs).
+	All bool
 }
 
 // Probes are mdtrace's loaded BPF programs and maps, and the uprobes that

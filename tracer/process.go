@@ -82,7 +82,10 @@ type Process struct {
 	adoptq   chan adoption
 	done     chan struct{}
 	status   ExitStatus
-	err      error
+	// atExit is the status the process's exit stop gave, for when its
+	// parent reaps it first.
+	atExit ExitStatus
+	err    error
 }
 
 // LaunchError is an error starting the command, with the exit code a shell
@@ -377,9 +380,10 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 				var ws unix.WaitStatus
 				wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
 				if err != nil {
-					// Reaped by its parent first: the exit status is not ours.
+					// Reaped by its parent first: the exit status is
+					// the one the exit stop gave, if it was seen.
 					if pid == p.PID {
-						p.status = ExitStatus{}
+						p.status = p.atExit
 					}
 					delete(p.tracees, pid)
 					break
@@ -415,17 +419,34 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 	}
 }
 
+// exitStatusAt returns the exit status of process pid, stopped at its
+// exit (PTRACE_EVENT_EXIT), which the stop's event message holds in
+// wait(2)'s encoding; not Known if it cannot be read.
+func exitStatusAt(pid int) ExitStatus {
+	msg, err := unix.PtraceGetEventMsg(pid)
+	if err != nil {
+		return ExitStatus{}
+	}
+	return statusOf(unix.WaitStatus(msg))
+}
+
+// statusOf is the ExitStatus of a wait status of a process that ended.
+func statusOf(ws unix.WaitStatus) ExitStatus {
+	switch {
+	case ws.Exited():
+		return ExitStatus{Code: ws.ExitStatus(), Known: true}
+	case ws.Signaled():
+		return ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Known: true}
+	}
+	return ExitStatus{}
+}
+
 // handle acts on one wait status of pid; it reports whether pid is gone.
 func (p *Process) handle(pid int, ws unix.WaitStatus) bool {
 	switch {
-	case ws.Exited():
+	case ws.Exited(), ws.Signaled():
 		if pid == p.PID {
-			p.status = ExitStatus{Code: ws.ExitStatus(), Known: true}
-		}
-		return true
-	case ws.Signaled():
-		if pid == p.PID {
-			p.status = ExitStatus{Code: 128 + int(ws.Signal()), Signal: ws.Signal(), Known: true}
+			p.status = statusOf(ws)
 		}
 		return true
 	case !ws.Stopped():
@@ -434,6 +455,9 @@ func (p *Process) handle(pid int, ws unix.WaitStatus) bool {
 	sig := ws.StopSignal()
 	switch event := int(ws>>16) & 0xff; event {
 	case unix.PTRACE_EVENT_EXIT:
+		if pid == p.PID {
+			p.atExit = exitStatusAt(pid)
+		}
 		if p.hooks.Exit != nil {
 			p.hooks.Exit(pid)
 		}

@@ -86,3 +86,39 @@ func (p *Probes) Untrace(pid int) {
 	p.objs.Gens.Delete(uint32(pid))
 	p.objs.Rdebug.Delete(uint32(pid))
 }
+
+// WatchAllExecs makes every process's exec start a new program, whose
+// blocks alone Totals counts, for --all (the probes must be loaded with
+// ProbeConfig.All): a process's blocks from before its exec (a shell's,
+// forked to run a command) are no longer its. The probes must be attached
+// (Attach with PID 0) first.
+func (p *Probes) WatchAllExecs() error {
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_fork", Program: p.objs.ProgramFork})
+	if err != nil {
+		return fmt.Errorf("attaching the sched_process_fork tracepoint: %w", err)
+	}
+	p.mu.Lock()
+	p.programLinks = append(p.programLinks, l)
+	p.mu.Unlock()
+	return nil
+}
+
+// ForgetExited drops the gens (see gens.go) of the processes that have
+// exited, so that the map of gens, as big as the map of processes, keeps
+// room for the living ones under --all. alive reports whether a PID is a
+// living process.
+func (p *Probes) ForgetExited(alive func(pid int) bool) {
+	var (
+		tgid, gen uint32
+		gone      []uint32
+		it        = p.objs.Gens.Iterate()
+	)
+	for it.Next(&tgid, &gen) {
+		if !alive(int(tgid)) {
+			gone = append(gone, tgid)
+		}
+	}
+	for _, t := range gone {
+		p.objs.Gens.Delete(t)
+	}
+}

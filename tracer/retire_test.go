@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/bpf"
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // linkFDs counts this process's open BPF link descriptors.
@@ -42,7 +43,7 @@ func tableCounts(t *testing.T, p *Probes) map[uint32]int {
 // gone; the links of other processes stay.
 func TestReleaseClosesLinks(t *testing.T) {
 	p := smallTable(t)
-	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	libc := stacks.LocalFile("/lib/x86_64-linux-gnu/libc.so.6")
 	before := linkFDs(t)
 	self := os.Getpid()
 	if err := p.Attach(self, libc); err != nil {

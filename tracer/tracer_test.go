@@ -265,7 +265,7 @@ func TestWrongPIDSeesNothing(t *testing.T) {
 	}
 	defer probes.Close()
 	// Probes for another process (this test) do not fire in leaky.
-	if err := probes.Attach(os.Getpid(), "/lib/x86_64-linux-gnu/libc.so.6"); err != nil {
+	if err := probes.Attach(os.Getpid(), stacks.LocalFile("/lib/x86_64-linux-gnu/libc.so.6")); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
 	}
 	if out, err := exec.Command(prog).CombinedOutput(); err != nil {

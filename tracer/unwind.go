@@ -127,12 +127,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 		if n == maxUnwindMappings {
 			break
 		}
-		// The file as this process maps it, even deleted or replaced.
-		file := fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
-		if _, err := os.Stat(file); err != nil {
-			file = m.Name()
-		}
-		f := p.unwind.file(file)
+		// The file as this process maps it, even deleted, replaced or
+		// in another mount namespace.
+		f := p.unwind.file(stacks.MappedFile(pid, m).Path)
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
 		e.Table, e.Count = f.table, f.count
@@ -150,7 +147,7 @@ func (p *Probes) LoadUnwind(pid int) error {
 	if exe, err := procExe(pid); err == nil {
 		p.unwind.register(pid, "", p.unwind.file(fmt.Sprintf("/proc/%d/exe", pid)))
 		for _, lib := range loadedLibraries(pid, exe) {
-			p.unwind.register(pid, lib, p.unwind.file(lib))
+			p.unwind.register(pid, lib.Name, p.unwind.file(lib.Path))
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {

@@ -173,10 +173,11 @@ func run(argv []string, points bool) (int, error) {
 	defer p.Close()
 	proc, err := tracer.Launch(argv, nil, nil, tracer.Hooks{
 		Ready: func(pid int) error {
-			lib, err := tracer.AllocatorOfExec(pid)
+			libF, err := tracer.AllocatorOfExec(pid)
 			if err != nil {
 				return err
 			}
+			lib := libF.Path
 			offset := tracer.FuncOffset
 			if points {
 				offset = tracer.ProbeOffset

@@ -195,7 +195,7 @@ func aborteeBlock(thread bool) string {
 // attaches to, with the bad free on its main thread and on another
 // thread: either way the block is written while the process is held at
 // its exit, then it dies of SIGABRT before glibc sees the pointer.
-// mdtrace itself ends with 0, as tracing an attached process does.
+// mdtrace says so, and ends with 134 (128+SIGABRT), as in launch mode.
 func TestAbortOnErrorAttached(t *testing.T) {
 	needRoot(t)
 	bin := buildAbortee(t)
@@ -216,8 +216,9 @@ func TestAbortOnErrorAttached(t *testing.T) {
 			if e := glibcError.FindString(target.stderr.String()); e != "" {
 				t.Errorf("glibc saw the bad pointer (%q): the call went on after the error", e)
 			}
-			if code := md.wait(t); code != 0 {
-				t.Errorf("mdtrace exit status %d; stderr:\n%s", code, md.stderr.String())
+			want := fmt.Sprintf("mdtrace: process %s (%s) was killed by signal 6 (SIGABRT)\n", pid, bin)
+			if code := md.wait(t); code != 128+int(syscall.SIGABRT) || !strings.HasSuffix(md.stderr.String(), want) {
+				t.Errorf("mdtrace exit status %d; stderr:\n%s\nwant 134, ending with:\n%s", code, md.stderr.String(), want)
 			}
 			logPID := pid
 			if m == "thread" {

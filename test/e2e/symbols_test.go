@@ -98,11 +98,11 @@ func TestVerboseProbePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry, err := tracer.FuncOffset(lib, "free")
+	entry, err := tracer.FuncOffset(lib.Path, "free")
 	if err != nil {
 		t.Fatal(err)
 	}
-	point, err := tracer.ProbeOffset(lib, "free")
+	point, err := tracer.ProbeOffset(lib.Path, "free")
 	if err != nil {
 		t.Fatal(err)
 	}
