@@ -217,7 +217,7 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	struct unwind_entry *e;
 	void *table;
 	u64 cfa, ra, saved[2], pc;
-	u32 rule, off, words, i, mid, key;
+	u32 rule, off, words, i, mid, key, tab;
 	int idx;
 
 	if (!up || !r)
@@ -248,7 +248,9 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	pc = r->ip - m->bias - (r->exact ? 0 : 1);
 	if (pc >> 32)
 		return STEP_NO_TABLE;
-	table = bpf_map_lookup_elem(&unwind_tables, &m->table);
+	/* The key from the stack: 6.1 refuses one in a global function's argument. */
+	tab = m->table;
+	table = bpf_map_lookup_elem(&unwind_tables, &tab);
 	if (!table)
 		return STEP_NO_TABLE;
 	/* The rule: the last entry of the file's table at or before pc. */
