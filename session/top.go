@@ -3,6 +3,7 @@
 package session
 
 import (
+	"fmt"
 	"bytes"
 	"os"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/leak"
-	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
 )
@@ -22,7 +22,13 @@ func (s *session) periodic() {
 		s.showTop(os.Stdout)
 		return
 	}
-	s.debugSignal(options.BacktraceDumpSignal, s.live())
+	// Each period's dump has a name of its own, its time, so that the
+	// dumps of a run can be compared (mdtrace diff); signal 47's keeps
+	// Android's name.
+	now := time.Now().Format("20060102T150405.000")
+	for _, p := range s.live() {
+		s.dump(p, fmt.Sprintf("%s.%d.%s.txt", s.cfg.BacktraceDumpPrefix, p.pid, now))
+	}
 }
 
 // showTop writes the top view of every traced process to f, replacing the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,13 @@ type Symbolizer struct {
 	// DIR/<directory of the file>/<link name>. Set it before the first
 	// call to Symbolize and do not change it afterwards.
 	DebugDirs []string
+	// SymbolRoot, when set, is a directory holding copies of the files a
+	// maps snapshot names, under their paths (ROOT/system/lib64/libc.so
+	// for /system/lib64/libc.so), as Android's native_heapdump_viewer.py
+	// --symbols takes them: a heap dump taken on another machine is
+	// symbolized from them, and from the files at their own paths only
+	// where ROOT has none. Set it before the first call to Symbolize.
+	SymbolRoot string
 
 	mu        sync.Mutex
 	byKey     map[fileKey]*fileEntry    // every file opened
@@ -214,11 +222,24 @@ func (s *Symbolizer) lookupMapping(pid int, m *Mapping) (e *fileEntry, hit bool)
 	if m.Path == "" || strings.HasPrefix(m.Path, "[") {
 		return noFile, false // anonymous memory, [heap], [stack], [vvar], [anon:NAME]
 	}
+	var fh *os.File
+	var fi os.FileInfo
+	if s.SymbolRoot != "" && strings.HasPrefix(m.Path, "/") {
+		fh, fi = openRegular(filepath.Join(s.SymbolRoot, m.Name()))
+		if fh != nil {
+			// The copy, not the mapped file: its own key, no inode check.
+			defer fh.Close()
+			key := fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+			var ok bool
+			if key.dev, key.ino, ok = fileID(fi); !ok {
+				key.name = m.Name()
+			}
+			return s.entry(key, func() (*ELFFile, bool, error) { return s.parse(fh, m.Name(), s.SymbolRoot) })
+		}
+	}
 	if e := s.parsedAtPath(m); e != nil {
 		return e, true
 	}
-	var fh *os.File
-	var fi os.FileInfo
 	if pid > 0 {
 		fh, fi = openRegular(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
 	}

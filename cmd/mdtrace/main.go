@@ -24,6 +24,9 @@ func main() {
 // mainStatus runs mdtrace and returns its exit status: the traced
 // command's status in launch mode, 1 for a failure, 2 for bad usage.
 func mainStatus(args []string, stdout, stderr io.Writer) int {
+	if run, rest := subcommand(args); run != nil {
+		return run(rest, stdout, stderr)
+	}
 	flags, err := options.ParseFlags(args, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)

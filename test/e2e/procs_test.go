@@ -333,7 +333,8 @@ func TestAll(t *testing.T) {
 }
 
 // TestIntervalDumps: --interval writes a heap dump of the traced process
-// periodically, as signal 47 does.
+// periodically, each to a file of its own named by its time
+// (PREFIX.PID.YYYYMMDDTHHMMSS.mmm.txt).
 func TestIntervalDumps(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
@@ -341,19 +342,28 @@ func TestIntervalDumps(t *testing.T) {
 	m.expectLine(t, "leaky: done")
 	waitFile(t, dir+"/ready")
 	pid := strings.TrimSpace(readFile(t, dir+"/ready"))
-	path := fmt.Sprintf("%s/h.%s.txt", dir, pid)
-	waitFile(t, path)
-	for i := 0; i < 100 && strings.Count(readFile(t, dir+"/log"), "Dumping to file: "+path) < 2; i++ {
+	dumps := func() []string {
+		m, _ := filepath.Glob(fmt.Sprintf("%s/h.%s.2*.txt", dir, pid))
+		return m
+	}
+	for i := 0; i < 100 && len(dumps()) < 2; i++ {
 		sleepBriefly()
 	}
 	m.stdin.Close()
 	if code := m.wait(t); code != 0 {
 		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	if n := strings.Count(readFile(t, dir+"/log"), "Dumping to file: "+path); n < 2 {
-		t.Errorf("%d dumps, want at least 2", n)
+	name := regexp.MustCompile(`/h\.[0-9]+\.20[0-9]{6}T[0-9]{6}\.[0-9]{3}\.txt$`)
+	all := dumps()
+	if len(all) < 2 {
+		t.Fatalf("%d dumps, want at least 2: %v", len(all), all)
 	}
-	checkHeapDump(t, readFile(t, path), prog("leaky"))
+	for _, path := range all {
+		if !name.MatchString(path) || !strings.Contains(readFile(t, dir+"/log"), "Dumping to file: "+path) {
+			t.Errorf("dump %s: not named by its time, or not in the log", path)
+		}
+		checkHeapDump(t, readFile(t, path), prog("leaky"))
+	}
 }
 
 // TestAttachedExecProbesOnce: an attached shell that executes a program

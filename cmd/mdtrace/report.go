@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/dumps"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+// The subcommands that read what mdtrace (or Android's malloc debug)
+// wrote; anything else is a command to launch ("mdtrace -- report" launches
+// a program named report).
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"report": runReport,
+	"diff":   runDiff,
+}
+
+const reportUsage = `usage: mdtrace report [--symbols DIR] [--debug-dir DIR] [--format text|folded|pprof] [--top N] [-o FILE] DUMP
+Reads an Android Native Heap Dump (v1.0, v1.1 or v1.2: mdtrace's, or a device's) and writes its totals and its
+allocations by backtrace, symbolized; "folded" writes flame graph input, "pprof" a profile for go tool pprof.
+`
+
+const diffUsage = `usage: mdtrace diff [--symbols DIR] [--debug-dir DIR] [--top N] OLD NEW
+Writes the growth by backtrace between two heap dumps of one process, the largest first, shrinking ones last.
+`
+
+// dumpFlags are the flags report and diff share.
+type dumpFlags struct {
+	fs        *pflag.FlagSet
+	symbols   string
+	debugDirs []string
+	top       int
+}
+
+func newDumpFlags(name string, top int) *dumpFlags {
+	f := &dumpFlags{fs: pflag.NewFlagSet(name, pflag.ContinueOnError)}
+	f.fs.SetOutput(io.Discard)
+	f.fs.StringVar(&f.symbols, "symbols", "", "symbolize from copies of the dump's files under `DIR` (DIR/system/lib64/libc.so for /system/lib64/libc.so), as native_heapdump_viewer.py --symbols")
+	f.fs.StringArrayVar(&f.debugDirs, "debug-dir", nil, "search `DIR` for separate debug files (repeatable)")
+	f.fs.IntVar(&f.top, "top", top, "show at most `N` backtraces (0: all)")
+	return f
+}
+
+func (f *dumpFlags) symbolizer() *stacks.Symbolizer {
+	sym := stacks.NewSymbolizer()
+	sym.DebugDirs = f.debugDirs
+	sym.SymbolRoot = f.symbols
+	return sym
+}
+
+// usageError prints err and usage, and returns 2.
+func usageError(stderr io.Writer, err error, usage string) int {
+	fmt.Fprintf(stderr, "mdtrace: %v\n%s", err, usage)
+	return 2
+}
+
+func runReport(args []string, stdout, stderr io.Writer) int {
+	f := newDumpFlags("report", 50)
+	format := f.fs.String("format", "text", "`text`, folded or pprof")
+	out := f.fs.StringP("output", "o", "", "write to `FILE` instead of standard output")
+	help := f.fs.BoolP("help", "h", false, "show this help")
+	if err := f.fs.Parse(args); err != nil {
+		return usageError(stderr, err, reportUsage)
+	}
+	if *help {
+		fmt.Fprint(stdout, reportUsage)
+		f.fs.SetOutput(stdout)
+		f.fs.PrintDefaults()
+		return 0
+	}
+	if f.fs.NArg() != 1 {
+		return usageError(stderr, errors.New("report reads one heap dump"), reportUsage)
+	}
+	if f.symbols != "" {
+		if fi, err := os.Stat(f.symbols); err != nil || !fi.IsDir() {
+			return usageError(stderr, fmt.Errorf("--symbols %s: not a directory", f.symbols), reportUsage)
+		}
+	}
+	var write func(io.Writer, *dumps.Dump) error
+	switch *format {
+	case "text":
+		write = func(w io.Writer, d *dumps.Dump) error { return dumps.WriteText(w, d, f.top) }
+	case "folded":
+		write = dumps.WriteFolded
+	case "pprof":
+		if *out == "" && isTerminal(stdout) {
+			return usageError(stderr, errors.New("a pprof profile is binary: give -o FILE, or redirect standard output"), reportUsage)
+		}
+		write = func(w io.Writer, d *dumps.Dump) error { return dumps.Profile(d).Write(w) }
+	default:
+		return usageError(stderr, fmt.Errorf("unknown --format %q: text, folded or pprof", *format), reportUsage)
+	}
+	d, err := dumps.Read(f.fs.Arg(0), f.symbolizer())
+	if err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		return 1
+	}
+	if *out != "" {
+		err = output.WriteFileAtomic(*out, 0o600, func(w io.Writer) error { return write(w, d) })
+	} else {
+		err = write(stdout, d)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runDiff(args []string, stdout, stderr io.Writer) int {
+	f := newDumpFlags("diff", 0)
+	help := f.fs.BoolP("help", "h", false, "show this help")
+	if err := f.fs.Parse(args); err != nil {
+		return usageError(stderr, err, diffUsage)
+	}
+	if *help {
+		fmt.Fprint(stdout, diffUsage)
+		f.fs.SetOutput(stdout)
+		f.fs.PrintDefaults()
+		return 0
+	}
+	if f.fs.NArg() != 2 {
+		return usageError(stderr, errors.New("diff reads two heap dumps, the older first"), diffUsage)
+	}
+	sym := f.symbolizer()
+	var ds [2]*dumps.Dump
+	for i := range ds {
+		d, err := dumps.Read(f.fs.Arg(i), sym)
+		if err != nil {
+			fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+			return 1
+		}
+		ds[i] = d
+	}
+	if err := dumps.WriteDiff(stdout, ds[0], ds[1], f.top); err != nil {
+		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// subcommand returns the subcommand args name, if any.
+func subcommand(args []string) (func([]string, io.Writer, io.Writer) int, []string) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return nil, args
+	}
+	if run, ok := subcommands[args[0]]; ok {
+		return run, args[1:]
+	}
+	return nil, args
+}
