@@ -3,8 +3,8 @@
 package session
 
 import (
-	"fmt"
 	"bytes"
+	"fmt"
 	"os"
 	"time"
 
