@@ -133,7 +133,21 @@ const (
 const (
 	BatchStackCut     = 1 << 17
 	BatchStackStopped = 1 << 18
-	BatchEpochShift   = 20
+)
+
+// An allocation made while backtraces were off (backtrace_enable_on_signal,
+// signal 45): its frames are not walked, and it gets none. The shim reads
+// it in its byte SYMBOL_BACKTRACE_STATE, which mdtrace writes when it
+// toggles backtraces (BACKTRACE_STATE_ON or _OFF; 0, as the shim starts,
+// is the option's own start: off with backtrace_enable_on_signal), so
+// that a toggle takes effect at the next allocation and not at the next
+// hand-over of a batch.
+const (
+	BatchNoBacktrace     = 1 << 19
+	SymbolBacktraceState = "mdshim_backtrace_state"
+	BacktraceStateOn     = 1
+	BacktraceStateOff    = 2
+	BatchEpochShift      = 20
 
 	// The most events in a batch: every event takes two words at least.
 	BatchEvents = BatchWords / 2

@@ -177,6 +177,19 @@ enum record_type {
  */
 #define BATCH_STACK_CUT (1 << 17)
 #define BATCH_STACK_STOPPED (1 << 18)
+/*
+ * An allocation made while backtraces were off (backtrace_enable_on_signal,
+ * signal 45): its frames are not walked, and it gets none. The shim reads
+ * it in its byte SYMBOL_BACKTRACE_STATE, which mdtrace writes when it
+ * toggles backtraces (BACKTRACE_STATE_ON or _OFF; 0, as the shim starts,
+ * is the option's own start: off with backtrace_enable_on_signal), so
+ * that a toggle takes effect at the next allocation and not at the next
+ * hand-over of a batch.
+ */
+#define BATCH_NO_BACKTRACE (1 << 19)
+#define SYMBOL_BACKTRACE_STATE "mdshim_backtrace_state"
+#define BACKTRACE_STATE_ON 1
+#define BACKTRACE_STATE_OFF 2
 #define BATCH_EPOCH_SHIFT 20
 /* The most events in a batch: every event takes two words at least. */
 #define BATCH_EVENTS (BATCH_WORDS / 2)
@@ -206,7 +219,7 @@ _Static_assert(__builtin_offsetof(struct md_batch, words) == BATCH_HEADER, "BATC
 _Static_assert(BATCH_FRAMES_MASK >= MAX_STACK_DEPTH, "a frame count does not fit its bits");
 _Static_assert(BATCH_EPOCH_SHIFT >= BATCH_FRAMES_SHIFT + 9, "the frame count overlaps the epoch");
 _Static_assert(BATCH_STACK_CUT > (BATCH_FRAMES_MASK << BATCH_FRAMES_SHIFT), "a walk's end overlaps the frame count");
-_Static_assert(BATCH_STACK_STOPPED < (1 << BATCH_EPOCH_SHIFT), "a walk's end overlaps the epoch");
+_Static_assert(BATCH_NO_BACKTRACE < (1 << BATCH_EPOCH_SHIFT), "a walk's end overlaps the epoch");
 _Static_assert(3 + MAX_STACK_DEPTH <= BATCH_WORDS, "an allocation does not fit a batch");
 _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) == 0, "BATCH_MASK");
 

@@ -288,7 +288,7 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		pair_matched(sp);
 		return;
 	}
-	if (backtrace_for(size) && stack_depth > 0) {
+	if (backtrace_for(size) && stack_depth > 0 && !(w0 & BATCH_NO_BACKTRACE)) {
 		/*
 		 * The frames are stored from the thread's space as the map
 		 * value it is: batch_event, a global function, gets sp as

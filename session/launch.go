@@ -60,6 +60,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 			return nil, nil, nil
 		}
 	}
+	s.shim = shim
 	env := tracer.PreloadEnv(os.Environ(), shim, options.EnvVar+"="+s.flags.Options)
 	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
 	// through its control socket.

@@ -32,6 +32,8 @@ type session struct {
 	depth int
 	// rules are the suppressions of the leak reports; leaks adds up
 	// what the leak reports of leakReports processes listed and left out.
+	// shim is the shim preloaded into launched commands, "" if none.
+	shim        string
 	rules       []suppress.Rule
 	leaks       output.LeakSummary
 	leakReports int

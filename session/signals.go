@@ -11,6 +11,7 @@ import (
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/tracer"
 )
 
 // handleSignal acts on a signal sent to mdtrace; it reports whether mdtrace
@@ -74,6 +75,14 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 		s.mu.Unlock()
 		if err := s.probes.SetBacktrace(on); err != nil {
 			s.notice("toggling backtraces: %v", err)
+		}
+		// The shim's batched allocations: from their next one.
+		if s.shim != "" {
+			for _, p := range procs {
+				if err := tracer.SetShimBacktrace(p.pid, s.shim, on); err != nil {
+					s.notice("toggling backtraces: %v", err)
+				}
+			}
 		}
 	case options.LogAllocatorStatsSignal:
 		if !s.cfg.Has(options.LogAllocatorStatsOnSignal) {

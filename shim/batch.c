@@ -46,6 +46,10 @@
 #include "unwind.h"
 
 bool md_batch_on;
+
+/* Whether backtraces are on, as mdtrace last said (BACKTRACE_STATE_*); 0 until it does. */
+__attribute__((visibility("default"))) volatile uint8_t mdshim_backtrace_state;
+
 unsigned md_batch_depth;
 
 /*
@@ -360,15 +364,27 @@ static inline uint64_t walk_end(enum md_unwind_stop why)
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
 {
 	struct md_batch_thread *bt = begin((uintptr_t)fp, 3 + md_batch_depth);
-	enum md_unwind_stop why;
-	uint64_t *w;
-	unsigned n;
+	enum md_unwind_stop why = MD_UNWIND_END;
+	uint64_t *w, off;
+	unsigned n = 0;
 
 	if (bt == NULL)
 		return false;
 	w = &bt->b.words[bt->b.used];
-	n = walk(bt, (uintptr_t)fp, w + 3, &why);
-	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why);
+	switch (__atomic_load_n(&mdshim_backtrace_state, __ATOMIC_RELAXED)) {
+	case BACKTRACE_STATE_ON:
+		off = 0;
+		break;
+	case BACKTRACE_STATE_OFF:
+		off = BATCH_NO_BACKTRACE;
+		break;
+	default:
+		/* Android's backtrace_enable_on_signal starts with them off, unless backtrace was given too. */
+		off = md_cfg.backtrace_enable_on_signal && !md_cfg.backtrace_enabled ? BATCH_NO_BACKTRACE : 0;
+	}
+	if (!off)
+		n = walk(bt, (uintptr_t)fp, w + 3, &why);
+	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	end(bt, bt->b.used + 3 + n);

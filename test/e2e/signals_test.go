@@ -75,3 +75,43 @@ func TestSignal45TogglesBacktraces(t *testing.T) {
 		}
 	}
 }
+
+// TestSignal45AtNextAllocation: backtraces toggled on by signal 45 take
+// effect at the next allocation in every launch mode, also for the shim's
+// batches, which reach the probes later: the block allocated before the
+// toggle has no backtrace, the one after has its own.
+func TestSignal45AtNextAllocation(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := start(t, mdtraceBin, modeFlag(mode.flag), "-o", "backtrace_enable_on_signal leak_track backtrace_dump_prefix="+dir+"/h",
+				"--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("toggle"))
+			m.expectLine(t, "ready")
+			waitFile(t, dir+"/ready")
+			pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+			// 45 comes before 47 (the lower real-time signal first): once
+			// the dump is there, backtraces are on.
+			m.cmd.Process.Signal(syscall.Signal(options.BacktraceEnableSignal))
+			m.cmd.Process.Signal(syscall.Signal(options.BacktraceDumpSignal))
+			waitFile(t, fmt.Sprintf("%s/h.%s.txt", dir, pid))
+			io.WriteString(m.stdin, "go\n")
+			m.expectLine(t, "done")
+			m.stdin.Close()
+			if code := m.wait(t); code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			report := normalizeLeakReport(t, logMessages(t, readFile(t, dir+"/log"), pid), prog("toggle"))
+			_, report, _ = strings.Cut(report, "\n") // the dump's line
+			want := "+++ testdata/toggle leaked block of size 2222 at 0xPTR (leak 1 of 2)\n" +
+				"Backtrace at time of allocation:\n" +
+				"          #00  pc PC  toggle (leak_after+OFF)\n" +
+				"          #01  pc PC  toggle (main+OFF)\n" +
+				"+++ testdata/toggle leaked block of size 1111 at 0xPTR (leak 2 of 2)\n" +
+				"mdtrace: 3333 bytes in 2 leaked allocations\n"
+			if report != want {
+				t.Errorf("leak report:\n%s\nwant:\n%s", report, want)
+			}
+		})
+	}
+}

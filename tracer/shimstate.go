@@ -1,0 +1,83 @@
+//go:build linux
+
+package tracer
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/abi"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+// SetShimBacktrace tells the shim in process pid whether backtraces are on
+// (backtrace_enable_on_signal), in the byte it reads at each batched
+// allocation (abi.SymbolBacktraceState), so that a toggle takes effect at
+// the process's next allocation rather than at its next hand-over of a
+// batch. shim is the shim's file, as mdtrace preloaded it. A process that
+// does not map the shim, or is gone, is left alone.
+func SetShimBacktrace(pid int, shim string, on bool) error {
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return nil
+	}
+	want, err := os.Stat(shim)
+	if err != nil {
+		return err
+	}
+	for i := range maps.Mappings {
+		m := &maps.Mappings[i]
+		if m.Offset != 0 || m.Path == "" || m.Path[0] != '/' {
+			continue
+		}
+		file := stacks.MappedFile(pid, m)
+		if fi, err := os.Stat(file.Path); err != nil || !os.SameFile(fi, want) {
+			continue
+		}
+		addr, err := symbolAddress(file.Path, abi.SymbolBacktraceState)
+		if err != nil {
+			return fmt.Errorf("process %d: %s: %w", pid, shim, err)
+		}
+		v := byte(abi.BacktraceStateOff)
+		if on {
+			v = abi.BacktraceStateOn
+		}
+		local := []unix.Iovec{{Base: &v, Len: 1}}
+		remote := []unix.RemoteIovec{{Base: uintptr(m.Start + addr), Len: 1}}
+		if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("process %d: telling the shim backtraces are %s: %w", pid, map[bool]string{true: "on", false: "off"}[on], err)
+		}
+		return nil
+	}
+	return nil
+}
+
+// symbolAddress returns the address of the dynamic symbol name of the
+// shared object at path, from where its first segment is mapped.
+func symbolAddress(path, name string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return 0, err
+	}
+	var first uint64 = ^uint64(0)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr < first {
+			first = p.Vaddr
+		}
+	}
+	for _, s := range syms {
+		if s.Name == name && s.Section != elf.SHN_UNDEF {
+			return s.Value - first, nil
+		}
+	}
+	return 0, fmt.Errorf("no symbol %s", name)
+}
+
