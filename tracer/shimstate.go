@@ -80,4 +80,3 @@ func symbolAddress(path, name string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("no symbol %s", name)
 }
-
