@@ -46,7 +46,7 @@ deps:
 		fi; \
 	fi
 
-build: bin/mdtrace bin/libmdshim.so
+build: bin/mdtrace bin/libmdshim.so bin/libmdtrace.so bin/libmdtrace.a
 
 bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o suppress/default.supp go.mod go.sum
 	@mkdir -p bin
@@ -55,6 +55,24 @@ bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_
 bin/libmdshim.so: $(wildcard shim/*.c shim/*.h) abi/mdtrace_abi.h
 	@mkdir -p bin
 	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
+
+# libmdtrace: get_malloc_leak_info and free_malloc_leak_info for programs
+# that link them, handed over to the shim when it is preloaded (lib/).
+LIBMDTRACE_SONAME := libmdtrace.so.0
+LIBMDTRACE_CFLAGS := -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Ilib/include
+LIBMDTRACE_SRC := lib/leak_info.c lib/include/mdtrace/malloc_debug.h abi/mdtrace_abi.h
+
+bin/$(LIBMDTRACE_SONAME): $(LIBMDTRACE_SRC)
+	@mkdir -p bin
+	$(CC) -shared $(LIBMDTRACE_CFLAGS) -Wl,-soname,$(LIBMDTRACE_SONAME) -o $@ lib/leak_info.c -Wl,--as-needed -ldl
+
+bin/libmdtrace.so: bin/$(LIBMDTRACE_SONAME)
+	ln -sf $(LIBMDTRACE_SONAME) $@
+
+bin/libmdtrace.a: $(LIBMDTRACE_SRC)
+	@mkdir -p bin
+	$(CC) -c $(LIBMDTRACE_CFLAGS) -o bin/libmdtrace.o lib/leak_info.c
+	rm -f $@ && $(AR) rcs $@ bin/libmdtrace.o && rm -f bin/libmdtrace.o
 
 generate: deps
 	$(GO) generate ./...
