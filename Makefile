@@ -3,8 +3,9 @@
 #   make demo      build, then trace a leaking program and show its reports
 #   make test      every test: unit, golden and real-eBPF integration (as root)
 #   make bench     side-by-side overhead measurements
-#   make generate  rebuild the committed BPF objects with clang, and abi/abi.go
-#                  from abi/mdtrace_abi.h
+#   make generate  rebuild the committed BPF objects with clang, abi/abi.go
+#                  from abi/mdtrace_abi.h, and the man page docs/mdtrace.1
+#                  from the flag definitions
 #   make test-kernels  the smoke suite under other kernels (KERNELS="6.1 6.12", OLD_KERNELS=5.10)
 #
 # The targets install what they need (Debian packages) when it is missing.
