@@ -1,5 +1,8 @@
 # mdtrace: Android's malloc debug for Linux, with eBPF.
 #
+#   make install   install mdtrace, its shim, libmdtrace and its header,
+#                  pkg-config file and the man page under PREFIX (/usr/local),
+#                  in DESTDIR if given; make uninstall removes them
 #   make demo      build, then trace a leaking program and show its reports
 #   make test      every test: unit, golden and real-eBPF integration (as root)
 #   make bench     side-by-side overhead measurements
@@ -27,7 +30,7 @@ LIBDIR := /usr/lib/x86_64-linux-gnu
 # fixed in Go 1.27). 200000 inputs take 3 to 30 s a target here.
 FUZZTIME ?= 200000x
 
-.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean smoke-build test-kernels
+.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean smoke-build test-kernels install uninstall
 
 all: build
 
@@ -74,6 +77,42 @@ bin/libmdtrace.a: $(LIBMDTRACE_SRC)
 	@mkdir -p bin
 	$(CC) -c $(LIBMDTRACE_CFLAGS) -o bin/libmdtrace.o lib/leak_info.c
 	rm -f $@ && $(AR) rcs $@ bin/libmdtrace.o && rm -f bin/libmdtrace.o
+
+# Installation, as GNU's conventions have it: PREFIX, DESTDIR for staging,
+# and the folders below PREFIX. The shim's folder is not one of them:
+# mdtrace looks for it at ../lib/mdtrace from its own (session/launch.go).
+PREFIX      ?= /usr/local
+bindir      ?= $(PREFIX)/bin
+libdir      ?= $(PREFIX)/lib
+includedir  ?= $(PREFIX)/include
+mandir      ?= $(PREFIX)/share/man
+pkgconfigdir ?= $(libdir)/pkgconfig
+shimdir     := $(PREFIX)/lib/mdtrace
+INSTALLED := $(bindir)/mdtrace $(shimdir)/libmdshim.so $(libdir)/$(LIBMDTRACE_SONAME) \
+	$(libdir)/libmdtrace.so $(libdir)/libmdtrace.a $(includedir)/mdtrace/malloc_debug.h \
+	$(pkgconfigdir)/mdtrace.pc $(mandir)/man1/mdtrace.1
+
+install: build
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(shimdir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/mdtrace \
+		$(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(mandir)/man1
+	install -m 0755 bin/mdtrace $(DESTDIR)$(bindir)/mdtrace
+	install -m 0755 bin/libmdshim.so $(DESTDIR)$(shimdir)/libmdshim.so
+	install -m 0755 bin/$(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/$(LIBMDTRACE_SONAME)
+	ln -sfn $(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/libmdtrace.so
+	install -m 0644 bin/libmdtrace.a $(DESTDIR)$(libdir)/libmdtrace.a
+	install -m 0644 lib/include/mdtrace/malloc_debug.h $(DESTDIR)$(includedir)/mdtrace/malloc_debug.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(libdir)|; s|@INCLUDEDIR@|$(includedir)|; s|@VERSION@|$(VERSION)|' \
+		lib/mdtrace.pc.in >$(DESTDIR)$(pkgconfigdir)/mdtrace.pc
+	chmod 0644 $(DESTDIR)$(pkgconfigdir)/mdtrace.pc
+	install -m 0644 docs/mdtrace.1 $(DESTDIR)$(mandir)/man1/mdtrace.1
+	@# The loader finds libmdtrace.so.0 in PREFIX/lib once its cache knows it.
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then \
+		ldconfig || echo "note: ldconfig failed: run it as root for programs to find $(libdir)/$(LIBMDTRACE_SONAME)" >&2; \
+	fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(shimdir) $(DESTDIR)$(includedir)/mdtrace 2>/dev/null || true
 
 generate: deps
 	$(GO) generate ./...

@@ -36,7 +36,8 @@ type Flags struct {
 	Folded    string
 	ReadyFile string
 	// Shim is the LD_PRELOAD library for the memory-rewriting options;
-	// "" looks for libmdshim.so next to mdtrace.
+	// "" looks for libmdshim.so next to mdtrace, then in
+	// ../lib/mdtrace from mdtrace's folder, where make install puts it.
 	Shim string
 	// NoPreload launches a command without the shim when the options do
 	// not need it: the allocator itself is probed, as when attaching.
@@ -181,7 +182,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
-	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
+	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace, else in ../lib/mdtrace from its folder, where make install puts it)")
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")

@@ -90,8 +90,17 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	return env, extra, nil
 }
 
-// shimPath returns the absolute path of the shim: --shim, or libmdshim.so
-// next to mdtrace.
+// shimDirs are where mdtrace looks for the shim without --shim, relative
+// to the folder of its executable: next to it, as make build leaves them,
+// and where make install puts it (PREFIX/bin/mdtrace,
+// PREFIX/lib/mdtrace/libmdshim.so).
+var shimDirs = []string{".", "../lib/mdtrace"}
+
+// shimName is the file name of the shim.
+const shimName = "libmdshim.so"
+
+// shimPath returns the absolute path of the shim: --shim, or the first
+// libmdshim.so of shimDirs.
 func shimPath(flags *options.Flags) (string, error) {
 	shim := flags.Shim
 	if shim == "" {
@@ -99,9 +108,17 @@ func shimPath(flags *options.Flags) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("finding the shim: %w", err)
 		}
-		shim = filepath.Join(filepath.Dir(exe), "libmdshim.so")
-		if _, err := os.Stat(shim); err != nil {
-			return "", fmt.Errorf("no shim next to mdtrace (%s; give --shim PATH)", shim)
+		var tried []string
+		for _, dir := range shimDirs {
+			path := filepath.Join(filepath.Dir(exe), dir, shimName)
+			if _, err := os.Stat(path); err == nil {
+				shim = path
+				break
+			}
+			tried = append(tried, path)
+		}
+		if shim == "" {
+			return "", fmt.Errorf("no shim next to mdtrace or where make install puts it (%s; give --shim PATH)", strings.Join(tried, ", "))
 		}
 	}
 	shim, err := filepath.Abs(shim)
