@@ -81,6 +81,9 @@ type Flags struct {
 	Suppressions          []string
 	NoDefaultSuppressions bool
 	PrintSuppressions     bool
+	// User, when set, is the user a launched command runs as (-u): its
+	// uid, gid and groups.
+	User string
 	// Command is the program to launch and its arguments.
 	Command []string
 }
@@ -180,6 +183,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.Usage = func() {}
 	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+EnvVar+", else \""+DefaultOptions+"\")")
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
+	fs.StringVarP(&f.User, "user", "u", "", "run the launched command as `USER` (a name or a uid of /etc/passwd): with its uid, gid and groups, as strace -u does, and its HOME, USER and LOGNAME; mdtrace stays root")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace, else in ../lib/mdtrace from its folder, where make install puts it)")
@@ -308,6 +312,10 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	}
 
 	switch {
+	case fs.Changed("user") && f.User == "":
+		return nil, &UsageError{"--user needs a user name"}
+	case f.User != "" && (f.PID != 0 || f.All || fs.Changed("program")):
+		return nil, &UsageError{"--user runs a command mdtrace launches as USER: not with -p, --program or --all"}
 	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
 		return nil, &UsageError{"--all audits every process: give neither -p, --program nor a command"}
 	case f.All && (fs.Changed("options") || len(fromFlags) > 0):

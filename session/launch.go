@@ -39,6 +39,12 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		return nil, nil, fmt.Errorf("%s is statically linked: no dynamic loader preloads the shim, which %s needs (without it, mdtrace probes the program's allocator)", s.flags.Command[0], what)
 	}
 	shim, err := shimPath(s.flags)
+	if err == nil && s.user != nil {
+		// The loader opens the shim as the user the command runs as.
+		if rerr := s.user.canRead(shim); rerr != nil {
+			err = fmt.Errorf("the shim cannot be preloaded: %w (make install puts it where every user can read it; or give --shim a copy %s can read)", rerr, s.user.name)
+		}
+	}
 	if err != nil {
 		if need {
 			return nil, nil, err
