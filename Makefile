@@ -1,10 +1,14 @@
 # mdtrace: Android's malloc debug for Linux, with eBPF.
 #
+#   make install   install mdtrace, its shim, libmdtrace and its header,
+#                  pkg-config file and the man page under PREFIX (/usr/local),
+#                  in DESTDIR if given; make uninstall removes them
 #   make demo      build, then trace a leaking program and show its reports
 #   make test      every test: unit, golden and real-eBPF integration (as root)
 #   make bench     side-by-side overhead measurements
-#   make generate  rebuild the committed BPF objects with clang, and abi/abi.go
-#                  from abi/mdtrace_abi.h
+#   make generate  rebuild the committed BPF objects with clang, abi/abi.go
+#                  from abi/mdtrace_abi.h, and the man page docs/mdtrace.1
+#                  from the flag definitions
 #   make test-kernels  the smoke suite under other kernels (KERNELS="6.1 6.12", OLD_KERNELS=5.10)
 #
 # The targets install what they need (Debian packages) when it is missing.
@@ -26,7 +30,7 @@ LIBDIR := /usr/lib/x86_64-linux-gnu
 # fixed in Go 1.27). 200000 inputs take 3 to 30 s a target here.
 FUZZTIME ?= 200000x
 
-.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean smoke-build test-kernels
+.PHONY: all build deps generate testprogs test unit integration fuzz demo bench clean smoke-build test-kernels install uninstall
 
 all: build
 
@@ -46,7 +50,7 @@ deps:
 		fi; \
 	fi
 
-build: bin/mdtrace bin/libmdshim.so
+build: bin/mdtrace bin/libmdshim.so bin/libmdtrace.so bin/libmdtrace.a
 
 bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o suppress/default.supp go.mod go.sum
 	@mkdir -p bin
@@ -55,6 +59,60 @@ bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_
 bin/libmdshim.so: $(wildcard shim/*.c shim/*.h) abi/mdtrace_abi.h
 	@mkdir -p bin
 	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
+
+# libmdtrace: get_malloc_leak_info and free_malloc_leak_info for programs
+# that link them, handed over to the shim when it is preloaded (lib/).
+LIBMDTRACE_SONAME := libmdtrace.so.0
+LIBMDTRACE_CFLAGS := -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Ilib/include
+LIBMDTRACE_SRC := lib/leak_info.c lib/include/mdtrace/malloc_debug.h abi/mdtrace_abi.h
+
+bin/$(LIBMDTRACE_SONAME): $(LIBMDTRACE_SRC)
+	@mkdir -p bin
+	$(CC) -shared $(LIBMDTRACE_CFLAGS) -Wl,-soname,$(LIBMDTRACE_SONAME) -o $@ lib/leak_info.c -Wl,--as-needed -ldl
+
+bin/libmdtrace.so: bin/$(LIBMDTRACE_SONAME)
+	ln -sf $(LIBMDTRACE_SONAME) $@
+
+bin/libmdtrace.a: $(LIBMDTRACE_SRC)
+	@mkdir -p bin
+	$(CC) -c $(LIBMDTRACE_CFLAGS) -o bin/libmdtrace.o lib/leak_info.c
+	rm -f $@ && $(AR) rcs $@ bin/libmdtrace.o && rm -f bin/libmdtrace.o
+
+# Installation, as GNU's conventions have it: PREFIX, DESTDIR for staging,
+# and the folders below PREFIX. The shim's folder is not one of them:
+# mdtrace looks for it at ../lib/mdtrace from its own (session/launch.go).
+PREFIX      ?= /usr/local
+bindir      ?= $(PREFIX)/bin
+libdir      ?= $(PREFIX)/lib
+includedir  ?= $(PREFIX)/include
+mandir      ?= $(PREFIX)/share/man
+pkgconfigdir ?= $(libdir)/pkgconfig
+shimdir     := $(PREFIX)/lib/mdtrace
+INSTALLED := $(bindir)/mdtrace $(shimdir)/libmdshim.so $(libdir)/$(LIBMDTRACE_SONAME) \
+	$(libdir)/libmdtrace.so $(libdir)/libmdtrace.a $(includedir)/mdtrace/malloc_debug.h \
+	$(pkgconfigdir)/mdtrace.pc $(mandir)/man1/mdtrace.1
+
+install: build
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(shimdir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/mdtrace \
+		$(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(mandir)/man1
+	install -m 0755 bin/mdtrace $(DESTDIR)$(bindir)/mdtrace
+	install -m 0755 bin/libmdshim.so $(DESTDIR)$(shimdir)/libmdshim.so
+	install -m 0755 bin/$(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/$(LIBMDTRACE_SONAME)
+	ln -sfn $(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/libmdtrace.so
+	install -m 0644 bin/libmdtrace.a $(DESTDIR)$(libdir)/libmdtrace.a
+	install -m 0644 lib/include/mdtrace/malloc_debug.h $(DESTDIR)$(includedir)/mdtrace/malloc_debug.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(libdir)|; s|@INCLUDEDIR@|$(includedir)|; s|@VERSION@|$(VERSION)|' \
+		lib/mdtrace.pc.in >$(DESTDIR)$(pkgconfigdir)/mdtrace.pc
+	chmod 0644 $(DESTDIR)$(pkgconfigdir)/mdtrace.pc
+	install -m 0644 docs/mdtrace.1 $(DESTDIR)$(mandir)/man1/mdtrace.1
+	@# The loader finds libmdtrace.so.0 in PREFIX/lib once its cache knows it.
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then \
+		ldconfig || echo "note: ldconfig failed: run it as root for programs to find $(libdir)/$(LIBMDTRACE_SONAME)" >&2; \
+	fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(shimdir) $(DESTDIR)$(includedir)/mdtrace 2>/dev/null || true
 
 generate: deps
 	$(GO) generate ./...

@@ -223,3 +223,15 @@ const (
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes
 	EnvLogFD       = "MDSHIM_LOG_FD"             // the descriptor of mdtrace's --log file
 )
+
+// The names the shim also exports get_malloc_leak_info and
+// free_malloc_leak_info by, for libmdtrace (lib/, the library programs
+// link to call them), which looks them up with dlsym: a program linked
+// with libmdtrace.a defines both calls itself, and its own definitions
+// come before the shim's, so the calls' own names would find them again.
+// Last in this file, so that the lines the probes' debug information
+// names stay where they were.
+const (
+	SymGetLeakInfo  = "mdshim_get_malloc_leak_info"
+	SymFreeLeakInfo = "mdshim_free_malloc_leak_info"
+)

@@ -302,4 +302,18 @@ static inline __attribute__((always_inline)) void table_buckets(md_u64 ptr, md_u
 		b[1] = b[0] + 1 < n ? b[0] + 1 : 0;
 }
 
+/* ---- libmdtrace ---- */
+
+/*
+ * The names the shim also exports get_malloc_leak_info and
+ * free_malloc_leak_info by, for libmdtrace (lib/, the library programs
+ * link to call them), which looks them up with dlsym: a program linked
+ * with libmdtrace.a defines both calls itself, and its own definitions
+ * come before the shim's, so the calls' own names would find them again.
+ * Last in this file, so that the lines the probes' debug information
+ * names stay where they were.
+ */
+#define SYM_GET_LEAK_INFO "mdshim_get_malloc_leak_info"
+#define SYM_FREE_LEAK_INFO "mdshim_free_malloc_leak_info"
+
 #endif /* MDTRACE_ABI_H */

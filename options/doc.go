@@ -4,3 +4,5 @@
 // Android's Config parser, and holds the option bits, defaults, limits and
 // signal numbers Android uses. It needs no kernel.
 package options
+
+//go:generate go run ./gen ../docs/mdtrace.1

@@ -36,7 +36,8 @@ type Flags struct {
 	Folded    string
 	ReadyFile string
 	// Shim is the LD_PRELOAD library for the memory-rewriting options;
-	// "" looks for libmdshim.so next to mdtrace.
+	// "" looks for libmdshim.so next to mdtrace, then in
+	// ../lib/mdtrace from mdtrace's folder, where make install puts it.
 	Shim string
 	// NoPreload launches a command without the shim when the options do
 	// not need it: the allocator itself is probed, as when attaching.
@@ -80,6 +81,9 @@ type Flags struct {
 	Suppressions          []string
 	NoDefaultSuppressions bool
 	PrintSuppressions     bool
+	// User, when set, is the user a launched command runs as (-u): its
+	// uid, gid and groups.
+	User string
 	// Command is the program to launch and its arguments.
 	Command []string
 }
@@ -90,48 +94,88 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-const longHelp = `mdtrace brings Android's malloc debug to Linux: it traces every allocation
+// helpItem is a command line of the help, with what it does.
+type helpItem struct{ command, what string }
+
+// The sections of the help, which the man page (WriteManPage) holds too.
+const helpIntro = `mdtrace brings Android's malloc debug to Linux: it traces every allocation
 of a process with eBPF uprobes, without rebuilding or restarting anything,
-and writes Android's leak reports and native heap dumps.
+and writes Android's leak reports and native heap dumps.`
 
-Usage:
-  mdtrace [flags] -p PID              attach to a running process
-  mdtrace [flags] -- COMMAND [ARGS]   launch a command under malloc debug
-  mdtrace [flags] --program NAME      trace every process that runs NAME from now on
-  mdtrace --all                       audit every process
+var helpUsage = []helpItem{
+	{"mdtrace [flags] -p PID", "attach to a running process"},
+	{"mdtrace [flags] -- COMMAND [ARGS]", "launch a command under malloc debug"},
+	{"mdtrace [flags] --program NAME", "trace every process that runs NAME from now on"},
+	{"mdtrace --all", "audit every process"},
+}
 
-Examples:
-  sudo mdtrace -p 1234 --backtrace
-      attach to process 1234 and record a backtrace of every allocation;
-      kill -47 <mdtrace's pid> writes a heap dump to /tmp/backtrace_heap.1234.txt
-  sudo mdtrace -o "backtrace leak_track" -- ./prog args
-      launch; at exit, log every block still allocated with its backtrace
-  sudo mdtrace -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=/tmp/h" -- ./prog
-      write an Android Native Heap Dump to /tmp/h.PID.exit.txt at exit
-  sudo mdtrace --backtrace=32 --leak-track --log leaks.txt -- ./prog
-  sudo mdtrace -o "record_allocs record_allocs_on_exit record_allocs_file=/tmp/r" -- ./prog
-      every allocation and free, in Android's record format, to /tmp/r.PID
+var helpExamples = []helpItem{
+	{"sudo mdtrace -p 1234 --backtrace", `attach to process 1234 and record a backtrace of every allocation;
+kill -47 <mdtrace's pid> writes a heap dump to /tmp/backtrace_heap.1234.txt`},
+	{`sudo mdtrace -o "backtrace leak_track" -- ./prog args`, "launch; at exit, log every block still allocated with its backtrace"},
+	{`sudo mdtrace -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=/tmp/h" -- ./prog`,
+		"write an Android Native Heap Dump to /tmp/h.PID.exit.txt at exit"},
+	{"sudo mdtrace --backtrace=32 --leak-track --log leaks.txt -- ./prog", ""},
+	{`sudo mdtrace -o "record_allocs record_allocs_on_exit record_allocs_file=/tmp/r" -- ./prog`,
+		"every allocation and free, in Android's record format, to /tmp/r.PID"},
+}
 
-Options are Android's malloc debug option string (-o, or the environment
+const helpOptions = `Options are Android's malloc debug option string (-o, or the environment
 variable LIBC_DEBUG_MALLOC_OPTIONS), with the same names, aliases, ranges and
 error messages; every option is also a flag. Without any, mdtrace uses
-"` + DefaultOptions + `".
+"` + DefaultOptions + `".`
 
-Signals sent to mdtrace: 47 writes a heap dump (PREFIX.PID.txt) with the
+const helpSignals = `Signals sent to mdtrace: 47 writes a heap dump (PREFIX.PID.txt) with the
 backtrace option; 46 writes the record_allocs file and clears the records;
 45 toggles backtraces with backtrace_enable_on_signal; SIGINT and SIGTERM
-write the reports that were asked for and detach.
+write the reports that were asked for and detach.`
 
-Requirements: Linux with BTF and uprobes; root, or CAP_BPF, CAP_PERFMON and
+const helpRequirements = `Linux with BTF and uprobes; root, or CAP_BPF, CAP_PERFMON and
 CAP_SYS_PTRACE. Traced programs: 64-bit x86-64, using glibc's malloc (or
-another allocator that exports malloc).
+another allocator that exports malloc).`
 
-Flags:
-`
+// helpExitStatus is said by the man page only.
+const helpExitStatus = `With a command, the command's exit status, or 128 plus the number of the
+signal that ended it (126 or 127 when it cannot be run, as a shell says).
+With -p, 0 when interrupted, or the status of the process if it ends while
+traced. 1 when mdtrace fails; 2 for a bad command line or option string.`
 
-// ParseFlags parses mdtrace's command line.
-func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
-	f := &Flags{MaxAllocs: tracer.DefaultMaxAllocs}
+// longHelp is the help before the flags.
+func longHelp() string {
+	var b strings.Builder
+	b.WriteString(helpIntro + "\n\nUsage:\n")
+	for _, u := range helpUsage {
+		fmt.Fprintf(&b, "  %-36s%s\n", u.command, u.what)
+	}
+	b.WriteString("\nExamples:\n")
+	for _, e := range helpExamples {
+		fmt.Fprintf(&b, "  %s\n", e.command)
+		for _, l := range strings.Split(e.what, "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "      %s\n", l)
+			}
+		}
+	}
+	b.WriteString("\n" + helpOptions + "\n\n" + helpSignals + "\n\nRequirements: " + helpRequirements + "\n\nFlags:\n")
+	return b.String()
+}
+
+// flagSet is mdtrace's flags, defined on f, with the values ParseFlags
+// reads itself once they are parsed.
+type flagSet struct {
+	*pflag.FlagSet
+	optString, fileMode *string
+	// kebab maps the flag name of each malloc debug option to the option.
+	kebab map[string]OptionInfo
+}
+
+// noValue is the value of a bare --option, which takes the option's
+// default.
+const noValue = "default"
+
+// newFlagSet defines mdtrace's flags on f, in the order the help and the
+// man page list them.
+func newFlagSet(f *Flags) *flagSet {
 	fs := pflag.NewFlagSet("mdtrace", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetInterspersed(false)
@@ -139,9 +183,10 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	fs.Usage = func() {}
 	optString := fs.StringP("options", "o", "", "malloc debug option string, as Android's libc.debug.malloc.options (default $"+EnvVar+", else \""+DefaultOptions+"\")")
 	fs.IntVarP(&f.PID, "pid", "p", 0, "attach to the running process `PID`")
+	fs.StringVarP(&f.User, "user", "u", "", "run the launched command as `USER` (a name or a uid of /etc/passwd): with its uid, gid and groups, as strace -u does, and its HOME, USER and LOGNAME; mdtrace stays root")
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
-	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace)")
+	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace, else in ../lib/mdtrace from its folder, where make install puts it)")
 	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
@@ -157,13 +202,12 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	fs.StringArrayVar(&f.Suppressions, "suppressions", nil, "leave out of leak reports the leaks whose backtrace matches a rule of `FILE`, in LeakSanitizer's format: \"leak:PATTERN\", a function, library or source file, * for any characters (repeatable)")
 	fs.BoolVar(&f.NoDefaultSuppressions, "no-default-suppressions", false, "report the C and C++ runtimes' own blocks too (glibc's locale data, NSS modules and stdio buffers, the loader's TLS, libstdc++'s emergency pool), which the built-in suppressions leave out")
 	fs.BoolVar(&f.PrintSuppressions, "print-suppressions", false, "print the suppressions in force (the built-in ones, then those of --suppressions) and exit")
-	fileMode := fs.String("file-mode", "0600", "permissions, in octal, of the files mdtrace writes (log, heap dumps, records, --folded); they belong to the user who ran sudo")
+	fileMode := fs.String("file-mode", "0600", "permissions `MODE`, in octal, of the files mdtrace writes (log, heap dumps, records, --folded); they belong to the user who ran sudo")
 	fs.BoolVar(&f.Version, "version", false, "print the version and exit")
 	fs.BoolVarP(&f.Help, "help", "h", false, "show this help")
 
 	// Every malloc debug option is also a kebab-case flag; a bare
 	// --option (or --option=default) takes the option's default value.
-	const noValue = "default"
 	kebab := map[string]OptionInfo{}
 	for _, o := range Options {
 		name := strings.ReplaceAll(o.Name, "_", "-")
@@ -182,7 +226,14 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 			}
 		}
 	}
+	return &flagSet{fs, optString, fileMode, kebab}
+}
 
+// ParseFlags parses mdtrace's command line.
+func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
+	f := &Flags{MaxAllocs: tracer.DefaultMaxAllocs}
+	set := newFlagSet(f)
+	fs, optString, fileMode, kebab := set.FlagSet, set.optString, set.fileMode, set.kebab
 	var fromFlags []string
 	err := fs.ParseAll(args, func(fl *pflag.Flag, value string) error {
 		if o, ok := kebab[fl.Name]; ok {
@@ -210,7 +261,7 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{err.Error()}
 	}
 	if f.Help {
-		fmt.Fprint(stdout, longHelp)
+		fmt.Fprint(stdout, longHelp())
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
 		return f, nil
@@ -261,6 +312,10 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	}
 
 	switch {
+	case fs.Changed("user") && f.User == "":
+		return nil, &UsageError{"--user needs a user name"}
+	case f.User != "" && (f.PID != 0 || f.All || fs.Changed("program")):
+		return nil, &UsageError{"--user runs a command mdtrace launches as USER: not with -p, --program or --all"}
 	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
 		return nil, &UsageError{"--all audits every process: give neither -p, --program nor a command"}
 	case f.All && (fs.Changed("options") || len(fromFlags) > 0):

@@ -39,6 +39,12 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		return nil, nil, fmt.Errorf("%s is statically linked: no dynamic loader preloads the shim, which %s needs (without it, mdtrace probes the program's allocator)", s.flags.Command[0], what)
 	}
 	shim, err := shimPath(s.flags)
+	if err == nil && s.user != nil {
+		// The loader opens the shim as the user the command runs as.
+		if rerr := s.user.canRead(shim); rerr != nil {
+			err = fmt.Errorf("the shim cannot be preloaded: %w (make install puts it where every user can read it; or give --shim a copy %s can read)", rerr, s.user.name)
+		}
+	}
 	if err != nil {
 		if need {
 			return nil, nil, err
@@ -91,8 +97,17 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	return env, extra, nil
 }
 
-// shimPath returns the absolute path of the shim: --shim, or libmdshim.so
-// next to mdtrace.
+// shimDirs are where mdtrace looks for the shim without --shim, relative
+// to the folder of its executable: next to it, as make build leaves them,
+// and where make install puts it (PREFIX/bin/mdtrace,
+// PREFIX/lib/mdtrace/libmdshim.so).
+var shimDirs = []string{".", "../lib/mdtrace"}
+
+// shimName is the file name of the shim.
+const shimName = "libmdshim.so"
+
+// shimPath returns the absolute path of the shim: --shim, or the first
+// libmdshim.so of shimDirs.
 func shimPath(flags *options.Flags) (string, error) {
 	shim := flags.Shim
 	if shim == "" {
@@ -100,9 +115,17 @@ func shimPath(flags *options.Flags) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("finding the shim: %w", err)
 		}
-		shim = filepath.Join(filepath.Dir(exe), "libmdshim.so")
-		if _, err := os.Stat(shim); err != nil {
-			return "", fmt.Errorf("no shim next to mdtrace (%s; give --shim PATH)", shim)
+		var tried []string
+		for _, dir := range shimDirs {
+			path := filepath.Join(filepath.Dir(exe), dir, shimName)
+			if _, err := os.Stat(path); err == nil {
+				shim = path
+				break
+			}
+			tried = append(tried, path)
+		}
+		if shim == "" {
+			return "", fmt.Errorf("no shim next to mdtrace or where make install puts it (%s; give --shim PATH)", strings.Join(tried, ", "))
 		}
 	}
 	shim, err := filepath.Abs(shim)

@@ -61,6 +61,7 @@ type session struct {
 	mu    sync.Mutex
 	pmu   sync.Mutex
 	ctl   *ctl.Server   // the shim's control socket, in launch mode with the shim
+	user  *runAs        // the user a launched command runs as (-u), or nil
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
 	// systemLib is, in program mode, the system's libc, whose probes have
@@ -224,13 +225,23 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 			env   []string
 			extra []*os.File
 		)
+		var cred *syscall.Credential
+		if flags.User != "" {
+			if s.user, err = lookupUser(flags.User); err != nil {
+				return 1, err
+			}
+			cred = s.user.cred
+		}
 		if env, extra, err = s.launchEnv(logFile); err != nil {
 			return 1, err
 		}
 		if s.ctl != nil {
 			defer s.ctl.Close()
 		}
-		s.proc, err = tracer.Launch(flags.Command, env, extra, hooks)
+		if s.user != nil {
+			env = s.user.env(env)
+		}
+		s.proc, err = tracer.LaunchAs(flags.Command, env, extra, cred, hooks)
 	}
 	if err != nil {
 		return 1, err

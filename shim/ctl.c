@@ -631,3 +631,13 @@ __attribute__((visibility("default"))) void free_malloc_leak_info(uint8_t *info)
 {
 	md_real_free(info);
 }
+
+/*
+ * The same two calls by the names libmdtrace looks up (SYM_GET_LEAK_INFO,
+ * SYM_FREE_LEAK_INFO): a program linked with libmdtrace.a has its own
+ * get_malloc_leak_info, which the loader finds before the shim's.
+ */
+extern __typeof__(get_malloc_leak_info) md_get_leak_info_export __asm__(SYM_GET_LEAK_INFO)
+	__attribute__((alias("get_malloc_leak_info"), visibility("default")));
+extern __typeof__(free_malloc_leak_info) md_free_leak_info_export __asm__(SYM_FREE_LEAK_INFO)
+	__attribute__((alias("free_malloc_leak_info"), visibility("default")));

@@ -103,6 +103,12 @@ func (e *LaunchError) Unwrap() error { return e.Err }
 // calls hooks.Ready while it is stopped before its first instruction, then
 // lets it run.
 func Launch(argv []string, env []string, extra []*os.File, hooks Hooks) (*Process, error) {
+	return LaunchAs(argv, env, extra, nil, hooks)
+}
+
+// LaunchAs is Launch with the command run with the user and groups of
+// cred (nil: mdtrace's own).
+func LaunchAs(argv []string, env []string, extra []*os.File, cred *syscall.Credential, hooks Hooks) (*Process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -116,7 +122,7 @@ func Launch(argv []string, env []string, extra []*os.File, hooks Hooks) (*Proces
 	}
 	p := newProcess(hooks)
 	started := make(chan error, 1)
-	go p.control(func() error { return p.launch(path, argv, env, extra) }, started)
+	go p.control(func() error { return p.launch(path, argv, env, extra, cred) }, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -259,13 +265,15 @@ func (p *Process) control(start func() error, started chan<- error) {
 
 // launch starts the command stopped at its exec, then re-attaches with
 // PTRACE_SEIZE so that job control works while it is traced.
-func (p *Process) launch(path string, argv, env []string, extra []*os.File) error {
+func (p *Process) launch(path string, argv, env []string, extra []*os.File, cred *syscall.Credential) error {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	// The child takes cred's user and groups before PTRACE_TRACEME and
+	// the exec, so the program starts as that user, held for mdtrace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		// A kernel without 32-bit emulation refuses a 32-bit program:
 		// say so as for one that runs.
