@@ -107,11 +107,14 @@ var helpUsage = []helpItem{
 	{"mdtrace [flags] -- COMMAND [ARGS]", "launch a command under malloc debug"},
 	{"mdtrace [flags] --program NAME", "trace every process that runs NAME from now on"},
 	{"mdtrace --all", "audit every process"},
+	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
+	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 }
 
 var helpExamples = []helpItem{
-	{"sudo mdtrace -p 1234 --backtrace", `attach to process 1234 and record a backtrace of every allocation;
-kill -47 <mdtrace's pid> writes a heap dump to /tmp/backtrace_heap.1234.txt`},
+	{"sudo mdtrace -p 1234 --backtrace", `attach to process 1234 and record a backtrace of every allocation; at Ctrl-C,
+show the live blocks by backtrace; kill -47 $(pidof mdtrace) writes a heap dump
+to /tmp/backtrace_heap.1234.txt`},
 	{`sudo mdtrace -o "backtrace leak_track" -- ./prog args`, "launch; at exit, log every block still allocated with its backtrace"},
 	{`sudo mdtrace -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=/tmp/h" -- ./prog`,
 		"write an Android Native Heap Dump to /tmp/h.PID.exit.txt at exit"},
