@@ -34,6 +34,9 @@ type Frozen struct {
 	Unstopped int
 }
 
+// freezeQueueWait is how long a freeze request waits for the tracer.
+const freezeQueueWait = 10 * time.Second
+
 // freezeWait is how long a thread may take to stop.
 const freezeWait = time.Second
 
@@ -354,6 +357,10 @@ func (p *Process) Freeze(pid int, fn func(*Frozen) error) (time.Duration, error)
 		return rep.d, rep.err
 	case <-p.done:
 		return Freeze(pid, fn)
+	case <-time.After(freezeQueueWait):
+		// The tracer is in a hook (a process's exit) that waits for
+		// what the caller holds.
+		return 0, fmt.Errorf("process %d: its tracer is busy with a process's exit", pid)
 	}
 }
 

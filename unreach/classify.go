@@ -45,6 +45,9 @@ type Private struct {
 	File func(path string) bool
 }
 
+// page is the size of a page.
+const page = 4096
+
 // runGap is the largest gap between two blocks read as one run.
 const runGap = 256
 
@@ -55,9 +58,9 @@ const runGap = 256
 //   - unreadable mappings, code, the kernel's ([vdso], [vvar]...) and
 //     devices' (other than /dev/zero and /dev/shm) are skipped, and so
 //     are mdtrace's own (p);
-//   - [heap], an anonymous mapping that holds a live block, and a heap of
-//     glibc's other arenas (64 MiB aligned, the rest PROT_NONE) are heap:
-//     not roots, only their blocks are read;
+//   - [heap], the pages of live blocks in an anonymous mapping, and a heap
+//     of glibc's other arenas (64 MiB aligned, the rest PROT_NONE) are
+//     heap: not roots, only their blocks are read;
 //   - a mapping that holds a thread's stack pointer ([stack], or a
 //     thread's anonymous stack) is a root from each such stack pointer,
 //     less the red zone, to its end;
@@ -75,8 +78,6 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *L
 	for i := range maps {
 		kinds[i] = classify(maps, i, p)
 	}
-	// A block makes the anonymous mapping that holds it heap (glibc's
-	// mmapped chunks, and the arenas of other allocators).
 	at := func(addr uint64) int {
 		i := sort.Search(len(maps), func(i int) bool { return maps[i].End > addr })
 		if i == len(maps) || maps[i].Start > addr {
@@ -84,9 +85,23 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *L
 		}
 		return i
 	}
+	// The pages of the blocks of an anonymous mapping are heap, the rest
+	// of it globals: the kernel merges a chunk glibc maps for a large
+	// block with the anonymous mappings next to it (the first thread's
+	// TLS, the program's own), and other allocators' arenas are
+	// anonymous mappings.
+	heapPages := map[int][]Range{}
 	for i := range blocks {
 		if m := at(blocks[i].Ptr); m >= 0 && kinds[m] == kindGlobals && maps[m].Path == "" {
-			kinds[m] = kindHeap
+			b := &blocks[i]
+			r := Range{max(maps[m].Start, (b.Ptr-min(b.Ptr, 16))&^(page-1)), min(maps[m].End, (b.Ptr+b.Size+page-1)&^(page-1))}
+			hp := heapPages[m]
+			if n := len(hp); n > 0 && r.Start <= hp[n-1].End {
+				hp[n-1].End = max(hp[n-1].End, r.End)
+			} else {
+				hp = append(hp, r)
+			}
+			heapPages[m] = hp
 		}
 	}
 	// Stacks: from each stack pointer to the end of its mapping.
@@ -107,7 +122,16 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *L
 			// of it, as a global.
 			fallthrough
 		case kinds[i] == kindGlobals && !stackOf[i]:
-			l.Globals = append(l.Globals, Range{maps[i].Start, maps[i].End})
+			at := maps[i].Start
+			for _, h := range heapPages[i] {
+				if h.Start > at {
+					l.Globals = append(l.Globals, Range{at, h.Start})
+				}
+				at = h.End
+			}
+			if at < maps[i].End {
+				l.Globals = append(l.Globals, Range{at, maps[i].End})
+			}
 		}
 	}
 	// Runs of blocks, within their mappings.
