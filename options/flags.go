@@ -42,6 +42,9 @@ type Flags struct {
 	// NoPreload launches a command without the shim when the options do
 	// not need it: the allocator itself is probed, as when attaching.
 	NoPreload bool
+	// UnreachableOnly limits the leak_track report at exit to the blocks
+	// that nothing in the process points to any more.
+	UnreachableOnly bool
 	// NoBatch makes the shim report each call at its probe sites rather
 	// than a thread's calls a batch at a time.
 	NoBatch bool
@@ -197,6 +200,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
+	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
@@ -393,6 +397,7 @@ var supported = map[string]bool{
 	"verbose":                       true,
 	"log_allocator_stats_on_signal": true,
 	"log_allocator_stats_on_exit":   true,
+	"check_unreachable_on_signal":   true,
 }
 
 // shimOptions are implemented by the shim, preloaded into a launched

@@ -43,18 +43,30 @@ type LeakOptions struct {
 	// Suppressed, when set, reports whether a leaked block, with its
 	// resolved frames, is left out of the report.
 	Suppressed func(a *leak.Alloc, frames []stacks.Frame) bool
+	// Reachable, when set, reports whether a leaked block is still
+	// reachable from the process's roots: those are left out, and the
+	// report lists only the unreachable ones (--unreachable-only).
+	Reachable func(a *leak.Alloc) bool
 }
 
 // LeakSummary counts what a leak report listed and what it left out.
 type LeakSummary struct {
 	Blocks, Bytes                     uint64
 	SuppressedBlocks, SuppressedBytes uint64
+	// UnreachableOnly says that Blocks and Bytes are the unreachable
+	// leaks only; ReachableBlocks and ReachableBytes are those left out.
+	UnreachableOnly                 bool
+	ReachableBlocks, ReachableBytes uint64
 }
 
 // String is the report's bottom line: "N bytes in M leaked allocations",
 // with the suppressed ones if any.
 func (s LeakSummary) String() string {
 	line := fmt.Sprintf("%d bytes in %d leaked allocations", s.Bytes, s.Blocks)
+	if s.UnreachableOnly {
+		line = fmt.Sprintf("%d bytes in %d unreachable leaked allocations (%d still reachable, %d bytes, not listed)",
+			s.Bytes, s.Blocks, s.ReachableBlocks, s.ReachableBytes)
+	}
 	if s.SuppressedBlocks > 0 {
 		line += fmt.Sprintf(" (%d suppressed, %d bytes)", s.SuppressedBlocks, s.SuppressedBytes)
 	}
@@ -70,10 +82,15 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 		a      *leak.Alloc
 		frames []stacks.Frame
 	}
-	var sum LeakSummary
+	sum := LeakSummary{UnreachableOnly: opts.Reachable != nil}
 	kept := make([]listed, 0, len(list))
 	for i := range list {
 		a := &list[i]
+		if opts.Reachable != nil && opts.Reachable(a) {
+			sum.ReachableBlocks++
+			sum.ReachableBytes += a.Size
+			continue
+		}
 		var fs []stacks.Frame
 		if pcs := snap.Backtrace(a); len(pcs) > 0 {
 			fs = resolve(pcs, frames)

@@ -30,6 +30,12 @@ const LogTag = "malloc_debug"
 // writer in one Write call, never interleaved with another message's.
 // Write errors are ignored, as logging cannot report them anywhere better.
 type Log struct {
+	*logShared
+	tag string
+}
+
+// logShared is what a Log shares with the Logs of other tags made from it.
+type logShared struct {
 	mu    sync.Mutex
 	w     io.Writer
 	clock func() time.Time
@@ -37,7 +43,13 @@ type Log struct {
 
 // NewLog returns a Log that writes to w and stamps lines with time.Now.
 func NewLog(w io.Writer) *Log {
-	return &Log{w: w, clock: time.Now}
+	return &Log{logShared: &logShared{w: w, clock: time.Now}, tag: LogTag}
+}
+
+// Tagged returns a Log that writes to the same writer, with the same clock,
+// lines of another tag (libmemunreachable's, for one).
+func (l *Log) Tagged(tag string) *Log {
+	return &Log{logShared: l.logShared, tag: tag}
 }
 
 // SetClock replaces the clock that stamps the lines; tests use it to fix
@@ -63,12 +75,12 @@ func (l *Log) Infof(pid, tid int, format string, args ...any) {
 func (l *Log) log(prio byte, pid, tid int, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _ = l.w.Write(appendMessage(nil, l.clock(), prio, pid, tid, msg))
+	_, _ = l.w.Write(appendMessage(nil, l.clock(), prio, l.tag, pid, tid, msg))
 }
 
 // appendMessage appends the log lines of a message stamped t.
-func appendMessage(buf []byte, t time.Time, prio byte, pid, tid int, msg string) []byte {
-	header := appendHeader(nil, t, prio, pid, tid)
+func appendMessage(buf []byte, t time.Time, prio byte, tag string, pid, tid int, msg string) []byte {
+	header := appendHeader(nil, t, prio, tag, pid, tid)
 	n := len(buf)
 	for line := range strings.SplitSeq(msg, "\n") {
 		if line == "" {
@@ -108,7 +120,7 @@ func (b *LogBuffer) Errorf(pid, tid int, format string, args ...any) {
 	b.l.mu.Lock()
 	now := b.l.clock()
 	b.l.mu.Unlock()
-	b.buf = appendMessage(b.buf, now, 'E', pid, tid, fmt.Sprintf(format, args...))
+	b.buf = appendMessage(b.buf, now, 'E', b.l.tag, pid, tid, fmt.Sprintf(format, args...))
 	if len(b.buf) >= logBufferSize {
 		b.Flush()
 	}
@@ -125,8 +137,8 @@ func (b *LogBuffer) Flush() {
 	b.buf = b.buf[:0]
 }
 
-// appendHeader appends "MM-DD HH:MM:SS.mmm  PID  TID P malloc_debug: ".
-func appendHeader(b []byte, t time.Time, prio byte, pid, tid int) []byte {
+// appendHeader appends "MM-DD HH:MM:SS.mmm  PID  TID P TAG: ".
+func appendHeader(b []byte, t time.Time, prio byte, tag string, pid, tid int) []byte {
 	b = t.AppendFormat(b, "01-02 15:04:05")
 	b = append(b, '.')
 	b = appendPad(b, strconv.AppendInt(nil, int64(t.Nanosecond()/int(time.Millisecond)), 10), 3, '0')
@@ -135,7 +147,7 @@ func appendHeader(b []byte, t time.Time, prio byte, pid, tid int) []byte {
 	b = append(b, ' ')
 	b = appendPad(b, strconv.AppendInt(nil, int64(tid), 10), 5, ' ')
 	b = append(b, ' ', prio, ' ')
-	b = append(b, LogTag...)
+	b = append(b, tag...)
 	b = append(b, ':', ' ')
 	return b
 }

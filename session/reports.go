@@ -41,15 +41,42 @@ func (s *session) finish(p *proc) {
 	if !s.cfg.Has(options.LeakTrack) && !(s.cfg.Has(options.Backtrace) && s.cfg.BacktraceDumpOnExit) && s.flags.Folded == "" && !live {
 		return
 	}
-	snap, maps, err := s.snapshot(p)
-	if err != nil {
-		s.notice("%v", err)
-		return
+	var (
+		snap      *leak.Snapshot
+		maps      *stacks.Maps
+		err       error
+		reachable func(*leak.Alloc) bool
+	)
+	if s.cfg.Has(options.LeakTrack) && s.flags.UnreachableOnly {
+		// The check, while the process's memory is there: at its
+		// exit stop, or before mdtrace lets it go.
+		sc, serr := s.scanUnreachable(p)
+		if serr != nil {
+			s.notice("checking process %d for unreachable memory: %v; its leak report lists every leaked block", p.pid, serr)
+		} else {
+			s.log.Infof(p.pid, p.pid, "mdtrace: %s", sc.pauseLine(p.pid))
+			snap, maps = sc.snap, sc.maps
+			byPtr := make(map[uint64]bool, len(snap.Allocs))
+			for i := range snap.Allocs {
+				if sc.reachable(i) {
+					byPtr[snap.Allocs[i].Ptr] = true
+				}
+			}
+			reachable = func(a *leak.Alloc) bool { return byPtr[a.Ptr] }
+		}
+	}
+	if snap == nil {
+		snap, maps, err = s.snapshot(p)
+		if err != nil {
+			s.notice("%v", err)
+			return
+		}
 	}
 	if s.cfg.Has(options.LeakTrack) {
 		sum := output.LeakReportWith(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps), output.LeakOptions{
 			Full:       s.cfg.Has(options.BacktraceFull),
 			Suppressed: s.suppressed(p, maps),
+			Reachable:  reachable,
 		})
 		// The report's bottom line, and the run's for standard error.
 		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
@@ -57,6 +84,9 @@ func (s *session) finish(p *proc) {
 		s.leaks.Bytes += sum.Bytes
 		s.leaks.SuppressedBlocks += sum.SuppressedBlocks
 		s.leaks.SuppressedBytes += sum.SuppressedBytes
+		s.leaks.UnreachableOnly = s.leaks.UnreachableOnly || sum.UnreachableOnly
+		s.leaks.ReachableBlocks += sum.ReachableBlocks
+		s.leaks.ReachableBytes += sum.ReachableBytes
 		s.leakReports++
 		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
 			_, est := snap.Sites()

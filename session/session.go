@@ -115,6 +115,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if err := CheckPrivileges(); err != nil {
 		return 1, err
 	}
+	if flags.UnreachableOnly && !cfg.Has(options.LeakTrack) {
+		return 1, errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
+	}
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
 	s.sym.DebugDirs = flags.DebugDirs
 	rules, err := Suppressions(flags)

@@ -94,6 +94,14 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 			s.logStats(p)
 		}
 		s.mu.Unlock()
+	case options.CheckUnreachableSignal:
+		if !s.cfg.Has(options.CheckUnreachableOnSignal) {
+			s.notice("signal %d ignored: checking for unreachable memory needs the check_unreachable_on_signal option", sig)
+			return
+		}
+		for _, p := range procs {
+			s.checkUnreachable(p)
+		}
 	default:
 		s.notice("signal %d ignored: its option is not supported yet", sig)
 	}

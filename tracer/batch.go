@@ -278,3 +278,21 @@ func stackHash(frames []uint64, cut bool) uint64 {
 	}
 	return h
 }
+
+// BatchAddrs returns the addresses of the batches of process tgid's
+// threads, the shim's memory: the blocks they name are not the program's
+// references.
+func (p *Probes) BatchAddrs(tgid int) []uint64 {
+	var (
+		tid   uint32
+		bt    bpf.MdtraceBatchThread
+		addrs []uint64
+		it    = p.objs.BatchThreads.Iterate()
+	)
+	for it.Next(&tid, &bt) {
+		if int(bt.Tgid) == tgid {
+			addrs = append(addrs, bt.Addr)
+		}
+	}
+	return addrs
+}

@@ -80,8 +80,16 @@ type Process struct {
 	hooks    Hooks
 	detachq  chan chan error
 	adoptq   chan adoption
-	done     chan struct{}
-	status   ExitStatus
+	freezeq  chan freezeRequest
+	// tracerTID is the OS thread of the control goroutine, the tracer;
+	// atStop is the tracee a hook is called at the stop of (its exit),
+	// 0 if none. lingering are threads a freeze seized that had not
+	// stopped, detached by the loop as they stop.
+	tracerTID int
+	atStop    int
+	lingering *freezer
+	done      chan struct{}
+	status    ExitStatus
 	// atExit is the status the process's exit stop gave, for when its
 	// parent reaps it first.
 	atExit ExitStatus
@@ -151,7 +159,7 @@ func Attach(pid int, hooks Hooks) (*Process, error) {
 
 func newProcess(h Hooks) *Process {
 	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), adoptq: make(chan adoption),
-		done: make(chan struct{})}
+		freezeq: make(chan freezeRequest), done: make(chan struct{})}
 }
 
 // adoption is a request to follow a child that ptrace did not report.
@@ -239,6 +247,7 @@ func (p *Process) Detach() error {
 func (p *Process) control(start func() error, started chan<- error) {
 	// The thread stays locked: it is the tracer, and dies with the goroutine.
 	runtime.LockOSThread()
+	p.tracerTID = unix.Gettid()
 	sigchld := make(chan os.Signal, 1)
 	signal.Notify(sigchld, syscall.SIGCHLD)
 	defer signal.Stop(sigchld)
@@ -415,9 +424,14 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 			// wait for the next tick.
 			continue
 		}
+		if p.lingering != nil && p.lingering.waitLingering(false) {
+			p.lingering = nil
+		}
 		select {
 		case <-sigchld:
 		case <-tick.C:
+		case r := <-p.freezeq:
+			p.serveFreeze(r)
 		case a := <-p.adoptq:
 			a.reply <- p.adopt(a)
 		case reply := <-p.detachq:
@@ -467,7 +481,9 @@ func (p *Process) handle(pid int, ws unix.WaitStatus) bool {
 			p.atExit = exitStatusAt(pid)
 		}
 		if p.hooks.Exit != nil {
+			p.atStop = pid
 			p.hooks.Exit(pid)
+			p.atStop = 0
 		}
 		ptrace(unix.PTRACE_CONT, pid, 0, 0)
 	case unix.PTRACE_EVENT_EXEC:
@@ -548,7 +564,9 @@ func (p *Process) detachRunning(pid int) error {
 		switch event := int(ws>>16) & 0xff; event {
 		case unix.PTRACE_EVENT_EXIT:
 			if p.hooks.Exit != nil {
+				p.atStop = pid
 				p.hooks.Exit(pid)
+				p.atStop = 0
 			}
 		case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
 			// The new child was traced at its creation: let it go too.

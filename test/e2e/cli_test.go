@@ -153,7 +153,6 @@ func TestBadInput(t *testing.T) {
 		{"unknown option", []string{"-o", "backtrace unknown_option", "--", "true"}, 2,
 			"mdtrace: unknown option unknown_option\nmdtrace: For malloc debug option descriptions go to:\nmdtrace:   https://android.googlesource.com/platform/bionic/+/main/libc/malloc_debug/README.md\n"},
 		{"flag option value", []string{"--leak-track=12", "--", "true"}, 2, "mdtrace: value set for option 'leak_track' which does not take a value\nRun 'mdtrace --help' for usage.\n"},
-		{"option not supported yet", []string{"-o", "backtrace check_unreachable_on_signal", "--", "true"}, 2, "mdtrace: option check_unreachable_on_signal is not supported yet\n"},
 		{"shim option with -p", []string{"-p", "1", "-o", "guard"}, 2, "mdtrace: option guard rewrites memory through the preloaded shim: it needs a command launched by mdtrace, not -p\n"},
 		{"command not found", []string{"--", dir + "/nonexistent"}, 127, "mdtrace: cannot run " + dir + "/nonexistent: exec: \"" + dir + "/nonexistent\": stat " + dir + "/nonexistent: no such file or directory\n"},
 		{"no malloc", []string{"--", mdtraceBin, "--version"}, 1, "mdtrace: " + mdtraceBin + ": neither it nor its libraries define malloc: no malloc to trace\n"},

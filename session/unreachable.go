@@ -1,0 +1,214 @@
+//go:build linux
+
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+	"github.com/mdtrace/mdtrace/unreach"
+)
+
+// unreachScan is a reachability check of one process: its live table and
+// maps as they were while it was stopped, a copy of its roots and heap,
+// and each block's verdict.
+type unreachScan struct {
+	snap *leak.Snapshot
+	maps *stacks.Maps
+	img  *unreach.Image
+	res  *unreach.Result
+	// block is the index in img.Blocks of each of snap.Allocs.
+	block []int
+	// byBlock is the inverse of block, made when needed.
+	byBlock []int
+	pause   time.Duration
+	// threads and unstopped count the threads stopped and those that
+	// could not be; rootBytes and heapBytes what was read.
+	threads, unstopped   int
+	rootBytes, heapBytes int
+	skipped, outside     int
+}
+
+// reachable reports whether snap.Allocs[i] is reachable.
+func (sc *unreachScan) reachable(i int) bool { return sc.res.Reachable[sc.block[i]] }
+
+// scanUnreachable stops process p, takes its live table, its maps and a
+// copy of its roots and heap, lets it go on, and marks the blocks
+// reachable from the roots.
+func (s *session) scanUnreachable(p *proc) (*unreachScan, error) {
+	s.syncLibraries()
+	sc := &unreachScan{}
+	shim := shimName
+	if s.flags.Shim != "" {
+		shim = filepath.Base(s.flags.Shim)
+	}
+	fn := func(fz *tracer.Frozen) error {
+		snap, err := s.probes.Snapshot(p.pid)
+		if err != nil {
+			return err
+		}
+		snap.BacktraceSize = s.cfg.BacktraceFrames
+		snap.SampleBytes = s.flags.SampleBytes
+		maps, err := stacks.ReadMaps(p.pid)
+		if err != nil {
+			return fmt.Errorf("reading the maps of process %d: %w", p.pid, err)
+		}
+		sc.snap, sc.maps = snap, maps
+		sc.threads, sc.unstopped = len(fz.Threads), fz.Unstopped
+		order := make([]int, len(snap.Allocs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			pa, pb := snap.Allocs[a].Ptr, snap.Allocs[b].Ptr
+			switch {
+			case pa < pb:
+				return -1
+			case pa > pb:
+				return 1
+			}
+			return 0
+		})
+		img := &unreach.Image{Blocks: make([]unreach.Block, len(order))}
+		sc.block = make([]int, len(order))
+		for bi, ai := range order {
+			a := &snap.Allocs[ai]
+			img.Blocks[bi] = unreach.Block{Ptr: a.Ptr, Size: a.Size}
+			sc.block[ai] = bi
+		}
+		var sps []uint64
+		for _, t := range fz.Threads {
+			sps = append(sps, t.SP)
+			img.Regs = append(img.Regs, t.Regs...)
+		}
+		layout := unreach.Classify(maps.Mappings, sps, img.Blocks, unreach.Private{
+			Addrs: s.probes.BatchAddrs(p.pid),
+			File:  func(path string) bool { return filepath.Base(path) == shim },
+		})
+		sc.outside = layout.Outside
+		var ranges [][2]uint64
+		for _, group := range [][]unreach.Range{layout.Globals, layout.Stacks, layout.Runs} {
+			for _, r := range group {
+				ranges = append(ranges, [2]uint64{r.Start, r.End})
+			}
+		}
+		data, skipped := tracer.ReadRanges(p.pid, ranges)
+		sc.skipped = skipped
+		nroots := len(layout.Globals) + len(layout.Stacks)
+		for i, r := range ranges {
+			seg := unreach.Segment{Addr: r[0], Data: data[i]}
+			if i < nroots {
+				img.Roots = append(img.Roots, seg)
+				sc.rootBytes += len(data[i])
+			} else {
+				img.Heap = append(img.Heap, seg)
+				sc.heapBytes += len(data[i])
+			}
+		}
+		sc.img = img
+		return nil
+	}
+	var err error
+	if s.proc != nil {
+		sc.pause, err = s.proc.Freeze(p.pid, fn)
+	} else {
+		sc.pause, err = tracer.Freeze(p.pid, fn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// glibc's next-chunk addresses, from each block's header.
+	img := sc.img
+	j := 0
+	for i := range img.Blocks {
+		b := &img.Blocks[i]
+		for j < len(img.Heap) && img.Heap[j].End() <= b.Ptr {
+			j++
+		}
+		if j < len(img.Heap) && b.Ptr >= img.Heap[j].Addr+8 {
+			seg := &img.Heap[j]
+			off := b.Ptr - 8 - seg.Addr
+			h := uint64(0)
+			for k := range uint64(8) {
+				h |= uint64(seg.Data[off+k]) << (8 * k)
+			}
+			b.NotRef = unreach.GlibcNotRef(b.Ptr, b.Size, h)
+		}
+	}
+	sc.res = unreach.Mark(img)
+	return sc, nil
+}
+
+// pauseLine says how long the process was stopped and what was read.
+func (sc *unreachScan) pauseLine(pid int) string {
+	line := fmt.Sprintf("process %d stopped %.1f ms for the check of its %d blocks: %d threads, %d bytes of roots and %d bytes of heap read",
+		pid, float64(sc.pause.Microseconds())/1000, len(sc.img.Blocks), sc.threads, sc.rootBytes, sc.heapBytes)
+	if sc.unstopped > 0 {
+		line += fmt.Sprintf("; %d threads could not be stopped (their registers are not roots)", sc.unstopped)
+	}
+	if sc.outside > 0 {
+		line += fmt.Sprintf("; %d blocks lie outside the readable memory (their contents are not scanned)", sc.outside)
+	}
+	return line
+}
+
+// checkUnreachable runs the check of check_unreachable_on_signal on
+// process p now, and logs it as Android's malloc debug and
+// libmemunreachable do.
+//
+// The log is written under the session's lock, but the scan is not: the
+// process's exit, which takes the lock, may come while it is stopped.
+func (s *session) checkUnreachable(p *proc) {
+	s.mu.Lock()
+	finished := p.finished
+	s.mu.Unlock()
+	if finished {
+		return
+	}
+	sc, err := s.scanUnreachable(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ul := s.log.Tagged(output.UnreachableTag)
+	steps := output.UnreachableSteps
+	s.log.Infof(p.pid, p.pid, "Starting to check for unreachable memory.")
+	ul.Infof(p.pid, p.pid, steps.Collecting, p.pid)
+	ul.Infof(p.pid, p.pid, steps.Searching, p.pid)
+	if err != nil {
+		s.log.Errorf(p.pid, p.pid, "Unreachable check failed, run setenforce 0 and try again.")
+		s.notice("checking process %d for unreachable memory: %v", p.pid, err)
+		return
+	}
+	ul.Infof(p.pid, p.pid, "%s", steps.SearchDone)
+	ul.Infof(p.pid, p.pid, "%s", steps.CollectionDone)
+	s.log.Infof(p.pid, p.pid, "mdtrace: %s", sc.pauseLine(p.pid))
+	if sc.skipped > 0 {
+		ul.Errorf(p.pid, p.pid, "%d pages skipped due to segfaults", sc.skipped)
+	}
+	ul.Infof(p.pid, p.pid, steps.Sweeping, p.pid)
+	ul.Infof(p.pid, p.pid, "%s", steps.SweepDone)
+	ul.Infof(p.pid, p.pid, "%s", steps.Folding)
+	folded := unreach.Fold(sc.img, sc.res)
+	backtrace := func(bi int) []uint64 { return sc.snap.Backtrace(sc.allocOf(bi)) }
+	report := unreach.Summarize(sc.img, sc.res, folded, unreach.DefaultLimit, backtrace,
+		func(bi int) []byte { return unreach.Data(sc.img, bi) })
+	ul.Infof(p.pid, p.pid, "%s", steps.FoldDone)
+	ul.Infof(p.pid, p.pid, "%s", steps.Done)
+	output.LogUnreachable(s.log, p.pid, p.pid, report, false, s.frames(p, sc.maps))
+}
+
+// allocOf returns the allocation of block bi.
+func (sc *unreachScan) allocOf(bi int) *leak.Alloc {
+	if sc.byBlock == nil {
+		sc.byBlock = make([]int, len(sc.block))
+		for ai, b := range sc.block {
+			sc.byBlock[b] = ai
+		}
+	}
+	return &sc.snap.Allocs[sc.byBlock[bi]]
+}
