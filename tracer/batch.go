@@ -57,18 +57,8 @@ func (p *Probes) drained() uint64 {
 // handing it over meanwhile, so that the table gets its calls) is left
 // out.
 func (p *Probes) pendingBatches(tgid int) pendingCalls {
-	var (
-		tid   uint32
-		bt    bpf.MdtraceBatchThread
-		addrs []uint64
-		it    = p.objs.BatchThreads.Iterate()
-	)
-	for it.Next(&tid, &bt) {
-		if int(bt.Tgid) == tgid {
-			addrs = append(addrs, bt.Addr)
-		}
-	}
-	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrIterationAborted) || len(addrs) == 0 {
+	addrs, err := p.batchAddrs(tgid)
+	if err != nil && !errors.Is(err, ebpf.ErrIterationAborted) || len(addrs) == 0 {
 		return pendingCalls{}
 	}
 	var calls []pendingCall
@@ -283,6 +273,15 @@ func stackHash(frames []uint64, cut bool) uint64 {
 // threads, the shim's memory: the blocks they name are not the program's
 // references.
 func (p *Probes) BatchAddrs(tgid int) []uint64 {
+	addrs, _ := p.batchAddrs(tgid)
+	return addrs
+}
+
+// batchAddrs returns the addresses of the batches of process tgid's
+// threads, and the error that ended the walk of the table of threads, if
+// any (ebpf.ErrIterationAborted: it changed under the walk, some may be
+// missing).
+func (p *Probes) batchAddrs(tgid int) ([]uint64, error) {
 	var (
 		tid   uint32
 		bt    bpf.MdtraceBatchThread
@@ -294,5 +293,5 @@ func (p *Probes) BatchAddrs(tgid int) []uint64 {
 			addrs = append(addrs, bt.Addr)
 		}
 	}
-	return addrs
+	return addrs, it.Err()
 }

@@ -35,18 +35,41 @@ Writes the growth by backtrace between two heap dumps of one process, the larges
 // dumpFlags are the flags report and diff share.
 type dumpFlags struct {
 	fs        *pflag.FlagSet
+	usage     string
 	symbols   string
 	debugDirs []string
 	top       int
+	help      bool
 }
 
-func newDumpFlags(name string, top int) *dumpFlags {
-	f := &dumpFlags{fs: pflag.NewFlagSet(name, pflag.ContinueOnError)}
+func newDumpFlags(name, usage string, top int) *dumpFlags {
+	f := &dumpFlags{fs: pflag.NewFlagSet(name, pflag.ContinueOnError), usage: usage}
 	f.fs.SetOutput(io.Discard)
+	f.fs.BoolVarP(&f.help, "help", "h", false, "show this help")
 	f.fs.StringVar(&f.symbols, "symbols", "", "symbolize from copies of the dump's files under `DIR` (DIR/system/lib64/libc.so for /system/lib64/libc.so), as native_heapdump_viewer.py --symbols")
 	f.fs.StringArrayVar(&f.debugDirs, "debug-dir", nil, "search `DIR` for separate debug files (repeatable)")
 	f.fs.IntVar(&f.top, "top", top, "show at most `N` backtraces (0: all)")
 	return f
+}
+
+// parse parses args; done is set, with the exit status, when there is
+// nothing more to do: help given, or a usage error (said on stderr).
+func (f *dumpFlags) parse(args []string, stdout, stderr io.Writer) (status int, done bool) {
+	if err := f.fs.Parse(args); err != nil {
+		return usageError(stderr, err, f.usage), true
+	}
+	if f.help {
+		fmt.Fprint(stdout, f.usage)
+		f.fs.SetOutput(stdout)
+		f.fs.PrintDefaults()
+		return 0, true
+	}
+	if f.symbols != "" {
+		if fi, err := os.Stat(f.symbols); err != nil || !fi.IsDir() {
+			return usageError(stderr, fmt.Errorf("--symbols %s: not a directory", f.symbols), f.usage), true
+		}
+	}
+	return 0, false
 }
 
 func (f *dumpFlags) symbolizer() *stacks.Symbolizer {
@@ -63,26 +86,14 @@ func usageError(stderr io.Writer, err error, usage string) int {
 }
 
 func runReport(args []string, stdout, stderr io.Writer) int {
-	f := newDumpFlags("report", 50)
+	f := newDumpFlags("report", reportUsage, 50)
 	format := f.fs.String("format", "text", "`text`, folded or pprof")
 	out := f.fs.StringP("output", "o", "", "write to `FILE` instead of standard output")
-	help := f.fs.BoolP("help", "h", false, "show this help")
-	if err := f.fs.Parse(args); err != nil {
-		return usageError(stderr, err, reportUsage)
-	}
-	if *help {
-		fmt.Fprint(stdout, reportUsage)
-		f.fs.SetOutput(stdout)
-		f.fs.PrintDefaults()
-		return 0
+	if status, done := f.parse(args, stdout, stderr); done {
+		return status
 	}
 	if f.fs.NArg() != 1 {
 		return usageError(stderr, errors.New("report reads one heap dump"), reportUsage)
-	}
-	if f.symbols != "" {
-		if fi, err := os.Stat(f.symbols); err != nil || !fi.IsDir() {
-			return usageError(stderr, fmt.Errorf("--symbols %s: not a directory", f.symbols), reportUsage)
-		}
 	}
 	var write func(io.Writer, *dumps.Dump) error
 	switch *format {
@@ -116,16 +127,9 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 }
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
-	f := newDumpFlags("diff", 0)
-	help := f.fs.BoolP("help", "h", false, "show this help")
-	if err := f.fs.Parse(args); err != nil {
-		return usageError(stderr, err, diffUsage)
-	}
-	if *help {
-		fmt.Fprint(stdout, diffUsage)
-		f.fs.SetOutput(stdout)
-		f.fs.PrintDefaults()
-		return 0
+	f := newDumpFlags("diff", diffUsage, 0)
+	if status, done := f.parse(args, stdout, stderr); done {
+		return status
 	}
 	if f.fs.NArg() != 2 {
 		return usageError(stderr, errors.New("diff reads two heap dumps, the older first"), diffUsage)
