@@ -72,7 +72,9 @@ func TestManyProcesses(t *testing.T) {
 	dir := t.TempDir()
 	for _, mode := range launchModes {
 		t.Run(mode.name, func(t *testing.T) {
-			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", dir+"/log."+mode.name, "--",
+			// Deep enough for every stack of sh and its children, the shim's start
+			// in each of them among them: no line about cut backtraces.
+			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace=64 leak_track", "--log", dir+"/log."+mode.name, "--",
 				"sh", "-c", `i=0; while [ $i -lt "$0" ]; do /bin/true; i=$((i + 1)); done`, strconv.Itoa(n))
 			if r.code != 0 {
 				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
