@@ -1,6 +1,6 @@
 # mdtrace: Android's malloc debug for Linux, with eBPF.
 #
-#   make install   install mdtrace, its shim, libmdtrace and its header,
+#   make install   install mdtrace, its shim and mdreplay, libmdtrace and its header,
 #                  pkg-config file and the man page under PREFIX (/usr/local),
 #                  in DESTDIR if given; make uninstall removes them
 #   make demo      build, then trace a leaking program and show its reports

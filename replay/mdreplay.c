@@ -69,9 +69,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-// touch writes one byte of each page of a new block, as memory_replay
-// does to make the allocation resident: the replay's RSS then reflects the
-// pages the allocator hands out, not only its address space.
+// touch writes one byte of each page of a new block to make it resident:
+// the replay's RSS then reflects the pages the allocator hands out, as in
+// a program that uses its blocks, not only its address space. calloc's
+// blocks are touched too, as an allocator may hand out fresh zero pages
+// without writing them.
 static void touch(void *p, uint64_t size)
 {
 	volatile char *c = p;

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -226,6 +228,40 @@ func TestReplayErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayNoReplayer: a copy of mdtrace with no mdreplay next to it nor
+// in ../lib/mdtrace says where it looked.
+func TestReplayNoReplayer(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin", "mdtrace")
+	if err := os.Mkdir(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFile(mdtraceBin, bin); err != nil {
+		t.Fatal(err)
+	}
+	records := filepath.Join(dir, "records.txt")
+	if err := os.WriteFile(records, []byte(replayOld), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "replay", records).CombinedOutput()
+	want := fmt.Sprintf("mdtrace: no mdreplay next to mdtrace or where make install puts it (%s/bin/mdreplay, %s/lib/mdtrace/mdreplay)\n", dir, dir)
+	if code := exitCode(err); code != 1 || string(out) != want {
+		t.Errorf("exit status %d, output:\n%s\nwant 1 and:\n%s", code, out, want)
+	}
+}
+
+// exitCode is the exit status of a command that ran, from its error.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
 
 // libz is a shared library that defines no malloc.
