@@ -1,6 +1,6 @@
 # mdtrace: Android's malloc debug for Linux, with eBPF.
 #
-#   make install   install mdtrace, its shim, libmdtrace and its header,
+#   make install   install mdtrace, its shim and mdreplay, libmdtrace and its header,
 #                  pkg-config file and the man page under PREFIX (/usr/local),
 #                  in DESTDIR if given; make uninstall removes them
 #   make demo      build, then trace a leaking program and show its reports
@@ -50,7 +50,7 @@ deps:
 		fi; \
 	fi
 
-build: bin/mdtrace bin/libmdshim.so bin/libmdtrace.so bin/libmdtrace.a
+build: bin/mdtrace bin/libmdshim.so bin/mdreplay bin/libmdtrace.so bin/libmdtrace.a
 
 bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_x86_bpfel.o suppress/default.supp go.mod go.sum
 	@mkdir -p bin
@@ -59,6 +59,12 @@ bin/mdtrace: $(shell find . -name '*.go' -not -path './testdata/*') bpf/mdtrace_
 bin/libmdshim.so: $(wildcard shim/*.c shim/*.h) abi/mdtrace_abi.h
 	@mkdir -p bin
 	$(CC) -shared -fPIC -Wl,-z,now -O2 -g -fexceptions -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror -o $@ shim/*.c
+
+# mdreplay makes the allocator calls of "mdtrace replay", which is built
+# without cgo (replay/).
+bin/mdreplay: replay/mdreplay.c replay/mdreplay.h
+	@mkdir -p bin
+	$(CC) -O2 -g -Wall -Wextra -Werror -pthread -o $@ replay/mdreplay.c -Wl,--as-needed -ldl
 
 # libmdtrace: get_malloc_leak_info and free_malloc_leak_info for programs
 # that link them, handed over to the shim when it is preloaded (lib/).
@@ -88,7 +94,7 @@ includedir  ?= $(PREFIX)/include
 mandir      ?= $(PREFIX)/share/man
 pkgconfigdir ?= $(libdir)/pkgconfig
 shimdir     := $(PREFIX)/lib/mdtrace
-INSTALLED := $(bindir)/mdtrace $(shimdir)/libmdshim.so $(libdir)/$(LIBMDTRACE_SONAME) \
+INSTALLED := $(bindir)/mdtrace $(shimdir)/libmdshim.so $(shimdir)/mdreplay $(libdir)/$(LIBMDTRACE_SONAME) \
 	$(libdir)/libmdtrace.so $(libdir)/libmdtrace.a $(includedir)/mdtrace/malloc_debug.h \
 	$(pkgconfigdir)/mdtrace.pc $(mandir)/man1/mdtrace.1
 
@@ -97,6 +103,7 @@ install: build
 		$(DESTDIR)$(pkgconfigdir) $(DESTDIR)$(mandir)/man1
 	install -m 0755 bin/mdtrace $(DESTDIR)$(bindir)/mdtrace
 	install -m 0755 bin/libmdshim.so $(DESTDIR)$(shimdir)/libmdshim.so
+	install -m 0755 bin/mdreplay $(DESTDIR)$(shimdir)/mdreplay
 	install -m 0755 bin/$(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/$(LIBMDTRACE_SONAME)
 	ln -sfn $(LIBMDTRACE_SONAME) $(DESTDIR)$(libdir)/libmdtrace.so
 	install -m 0644 bin/libmdtrace.a $(DESTDIR)$(libdir)/libmdtrace.a

@@ -112,6 +112,7 @@ var helpUsage = []helpItem{
 	{"mdtrace --all", "audit every process"},
 	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
+	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
 }
 
 var helpExamples = []helpItem{

@@ -128,7 +128,8 @@ func tree(t *testing.T, root string) string {
 }
 
 // TestInstall: make install with DESTDIR and PREFIX puts each file in its
-// place with its mode; the installed mdtrace finds the installed shim; a
+// place with its mode; the installed mdtrace finds the installed shim and
+// mdreplay; a
 // program built with pkg-config against the installed header and library
 // gets an empty get_malloc_leak_info natively and its live blocks under
 // the installed mdtrace; make uninstall leaves only the standard folders.
@@ -152,6 +153,7 @@ Lrwxrwxrwx usr/lib/libmdtrace.so -> libmdtrace.so.0
 -rwxr-xr-x usr/lib/libmdtrace.so.0
 drwxr-xr-x usr/lib/mdtrace
 -rwxr-xr-x usr/lib/mdtrace/libmdshim.so
+-rwxr-xr-x usr/lib/mdtrace/mdreplay
 drwxr-xr-x usr/lib/pkgconfig
 -rw-r--r-- usr/lib/pkgconfig/mdtrace.pc
 drwxr-xr-x usr/share
@@ -166,6 +168,7 @@ drwxr-xr-x usr/share/man/man1
 		"docs/mdtrace.1":                     "usr/share/man/man1/mdtrace.1",
 		"lib/include/mdtrace/malloc_debug.h": "usr/include/mdtrace/malloc_debug.h",
 		"bin/libmdshim.so":                   "usr/lib/mdtrace/libmdshim.so",
+		"bin/mdreplay":                       "usr/lib/mdtrace/mdreplay",
 	} {
 		a, _ := os.ReadFile(filepath.Join(fixture.Root(), from))
 		b, err := os.ReadFile(filepath.Join(dest, to))
@@ -211,6 +214,15 @@ drwxr-xr-x usr/share/man/man1
 	}
 	if shim := " in " + filepath.Join(dest, "usr/lib/mdtrace/libmdshim.so") + "\n"; !strings.Contains(stderr.String(), shim) {
 		t.Errorf("the installed mdtrace did not preload the installed shim:\n%s", stderr.String())
+	}
+	// The installed mdtrace replays with the installed mdreplay.
+	records := filepath.Join(t.TempDir(), "records.txt")
+	if err := os.WriteFile(records, []byte(replayOld), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(filepath.Join(dest, "usr/bin/mdtrace"), "replay", records).CombinedOutput()
+	if want := "Replay of " + records + ": 2 threads,"; err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("the installed mdtrace replay: %v\n%s\nwant a start of %q", err, out, want)
 	}
 
 	fixture.Make(t, "uninstall", "DESTDIR="+dest, "PREFIX=/usr")
