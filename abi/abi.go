@@ -175,8 +175,9 @@ const (
 	OffsetofBatchWords = 16
 )
 
-// The shim (shim/ctl.c) connects to the abstract unix socket that
-// MDSHIM_CTL names and sends a request; mdtrace (ctl/server.go) answers.
+// The shim (shim/ctl.c) connects to the unix socket that MDSHIM_CTL
+// names (a path when it starts with '/', else an abstract name) and
+// sends a request; mdtrace (ctl/server.go) answers.
 // Every field is little endian, written and read a byte at a time: these
 // structs give the offsets and sizes, not a memory image. A leak info
 // request is answered with struct md_ctl_answer and overall_size bytes
@@ -217,7 +218,7 @@ const (
 // The variables mdtrace sets for the shim (session/launch.go), which reads them.
 const (
 	EnvOptions     = "LIBC_DEBUG_MALLOC_OPTIONS" // Android's options; mdtrace's -o
-	EnvCtl         = "MDSHIM_CTL"                // the control socket's abstract name
+	EnvCtl         = "MDSHIM_CTL"                // the control socket's path
 	EnvBatch       = "MDSHIM_BATCH"              // batch the calls, with this many frames each
 	EnvRecord      = "MDSHIM_RECORD"             // record_allocs: the sites get each call's start time
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes

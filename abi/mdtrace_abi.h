@@ -226,8 +226,9 @@ _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) 
 /* ---- The control channel ---- */
 
 /*
- * The shim (shim/ctl.c) connects to the abstract unix socket that
- * MDSHIM_CTL names and sends a request; mdtrace (ctl/server.go) answers.
+ * The shim (shim/ctl.c) connects to the unix socket that MDSHIM_CTL
+ * names (a path when it starts with '/', else an abstract name) and
+ * sends a request; mdtrace (ctl/server.go) answers.
  * Every field is little endian, written and read a byte at a time: these
  * structs give the offsets and sizes, not a memory image. A leak info
  * request is answered with struct md_ctl_answer and overall_size bytes
@@ -264,7 +265,7 @@ struct md_ctl_answer {
 
 /* The variables mdtrace sets for the shim (session/launch.go), which reads them. */
 #define ENV_OPTIONS "LIBC_DEBUG_MALLOC_OPTIONS" /* Android's options; mdtrace's -o */
-#define ENV_CTL "MDSHIM_CTL"			/* the control socket's abstract name */
+#define ENV_CTL "MDSHIM_CTL"			/* the control socket's path */
 #define ENV_BATCH "MDSHIM_BATCH"		/* batch the calls, with this many frames each */
 #define ENV_RECORD "MDSHIM_RECORD"		/* record_allocs: the sites get each call's start time */
 #define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */

@@ -1,8 +1,8 @@
 //go:build linux
 
 // Package ctl is the control channel of the shim (shim/ctl.c): the process
-// mdtrace launches reaches mdtrace on an abstract unix socket, named in its
-// environment by MDSHIM_CTL, to fetch its live allocations for Android's
+// mdtrace launches reaches mdtrace on a unix socket, whose path its
+// environment gives in MDSHIM_CTL, to fetch its live allocations for Android's
 // get_malloc_leak_info and to pass on Android's malloc debug signals.
 //
 // A request is 16 bytes, all little endian: u32 magic "mdt1", u32 op,
@@ -23,15 +23,17 @@
 package ctl
 
 import (
-	"crypto/rand"
+	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,16 +73,17 @@ type Handler interface {
 
 // Server is the listening end of the control channel.
 type Server struct {
-	name    string
+	dir     string // the private directory that holds the socket
+	path    string // the socket's path
 	ln      *net.UnixListener
 	allowed func(pid int) bool
 	h       Handler
 
 	mu     sync.Mutex
 	closed bool
-	// Refusals are reported at most refuseBurst a refuseWindow: any
-	// local user can connect, and each refusal would be a line of the
-	// log. The others are counted, and said in one line.
+	// Refusals are reported at most refuseBurst a refuseWindow: each
+	// refusal would be a line of the log. The others are counted, and
+	// said in one line.
 	windowStart time.Time
 	inWindow    int
 	unsaid      int
@@ -90,45 +93,153 @@ type Server struct {
 	err         error // of closing the listener
 }
 
-// Listen listens on a new abstract unix socket with a random name.
-// allowed decides which peers, by pid, are served; h carries out the
-// requests. Both are required.
+// socketBases are where the socket's directory is made: /run, which only
+// root writes, when it can, else /tmp. They are fixed (not TMPDIR) so that
+// the next mdtrace finds the directories of an mdtrace that was killed, and
+// short, for a socket's path has at most 107 bytes.
+var socketBases = []string{"/run", "/tmp"}
+
+// dirPrefix starts the name of a socket's directory, followed by the pid
+// and start time of the mdtrace that made it, and a random part.
+const dirPrefix = "mdtrace-ctl-"
+
+// socketName is the name of the socket in its directory.
+const socketName = "socket"
+
+// Listen listens on a new unix socket that only root and the current
+// effective user can connect to. allowed decides which peers, by pid, are
+// served; h carries out the requests. Both are required.
 func Listen(allowed func(pid int) bool, h Handler) (*Server, error) {
+	return ListenAs(os.Geteuid(), os.Getegid(), allowed, h)
+}
+
+// ListenAs listens on a new unix socket that only root and user uid can
+// connect to: the socket is owned by uid and gid, mode 0600, in a private
+// directory (mode 0711) that Close removes. Directories left by an mdtrace
+// that is gone (killed before it could remove its own) are removed first.
+//
+// The socket's file mode is what keeps other users out: a secret name
+// would not, for /proc/net/unix shows every user the path of every bound
+// socket. The directory is 0711 rather than 0700 so that a program run as
+// another user (-u USER) can reach the socket by its path.
+func ListenAs(uid, gid int, allowed func(pid int) bool, h Handler) (*Server, error) {
 	if allowed == nil || h == nil {
 		return nil, errors.New("control socket: no peer check or no handler")
 	}
-	for try := 0; ; try++ {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("control socket: %w", err)
+	me, err := procStart(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	removeStale()
+	var dir string
+	for _, base := range socketBases {
+		// Made 0700, and opened to 0711 once the socket is only its
+		// owner's: no other user connects in between.
+		if dir, err = os.MkdirTemp(base, fmt.Sprintf("%s%d-%d-", dirPrefix, os.Getpid(), me)); err == nil {
+			break
 		}
-		name := "mdtrace." + hex.EncodeToString(b[:])
-		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@" + name, Net: "unix"})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	path := filepath.Join(dir, socketName)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err == nil {
+		if err = os.Chmod(path, 0o600); err == nil {
+			if err = os.Lchown(path, uid, gid); err == nil {
+				err = os.Chmod(dir, 0o711)
+			}
+		}
 		if err != nil {
-			if errors.Is(err, syscall.EADDRINUSE) && try < 3 {
+			ln.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	s := &Server{
+		dir:     dir,
+		path:    path,
+		ln:      ln,
+		allowed: allowed,
+		h:       h,
+		conns:   make(map[*net.UnixConn]struct{}),
+		done:    make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// procStart is the start time of process pid, in clock ticks since boot:
+// with the pid, it names one process for the life of the system.
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces and parentheses:
+	// the fields are counted from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// Field 22, starttime; f[0] is field 3, the state.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// removeStale removes the socket directories of the mdtrace processes that
+// are gone: a killed mdtrace cannot remove its own. Only directories owned
+// by the current user are touched, and only when the process that their
+// name gives (pid and start time) no longer runs.
+func removeStale() {
+	for _, base := range socketBases {
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasPrefix(name, dirPrefix) || !e.IsDir() {
 				continue
 			}
-			return nil, fmt.Errorf("control socket: %w", err)
+			f := strings.SplitN(strings.TrimPrefix(name, dirPrefix), "-", 3)
+			if len(f) != 3 {
+				continue
+			}
+			pid, err1 := strconv.Atoi(f[0])
+			start, err2 := strconv.ParseUint(f[1], 10, 64)
+			if err1 != nil || err2 != nil || pid <= 0 {
+				continue
+			}
+			if now, err := procStart(pid); err == nil && now == start {
+				continue // its mdtrace still runs
+			}
+			path := filepath.Join(base, name)
+			var st unix.Stat_t
+			if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() {
+				continue
+			}
+			// RemoveAll does not follow symbolic links, and nobody else
+			// can write in a directory of ours.
+			os.RemoveAll(path)
 		}
-		s := &Server{
-			name:    name,
-			ln:      ln,
-			allowed: allowed,
-			h:       h,
-			conns:   make(map[*net.UnixConn]struct{}),
-			done:    make(chan struct{}),
-		}
-		s.wg.Add(1)
-		go s.serve()
-		return s, nil
 	}
 }
 
-// Name is the socket's abstract name, without the leading NUL.
-func (s *Server) Name() string { return s.name }
+// Name is the socket's path.
+func (s *Server) Name() string { return s.path }
 
-// Env is the environment entry that tells the shim the socket's name.
-func (s *Server) Env() string { return abi.EnvCtl + "=" + s.name }
+// Dir is the private directory that holds the socket, removed by Close.
+func (s *Server) Dir() string { return s.dir }
+
+// Env is the environment entry that tells the shim the socket's path.
+func (s *Server) Env() string { return abi.EnvCtl + "=" + s.path }
 
 // Close stops accepting, closes the open connections and waits for their
 // handlers to return. It may be called more than once.
@@ -137,7 +248,12 @@ func (s *Server) Close() error {
 	if !s.closed {
 		s.closed = true
 		close(s.done)
+		// Closing the listener removes the socket; the directory goes
+		// after it.
 		s.err = s.ln.Close()
+		if err := os.RemoveAll(s.dir); err != nil && s.err == nil {
+			s.err = err
+		}
 		for c := range s.conns {
 			c.Close()
 		}

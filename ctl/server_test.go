@@ -118,7 +118,7 @@ func allowSelf(pid int) bool { return pid == os.Getpid() }
 
 func dialCtl(t *testing.T, s *Server) *net.UnixConn {
 	t.Helper()
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: "@" + s.Name(), Net: "unix"})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Name(), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestCtlCloseWithOpenConnection(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: "@" + s.Name(), Net: "unix"}); err == nil {
+	if _, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: s.Name(), Net: "unix"}); err == nil {
 		t.Error("the socket still accepts connections after Close")
 	}
 	var after int
@@ -458,7 +458,7 @@ func TestCtlNameAndEnv(t *testing.T) {
 	h := newFakeCtl()
 	a := startCtl(t, allowSelf, h)
 	b := startCtl(t, allowSelf, h)
-	if !regexp.MustCompile(`^mdtrace\.[0-9a-f]{16}$`).MatchString(a.Name()) {
+	if !regexp.MustCompile(`^/(run|tmp)/mdtrace-ctl-[0-9]+-[0-9]+-[0-9]+/socket$`).MatchString(a.Name()) {
 		t.Errorf("name %q", a.Name())
 	}
 	if a.Name() == b.Name() {
@@ -664,5 +664,110 @@ func TestCtlRefusalsLimited(t *testing.T) {
 	want := "control socket: 5 more requests refused, not reported one by one (at most 3 every 1h0m0s)"
 	if len(refusals) != 4 || refusals[3] != want {
 		t.Errorf("refusals %q, want 3 and then %q", refusals, want)
+	}
+}
+
+// dialAs connects to the socket at path as user uid (group gid, no other
+// groups), through Debian's python3, and returns "ok" or the errno's name.
+func dialAs(t *testing.T, uid int, path string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("connecting as another user needs root")
+	}
+	py, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		t.Skip("no /usr/bin/python3 to connect as another user")
+	}
+	cmd := exec.Command(py, "-c", `
+import errno, socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+`, path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 as uid %d: %v\n%s", uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Other users cannot connect to the socket, the user it is made for can;
+// its directory is private and gone after Close.
+func TestCtlOtherUsers(t *testing.T) {
+	h := newFakeCtl()
+	s := startCtl(t, allowSelf, h)
+	if got := dialAs(t, 65534, s.Name()); got != "EACCES" {
+		t.Errorf("nobody connecting to root's socket: %s, want EACCES", got)
+	}
+	h.noEvent(t)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(s.Dir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o711 || st.Uid != 0 {
+		t.Errorf("directory mode %#o uid %d, want 0711 root", st.Mode&0o7777, st.Uid)
+	}
+	if err := syscall.Lstat(s.Name(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o600 || st.Mode&syscall.S_IFMT != syscall.S_IFSOCK || st.Uid != 0 {
+		t.Errorf("socket mode %#o uid %d, want a socket 0600 root", st.Mode, st.Uid)
+	}
+
+	// Made for nobody (-u nobody): nobody connects, and is refused by the
+	// peer check (nothing traced), as it sends no request.
+	u, err := ListenAs(65534, 65534, allowSelf, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dialAs(t, 65534, u.Name()); got != "ok" {
+		t.Errorf("nobody connecting to its own socket: %s, want ok", got)
+	}
+	if e := h.event(t); e != "refused" {
+		t.Errorf("callback %s, want refused", e)
+	}
+	u.Close()
+	s.Close()
+	for _, dir := range []string{s.Dir(), u.Dir()} {
+		if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after Close: %v", dir, err)
+		}
+	}
+}
+
+// The directories of an mdtrace that is gone are removed by the next one;
+// those of a running mdtrace stay.
+func TestCtlStaleDirectories(t *testing.T) {
+	start, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := socketBases[0]
+	if os.Geteuid() != 0 {
+		base = socketBases[1]
+	}
+	// This process with another start time is an mdtrace that is gone.
+	stale, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-%d-", dirPrefix, os.Getpid(), start+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale+"/"+socketName, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-%d-", dirPrefix, os.Getpid(), start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(live)
+	startCtl(t, allowSelf, newFakeCtl())
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale %s: %v", stale, err)
+	}
+	if _, err := os.Lstat(live); err != nil {
+		t.Errorf("live %s: %v", live, err)
 	}
 }

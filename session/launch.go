@@ -69,8 +69,13 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	s.shim = shim
 	env := tracer.PreloadEnv(os.Environ(), shim, options.EnvVar+"="+s.flags.Options)
 	// The shim's signal handlers and get_malloc_leak_info reach mdtrace
-	// through its control socket.
-	srv, err := ctl.Listen(func(pid int) bool { return s.traced(pid) != nil }, s)
+	// through its control socket, which only root and the user the
+	// program runs as can connect to.
+	uid, gid := os.Geteuid(), os.Getegid()
+	if s.user != nil {
+		uid, gid = int(s.user.cred.Uid), int(s.user.cred.Gid)
+	}
+	srv, err := ctl.ListenAs(uid, gid, func(pid int) bool { return s.traced(pid) != nil }, s)
 	if err != nil {
 		return nil, nil, err
 	}

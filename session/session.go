@@ -72,6 +72,13 @@ type session struct {
 	programPaths map[int]string
 	btOn         bool
 	start        time.Time // when tracing began
+	// sigCount counts the malloc debug signals sent to mdtrace, which the
+	// Go runtime merges when they come faster than mdtrace takes them (nil
+	// if it could not be loaded); sigSeen are the counts already acted on,
+	// by signal number from 45. Both are used by the loop that takes the
+	// signals alone.
+	sigCount *tracer.SignalCounter
+	sigSeen  [options.LogAllocatorStatsSignal - options.BacktraceEnableSignal + 1]uint64
 }
 
 // proc is one traced process.
@@ -207,6 +214,12 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 
 	// Signals are caught from here on: none may kill mdtrace while a
 	// launched command is held stopped.
+	// The count starts before the signals are caught: each one caught
+	// is counted.
+	s.countSignals()
+	if s.sigCount != nil {
+		defer s.sigCount.Close()
+	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
 		syscall.Signal(options.BacktraceEnableSignal), syscall.Signal(options.RecordAllocsSignal),

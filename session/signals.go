@@ -21,16 +21,76 @@ func (s *session) handleSignal(sig syscall.Signal) bool {
 	case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
 		return true
 	}
-	s.debugSignal(int(sig), s.live())
+	if s.sigCount != nil && int(sig) != options.BacktraceEnableSignal {
+		// Toggles that came before take effect first, as in a process
+		// that takes its signals one at a time: a heap dump asked for
+		// after them finds them applied.
+		s.countedSignal(options.BacktraceEnableSignal, s.signalsCame(options.BacktraceEnableSignal))
+	}
+	s.countedSignal(int(sig), s.signalsCame(int(sig)))
 	return false
+}
+
+// countSignals starts counting the malloc debug signals sent to mdtrace;
+// without the count, they are acted on once for each time the Go runtime
+// passes them on, which merges those that come faster than mdtrace takes
+// them, and the log says so.
+func (s *session) countSignals() {
+	c, err := tracer.CountSignals(os.Getpid(), options.BacktraceEnableSignal, options.LogAllocatorStatsSignal)
+	if err != nil {
+		s.notice("%v; signals %d to %d that come faster than mdtrace takes them are merged, and their number is not known",
+			err, options.BacktraceEnableSignal, options.LogAllocatorStatsSignal)
+		return
+	}
+	s.sigCount = c
+}
+
+// signalsCame is how many times malloc debug signal sig came since it was
+// last acted on: 0 when an earlier one was acted on for it, more than one
+// when the Go runtime merged them; 1 without a count.
+func (s *session) signalsCame(sig int) uint64 {
+	i := sig - options.BacktraceEnableSignal
+	if s.sigCount == nil || i < 0 || i >= len(s.sigSeen) {
+		return 1
+	}
+	n, err := s.sigCount.Count(sig)
+	if err != nil {
+		s.notice("%v", err)
+		return 1
+	}
+	came := n - s.sigSeen[i]
+	s.sigSeen[i] = n
+	return came
+}
+
+// countedSignal acts on malloc debug signal sig, which came n times: once
+// for them all (a toggle of backtraces as many times as it came), and
+// the log says when they were more than one.
+func (s *session) countedSignal(sig int, n uint64) {
+	if n == 0 {
+		return
+	}
+	if sig == options.BacktraceEnableSignal && s.cfg.BacktraceEnableOnSignal && n%2 == 0 {
+		s.notice("signal %d came %d times while mdtrace was busy: backtraces toggled %d times, left as they were", sig, n, n)
+		return
+	}
+	if !s.debugSignal(sig, s.live()) || n == 1 {
+		return
+	}
+	what := map[int]string{
+		options.BacktraceEnableSignal:   "backtraces toggled once for them",
+		options.RecordAllocsSignal:      "one write of the records for them",
+		options.BacktraceDumpSignal:     "one heap dump for them",
+		options.CheckUnreachableSignal:  "one check for unreachable memory for them",
+		options.LogAllocatorStatsSignal: "one log of the allocator stats for them",
+	}[sig]
+	s.notice("signal %d came %d times while mdtrace was busy: %s", sig, n, what)
 }
 
 // pendingSignals acts on the malloc debug signals that came before
 // mdtrace began to stop and are still waiting: a heap dump asked for just
-// before an interrupt is written. (The Go runtime merges a signal that
-// comes again before mdtrace has taken it into one, as the kernel does
-// for standard signals: a burst of kill -47 makes fewer dumps of the same
-// file, the last one after the last signal.)
+// before an interrupt is written. The counts find those the Go runtime
+// has not passed on yet.
 func (s *session) pendingSignals(sigs <-chan os.Signal) {
 	for {
 		select {
@@ -38,22 +98,28 @@ func (s *session) pendingSignals(sigs <-chan os.Signal) {
 			switch sig {
 			case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
 			default:
-				s.debugSignal(int(sig.(syscall.Signal)), s.live())
+				s.handleSignal(sig.(syscall.Signal))
 			}
 		default:
+			if s.sigCount != nil {
+				for sig := options.BacktraceEnableSignal; sig <= options.LogAllocatorStatsSignal; sig++ {
+					s.countedSignal(sig, s.signalsCame(sig))
+				}
+			}
 			return
 		}
 	}
 }
 
 // debugSignal acts on one of malloc debug's signals for the processes
-// procs, as Android does when the signal reaches the process.
-func (s *session) debugSignal(sig int, procs []*proc) {
+// procs, as Android does when the signal reaches the process. It reports
+// false when the signal is ignored (its option is off), which it says.
+func (s *session) debugSignal(sig int, procs []*proc) bool {
 	switch sig {
 	case options.BacktraceDumpSignal:
 		if !s.cfg.Has(options.Backtrace) {
 			s.notice("signal %d ignored: heap dumps need the backtrace option", sig)
-			return
+			return false
 		}
 		for _, p := range procs {
 			s.dump(p, fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, p.pid))
@@ -61,13 +127,13 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 	case options.RecordAllocsSignal:
 		if s.rec == nil {
 			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
-			return
+			return false
 		}
 		s.rec.WriteAll(s.cfg.RecordAllocsFile, s.pid, true)
 	case options.BacktraceEnableSignal:
 		if !s.cfg.BacktraceEnableOnSignal {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
-			return
+			return false
 		}
 		s.mu.Lock()
 		s.btOn = !s.btOn
@@ -87,7 +153,7 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 	case options.LogAllocatorStatsSignal:
 		if !s.cfg.Has(options.LogAllocatorStatsOnSignal) {
 			s.notice("signal %d ignored: logging allocator stats needs the log_allocator_stats_on_signal option", sig)
-			return
+			return false
 		}
 		s.mu.Lock()
 		for _, p := range procs {
@@ -97,14 +163,16 @@ func (s *session) debugSignal(sig int, procs []*proc) {
 	case options.CheckUnreachableSignal:
 		if !s.cfg.Has(options.CheckUnreachableOnSignal) {
 			s.notice("signal %d ignored: checking for unreachable memory needs the check_unreachable_on_signal option", sig)
-			return
+			return false
 		}
 		for _, p := range procs {
 			s.checkUnreachable(p)
 		}
 	default:
 		s.notice("signal %d ignored: its option is not supported yet", sig)
+		return false
 	}
+	return true
 }
 
 // signal is a malloc debug signal that reached a shimmed process, which

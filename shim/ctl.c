@@ -3,7 +3,7 @@
  * The shim's control channel to mdtrace, and Android's malloc debug signals.
  *
  * mdtrace keeps the live allocations of the process it traces, so Android's
- * get_malloc_leak_info asks it for them: it connects to the abstract unix
+ * get_malloc_leak_info asks it for them: it connects to the unix
  * socket that MDSHIM_CTL names, sends a 16-byte request (all little endian:
  * u32 magic "mdt1", u32 op, u32 arg, u32 0) and reads the answer, a 40-byte
  * header (u32 magic, u32 status, u64 overall_size, info_size, total_memory,
@@ -100,8 +100,11 @@ static uint64_t get_u64(const uint8_t *p)
 }
 
 /*
- * make_addr fills addr with the abstract address of name. It returns the
- * address length, 0 for no name, or -1 if the name does not fit.
+ * make_addr fills addr with the address of name: the path of a socket file
+ * when name starts with '/' (as mdtrace gives it: only root and the user
+ * the program runs as can connect to it), else an abstract name. It
+ * returns the address length, 0 for no name, or -1 if the name does not
+ * fit.
  */
 static int make_addr(const char *name, struct sockaddr_un *addr)
 {
@@ -114,6 +117,11 @@ static int make_addr(const char *name, struct sockaddr_un *addr)
 		return -1;
 	memset(addr, 0, sizeof(*addr));
 	addr->sun_family = AF_UNIX;
+	if (name[0] == '/') {
+		/* A path ends with its NUL, which the length counts. */
+		memcpy(addr->sun_path, name, n);
+		return (int)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	}
 	memcpy(addr->sun_path + 1, name, n);
 	return (int)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }

@@ -5,9 +5,12 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mdtrace/mdtrace/options"
 )
@@ -111,6 +114,92 @@ func TestSignal45AtNextAllocation(t *testing.T) {
 				"mdtrace: 3333 bytes in 2 leaked allocations\n"
 			if report != want {
 				t.Errorf("leak report:\n%s\nwant:\n%s", report, want)
+			}
+		})
+	}
+}
+
+// signalsActedOn counts, in a log, the signals sig that mdtrace acted on:
+// each line of an action is one, but where a line says the signal came N
+// times, which is N.
+func signalsActedOn(t *testing.T, log, action string, sig int) int {
+	t.Helper()
+	merged := regexp.MustCompile(fmt.Sprintf(`^mdtrace: signal %d came ([0-9]+) times while mdtrace was busy: `, sig))
+	n := 0
+	for _, m := range logMessages(t, log, "") {
+		if strings.HasPrefix(m, action) {
+			n++
+		}
+		if g := merged.FindStringSubmatch(m); g != nil {
+			k, _ := strconv.Atoi(g[1])
+			n += k - 1
+		}
+	}
+	return n
+}
+
+// TestSignalBurst: 100 × signal 47 sent to mdtrace as fast as it can be:
+// the Go runtime merges those that come before mdtrace takes them, and the
+// log says how many each heap dump stood for: 100 in all, no more and no
+// less.
+func TestSignalBurst(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "-o", "backtrace leak_track backtrace_dump_prefix="+dir+"/h",
+		"--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("attachee"))
+	m.expectLine(t, "ready")
+	waitFile(t, dir+"/ready")
+	for i := 0; i < 100; i++ {
+		m.cmd.Process.Signal(syscall.Signal(options.BacktraceDumpSignal))
+	}
+	n := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n = signalsActedOn(t, readFile(t, dir+"/log"), "Dumping to file: ", options.BacktraceDumpSignal); n >= 100 {
+			break
+		}
+	}
+	io.WriteString(m.stdin, "go\n")
+	m.expectLine(t, "done")
+	m.stdin.Close()
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := readFile(t, dir+"/log")
+	if n = signalsActedOn(t, log, "Dumping to file: ", options.BacktraceDumpSignal); n != 100 {
+		t.Errorf("%d signals acted on, want 100; log:\n%s", n, log)
+	}
+	t.Logf("%d heap dumps for 100 signals", strings.Count(log, "Dumping to file: "))
+}
+
+// TestSignal45EvenBurst: signal 45 sent an even number of times, as fast
+// as it can be, leaves backtraces as they were, however many of them the
+// Go runtime merges; an odd number toggles them.
+func TestSignal45EvenBurst(t *testing.T) {
+	needRoot(t)
+	for _, times := range []int{10, 11} {
+		t.Run(fmt.Sprintf("%d", times), func(t *testing.T) {
+			dir := t.TempDir()
+			m := start(t, mdtraceBin, "-o", "backtrace backtrace_enable_on_signal leak_track backtrace_dump_prefix="+dir+"/h",
+				"--log", dir+"/log", "--ready-file", dir+"/ready", "--", prog("attachee"))
+			m.expectLine(t, "ready")
+			waitFile(t, dir+"/ready")
+			pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+			for i := 0; i < times; i++ {
+				m.cmd.Process.Signal(syscall.Signal(options.BacktraceEnableSignal))
+			}
+			// The toggles that came before the dump are applied first.
+			m.cmd.Process.Signal(syscall.Signal(options.BacktraceDumpSignal))
+			waitFile(t, fmt.Sprintf("%s/h.%s.txt", dir, pid))
+			io.WriteString(m.stdin, "go\n")
+			m.expectLine(t, "done")
+			m.stdin.Close()
+			if code := m.wait(t); code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			report := normalizeLeakReport(t, logMessages(t, readFile(t, dir+"/log"), pid), prog("attachee"))
+			backtraces := strings.Count(report, "Backtrace at time of allocation:")
+			if want := map[int]int{10: 3, 11: 0}[times]; backtraces != want {
+				t.Errorf("%d backtraces, want %d; report:\n%s", backtraces, want, report)
 			}
 		})
 	}
