@@ -22,9 +22,11 @@ import (
 // probes' ring buffer as they come, keeps at most max of them, and writes
 // them in Android's format on request. It is safe for concurrent use.
 type recorder struct {
-	s   *session
-	rd  *tracer.EventReader[tracer.Record]
-	max uint64
+	s *session
+	// mode is the permissions of the files written (--file-mode).
+	mode os.FileMode
+	rd   *tracer.EventReader[tracer.Record]
+	max  uint64
 	// sync returns once every record sent so far is kept; stop ends the
 	// reading.
 	sync, stop func()
@@ -44,7 +46,7 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, rd: rd, max: max, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
+	r := &recorder{s: s, mode: s.flags.FileMode, rd: rd, max: max, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
 	var ev tracer.Record
 	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
 		err := rd.Next(deadline, &ev)
@@ -82,7 +84,7 @@ func (r *recorder) write(path string, pid int32) {
 		r.s.log.Infof(int(pid), int(pid), "No alloc entries to write.")
 		return
 	}
-	err := output.WriteFileAtomic(path, r.s.flags.FileMode, func(w io.Writer) error {
+	err := output.WriteFileAtomic(path, r.mode, func(w io.Writer) error {
 		rw := output.NewRecordWriter(w)
 		err := r.recs.Each(func(rec *output.Record) error {
 			if rec.PID != pid {
