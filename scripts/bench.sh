@@ -27,7 +27,8 @@
 #   chain     testdata/chain_gcc_o2 N: the pairs at the bottom of a call
 #             chain 14 frames deep, built -O2 without frame pointers as
 #             distributions build (ns/pair); chainfp: the same built with
-#             them, at -O0
+#             them, at -O0. Its targets against heaptrack are also taken
+#             as the slope between N and 10 N pairs (chain_slope)
 #   procs     sh running /bin/true PROCS times, a build's pattern: each
 #             child is followed, probed, reported and let go (wall ms per
 #             child; the empty probes, heaptrack and valgrind do not follow
@@ -455,6 +456,33 @@ attach_ready() {
 		"$(awk -v r="$med" 'BEGIN {print r != "" && r < 1 ? "PASS" : "MISS"}')"
 }
 attach_ready
+# The chain's cost per pair as the slope between two loop lengths, N and
+# 10 N pairs (each run's own timing of its loop, times its pairs): what
+# a tool's start-up and its first calls cost does not count, which weighs
+# on heaptrack at N (it resolves symbols in the background as the loop
+# runs). Median of ROUNDS runs at each length.
+chain_slope() {
+	local cfg=$1 n r t1 t2 a b
+	for n in "$N" "$((N * 10))"; do
+		local times=""
+		for ((r = 0; r < ROUNDS; r++)); do
+			sleep "$SETTLE"
+			times+="$(run_config "$cfg" testdata/chain_gcc_o2 "$n" </dev/null 2>/dev/null | awk -v n="$n" '/^pairs / {print $3 * n; exit}') "
+		done
+		if [[ $n == "$N" ]]; then t1=$(median <<<"$times"); else t2=$(median <<<"$times"); fi
+	done
+	[[ -n $t1 && -n $t2 ]] && awk -v a="$t1" -v b="$t2" -v n="$N" 'BEGIN {printf "%.1f", (b - a) / (9 * n)}'
+}
+slope_sites=$(chain_slope sites)
+slope_heaptrack=""
+if command -v heaptrack >/dev/null 2>&1; then
+	slope_heaptrack=$(chain_slope heaptrack)
+fi
+printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "with sites, ns a pair, slope N to 10 N" "${slope_sites:-n/a}" "<=" 500 \
+	"$(awk -v r="$slope_sites" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
+printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "heaptrack / with sites, slopes (${slope_heaptrack:-n/a} ns)" \
+	"$(ratio "$slope_heaptrack" "$slope_sites")x" ">=" 2 \
+	"$(awk -v h="$slope_heaptrack" -v s="$slope_sites" 'BEGIN {print h != "" && s > 0 && h / s >= 2 ? "PASS" : "MISS"}')"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "attach style: new/delete / malloc/free pairs" \
 	"$(ratio "${med[newpairs/attach]:-}" "${med[pairs/attach]:-}")x"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "with sites: new/delete / malloc/free pairs" \
