@@ -47,7 +47,16 @@ type LeakOptions struct {
 	// reachable from the process's roots: those are left out, and the
 	// report lists only the unreachable ones (--unreachable-only).
 	Reachable func(a *leak.Alloc) bool
+	// Progress, when set, is told every ProgressStep blocks how far the
+	// report is, in its two phases: "reading" (the blocks' frames named
+	// and checked against the suppressions) and "writing", then once
+	// "written".
+	Progress func(phase string, done, total int)
 }
+
+// ProgressStep is how many blocks a report goes through between two calls
+// of LeakOptions.Progress.
+const ProgressStep = 1 << 16
 
 // LeakSummary counts what a leak report listed and what it left out.
 type LeakSummary struct {
@@ -85,6 +94,9 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 	sum := LeakSummary{UnreachableOnly: opts.Reachable != nil}
 	kept := make([]listed, 0, len(list))
 	for i := range list {
+		if opts.Progress != nil && i > 0 && i%ProgressStep == 0 {
+			opts.Progress("reading", i, len(list))
+		}
 		a := &list[i]
 		if opts.Reachable != nil && opts.Reachable(a) {
 			sum.ReachableBlocks++
@@ -107,6 +119,9 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 	b := l.Buffer()
 	defer b.Flush()
 	for i, k := range kept {
+		if opts.Progress != nil && i > 0 && i%ProgressStep == 0 {
+			opts.Progress("writing", i, len(kept))
+		}
 		b.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, k.a.Size, k.a.Ptr, i+1, len(kept))
 		if len(k.frames) == 0 {
 			continue
@@ -119,6 +134,9 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 		for j, f := range k.frames {
 			b.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
 		}
+	}
+	if opts.Progress != nil {
+		opts.Progress("written", len(kept), len(kept))
 	}
 	return sum
 }

@@ -76,6 +76,7 @@ func (s *session) finish(p *proc) {
 		sum := output.LeakReportWith(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps), output.LeakOptions{
 			Full:       s.cfg.Has(options.BacktraceFull),
 			Suppressed: s.suppressed(p, maps),
+			Progress:   s.reportProgress(p, len(snap.Allocs)),
 			Reachable:  reachable,
 		})
 		// The report's bottom line, and the run's for standard error.

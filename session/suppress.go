@@ -4,6 +4,9 @@ package session
 
 import (
 	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/options"
@@ -101,5 +104,31 @@ func (s *session) writeLiveSites(p *proc, snap *leak.Snapshot, maps *stacks.Maps
 	}
 	if err := output.WriteLiveSites(s.stderr, v, frames); err != nil {
 		s.notice("%v", err)
+	}
+}
+
+// reportProgress returns what tells a person at a terminal how far the
+// leak report of process p, of blocks blocks, is: a line on standard
+// error, redrawn in place, for a report long enough to take a while; nil
+// when standard error is not a terminal or the report is short.
+func (s *session) reportProgress(p *proc, blocks int) func(phase string, done, total int) {
+	f, ok := s.stderr.(*os.File)
+	if !ok || blocks < 2*output.ProgressStep {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return nil
+	}
+	return func(phase string, done, total int) {
+		if phase == "written" {
+			// The line goes: the report's bottom line follows.
+			where := "the log"
+			if s.flags.Log != "" {
+				where = s.flags.Log
+			}
+			fmt.Fprintf(f, "\r\x1b[Kmdtrace: process %d: leak report of %d blocks written to %s\n", p.pid, total, where)
+			return
+		}
+		fmt.Fprintf(f, "\r\x1b[Kmdtrace: process %d: %s the leak report: %d of %d blocks", p.pid, phase, done, total)
 	}
 }

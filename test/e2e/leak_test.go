@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -245,5 +246,38 @@ func TestOptionValueAfterSpace(t *testing.T) {
 	r := runMdtrace(t, "--backtrace", "32", "--", prog("leaky"))
 	if want := "mdtrace: --backtrace takes its value after '=': use --backtrace=32 (\"32\" would be run as the command)\n"; r.code != 2 || !strings.HasPrefix(r.stderr, want) {
 		t.Errorf("exit %d, stderr %q, want 2 and %q", r.code, r.stderr, want)
+	}
+}
+
+// TestReportProgress: a leak report of many blocks tells a person at a
+// terminal how far it is, on a line redrawn in place, and where it
+// wrote; without a terminal, nothing but the bottom line.
+func TestReportProgress(t *testing.T) {
+	needRoot(t)
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script (util-linux) to give mdtrace a terminal")
+	}
+	dir := t.TempDir()
+	// 140,000 blocks live at exit.
+	cmd := exec.Command(script, "-qec", fmt.Sprintf("%s -o 'backtrace leak_track' --log %s/log -- %s 14 20000 0", mdtraceBin, dir, prog("grower")), "/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	text := strings.ReplaceAll(string(out), "\r\x1b[K", "\n")
+	for _, want := range []string{
+		": reading the leak report: 65536 of 140000 blocks\n",
+		": writing the leak report: 131072 of 140000 blocks\n",
+		": leak report of 140000 blocks written to " + dir + "/log\r\n",
+		"mdtrace: 15400000 bytes in 140000 leaked allocations\r\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, text)
+		}
+	}
+	r := runMdtrace(t, "-o", "backtrace leak_track", "--log", dir+"/log2", "--", prog("grower"), "14", "20000", "0")
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); r.code != 0 || len(lines) != 2 || lines[1] != "mdtrace: 15400000 bytes in 140000 leaked allocations" {
+		t.Errorf("without a terminal: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
