@@ -102,36 +102,22 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	return env, extra, nil
 }
 
-// shimDirs are where mdtrace looks for the shim without --shim, relative
-// to the folder of its executable: next to it, as make build leaves them,
-// and where make install puts it (PREFIX/bin/mdtrace,
-// PREFIX/lib/mdtrace/libmdshim.so).
-var shimDirs = []string{".", "../lib/mdtrace"}
-
 // shimName is the file name of the shim.
 const shimName = "libmdshim.so"
 
-// shimPath returns the absolute path of the shim: --shim, or the first
-// libmdshim.so of shimDirs.
+// shimPath returns the absolute path of the shim: --shim, or the one
+// installed with mdtrace (options.Installed).
 func shimPath(flags *options.Flags) (string, error) {
 	shim := flags.Shim
 	if shim == "" {
-		exe, err := os.Executable()
+		found, tried, err := options.Installed(shimName)
 		if err != nil {
 			return "", fmt.Errorf("finding the shim: %w", err)
 		}
-		var tried []string
-		for _, dir := range shimDirs {
-			path := filepath.Join(filepath.Dir(exe), dir, shimName)
-			if _, err := os.Stat(path); err == nil {
-				shim = path
-				break
-			}
-			tried = append(tried, path)
-		}
-		if shim == "" {
+		if found == "" {
 			return "", fmt.Errorf("no shim next to mdtrace or where make install puts it (%s; give --shim PATH)", strings.Join(tried, ", "))
 		}
+		shim = found
 	}
 	shim, err := filepath.Abs(shim)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/tracer"
 )
@@ -40,10 +41,7 @@ const (
 	replayKinds = int(output.RecordThreadDone) + 1
 )
 
-// replayDirs are where mdtrace looks for mdreplay, relative to the folder
-// of its executable, as for the shim (session/launch.go's shimDirs).
-var replayDirs = []string{".", "../lib/mdtrace"}
-
+// replayName is the file name of the replayer, installed beside mdtrace.
 const replayName = "mdreplay"
 
 // replayOps is a trace turned into mdreplay's input.
@@ -283,19 +281,14 @@ func parseReplayResult(b []byte) (*replayResult, error) {
 
 // findReplayer returns the path of mdreplay.
 func findReplayer() (string, error) {
-	exe, err := os.Executable()
+	path, tried, err := options.Installed(replayName)
 	if err != nil {
 		return "", fmt.Errorf("finding mdreplay: %w", err)
 	}
-	var tried []string
-	for _, dir := range replayDirs {
-		path := filepath.Join(filepath.Dir(exe), dir, replayName)
-		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-			return path, nil
-		}
-		tried = append(tried, path)
+	if path == "" {
+		return "", fmt.Errorf("no mdreplay next to mdtrace or where make install puts it (%s)", strings.Join(tried, ", "))
 	}
-	return "", fmt.Errorf("no mdreplay next to mdtrace or where make install puts it (%s)", strings.Join(tried, ", "))
+	return path, nil
 }
 
 // replayEnv is the environment of mdreplay: mdtrace's, with LD_PRELOAD
