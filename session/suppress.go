@@ -4,9 +4,6 @@ package session
 
 import (
 	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/options"
@@ -112,11 +109,8 @@ func (s *session) writeLiveSites(p *proc, snap *leak.Snapshot, maps *stacks.Maps
 // error, redrawn in place, for a report long enough to take a while; nil
 // when standard error is not a terminal or the report is short.
 func (s *session) reportProgress(p *proc, blocks int) func(phase string, done, total int) {
-	f, ok := s.stderr.(*os.File)
-	if !ok || blocks < 2*output.ProgressStep {
-		return nil
-	}
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+	f := s.stderr
+	if blocks < 2*output.ProgressStep || !output.IsTerminal(f) {
 		return nil
 	}
 	return func(phase string, done, total int) {

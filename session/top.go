@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
@@ -35,7 +33,7 @@ func (s *session) periodic() {
 // last one when f is a terminal.
 func (s *session) showTop(f *os.File) {
 	var b bytes.Buffer
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+	if output.IsTerminal(f) {
 		b.WriteString(output.ClearScreen)
 	}
 	now := time.Now()

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/dumps"
 	"github.com/mdtrace/mdtrace/output"
@@ -103,7 +102,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	case "folded":
 		write = dumps.WriteFolded
 	case "pprof":
-		if *out == "" && isTerminal(stdout) {
+		if *out == "" && output.IsTerminal(stdout) {
 			return usageError(stderr, errors.New("a pprof profile is binary: give -o FILE, or redirect standard output"), reportUsage)
 		}
 		write = func(w io.Writer, d *dumps.Dump) error { return dumps.Profile(d).Write(w) }
@@ -150,16 +149,6 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 // subcommand returns the subcommand args name, if any.
