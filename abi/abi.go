@@ -66,7 +66,8 @@ const (
 	CounterFreesEarly     = 18 // frees that came before their block's batch, kept and matched later (not a loss)
 	CounterUnwindStopped  = 19 // backtraces cut short: a frame the unwind tables could not go past
 	CounterStackTruncated = 20 // backtraces cut at the frame limit with frames left
-	CounterMax            = 21
+	CounterPaired         = 21 // allocations freed in their own batch: neither reached the table (not a loss)
+	CounterMax            = 22
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:
@@ -118,11 +119,19 @@ const (
 // frame count and epoch, then the block's address, and for an allocation
 // its size and its frames, at most MAX_STACK_DEPTH.
 const (
-	BatchWords       = 440
-	BatchHeader      = 16 // the bytes before the words
-	BatchKindMask    = 0xff
-	BatchAlloc       = 1
-	BatchFree        = 2
+	BatchWords    = 1016
+	BatchHeader   = 16 // the bytes before the words
+	BatchKindMask = 0xff
+	BatchAlloc    = 1
+	BatchFree     = 2
+)
+
+// An allocation freed by its own thread while its event was still in the
+// batch, in the epoch it was written in: neither it nor its free goes to
+// the table, and the block goes back to the allocator at once. Its words
+// stay, to be skipped, when later events follow it.
+const (
+	BatchSkip        = 3
 	BatchFramesShift = 8
 	BatchFramesMask  = 0x1ff
 )
@@ -155,7 +164,7 @@ const (
 
 // The probes' index mask into a copy of a batch's words (bpf/batch.h): a
 // power of two less one, BATCH_WORDS at least.
-const BatchMask = 511
+const BatchMask = 1023
 
 // The flags of mdshim_site_batch, from the shim to the probes: REGISTER
 // tells them of a thread's new buffer, RETIRE of its end, INHERITED that a
@@ -167,9 +176,13 @@ const (
 	BatchInherited = 4
 )
 
+// The flags' high bits count the allocations freed in their own batch
+// (BATCH_SKIP, or taken back from its end) since the last hand-over.
+const BatchPairedShift = 32
+
 // The layout of struct md_batch.
 const (
-	SizeofBatch        = 3536
+	SizeofBatch        = 8144
 	OffsetofBatchSeq   = 0
 	OffsetofBatchUsed  = 8
 	OffsetofBatchWords = 16

@@ -98,6 +98,7 @@ enum counter {
 	COUNTER_FREES_EARLY,	   /* frees that came before their block's batch, kept and matched later (not a loss) */
 	COUNTER_UNWIND_STOPPED,	   /* backtraces cut short: a frame the unwind tables could not go past */
 	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
+	COUNTER_PAIRED,		   /* allocations freed in their own batch: neither reached the table (not a loss) */
 	COUNTER_MAX,
 };
 
@@ -163,11 +164,18 @@ enum record_type {
  * frame count and epoch, then the block's address, and for an allocation
  * its size and its frames, at most MAX_STACK_DEPTH.
  */
-#define BATCH_WORDS 440
+#define BATCH_WORDS 1016
 #define BATCH_HEADER 16 /* the bytes before the words */
 #define BATCH_KIND_MASK 0xff
 #define BATCH_ALLOC 1
 #define BATCH_FREE 2
+/*
+ * An allocation freed by its own thread while its event was still in the
+ * batch, in the epoch it was written in: neither it nor its free goes to
+ * the table, and the block goes back to the allocator at once. Its words
+ * stay, to be skipped, when later events follow it.
+ */
+#define BATCH_SKIP 3
 #define BATCH_FRAMES_SHIFT 8
 #define BATCH_FRAMES_MASK 0x1ff
 /*
@@ -197,7 +205,7 @@ enum record_type {
  * The probes' index mask into a copy of a batch's words (bpf/batch.h): a
  * power of two less one, BATCH_WORDS at least.
  */
-#define BATCH_MASK 511
+#define BATCH_MASK 1023
 
 /*
  * The flags of mdshim_site_batch, from the shim to the probes: REGISTER
@@ -208,6 +216,11 @@ enum record_type {
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2
 #define BATCH_INHERITED 4
+/*
+ * The flags' high bits count the allocations freed in their own batch
+ * (BATCH_SKIP, or taken back from its end) since the last hand-over.
+ */
+#define BATCH_PAIRED_SHIFT 32
 
 struct md_batch {
 	md_u64 seq;

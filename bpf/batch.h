@@ -348,6 +348,9 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 		batch_alloc_event(sp, at, nr, w0);
 		return at + 3 + nr;
 	}
+	/* An allocation its thread freed before the batch went, and the free: neither is handed over. */
+	if (kind == BATCH_SKIP && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used)
+		return at + 3 + nr;
 	count(COUNTER_BATCH_LOST);
 	return used;
 }
@@ -409,6 +412,7 @@ static __always_inline void batch_site(struct pt_regs *ctx)
 		return;
 	}
 	raise_epoch(&last_epoch, epoch);
+	count_by(COUNTER_PAIRED, flags >> BATCH_PAIRED_SHIFT);
 	if (flags & BATCH_RETIRE) {
 		apply_batch(sp, addr, used, epoch, false);
 		sp->addr = 0;

@@ -39,7 +39,7 @@ type MdtraceBatchSpace struct {
 	Unknown int64
 	Early   int64
 	Hdr     [2]uint64
-	W       [1024]uint64
+	W       [2048]uint64
 }
 
 type MdtraceBatchThread struct {

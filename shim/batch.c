@@ -21,6 +21,14 @@
  *    if it was made before that epoch: each event carries the epoch it was
  *    written in.
  *
+ * Most blocks live briefly: a thread that frees a block whose allocation
+ * is still in its batch, written in the current epoch, takes both calls
+ * back (pair()). No other thread can have had the block meanwhile (a free
+ * by another thread is held until a hand-over, which moves the epoch on),
+ * so the probes would only have added the block and removed it again;
+ * the block goes back to the allocator at once, as it would natively. The
+ * hand-over counts these pairs in its flags' high bits.
+ *
  * mdtrace reads the buffers of a process that is stopped or being dumped
  * (struct md_batch is its ABI), and its probes drain the buffer of a
  * thread that ends without flushing. A thread uses the unbatched sites
@@ -93,14 +101,16 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 {
 	uint64_t epoch;
 
-	if (bt->b.used != 0 || flags != 0) {
+	if (bt->b.used != 0 || flags != 0 || bt->paired != 0) {
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
 		if (probed())
-			mdshim_site_batch(&bt->b, bt->b.used, epoch, flags);
+			mdshim_site_batch(&bt->b, bt->b.used, epoch, flags | bt->paired << BATCH_PAIRED_SHIFT);
 		__atomic_store_n(&bt->b.used, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
+		bt->paired = 0;
 	}
+	bt->nrecent = 0;
 	for (unsigned i = 0; i < bt->nheld; i++) {
 		/*
 		 * The word under the key goes back: a block that glibc puts in
@@ -201,10 +211,17 @@ static void fork_child(void)
 		flush(bt, BATCH_REGISTER | BATCH_INHERITED);
 }
 
-/* At exit, the exiting thread's last calls go before the process's report. */
+/*
+ * At exit, the exiting thread's last calls go before the process's report,
+ * with the count of its pairs (which alone does not make md_batch_sync
+ * hand a batch over: a hit for a counter before every realloc would cost).
+ */
 __attribute__((destructor)) static void batch_exit(void)
 {
-	md_batch_sync();
+	struct md_batch_thread *bt = t_batch;
+
+	if (bt != NULL && bt != RETIRED && !bt->busy && (bt->b.used != 0 || bt->nheld != 0 || bt->paired != 0))
+		flush_busy(bt, 0);
 }
 
 /*
@@ -387,8 +404,48 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
+	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
 	end(bt, bt->b.used + 3 + n);
 	return true;
+}
+
+/*
+ * pair takes back the allocation of ptr and its free when the allocation
+ * is one of the thread's newest events, written in the current epoch: no
+ * hand-over since, so the block is the one that event allocated (another
+ * thread's free of it would still be held). The words of an allocation at
+ * the batch's end go; one with events after it becomes BATCH_SKIP. mdtrace
+ * may be reading the batch: seq is odd while it changes. A block of an
+ * older event, or one the thread no longer sees, is freed as usual.
+ */
+static inline bool pair(struct md_batch_thread *bt, void *ptr)
+{
+	uint64_t now = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE) << BATCH_EPOCH_SHIFT >> BATCH_EPOCH_SHIFT;
+	unsigned n = bt->nrecent < MD_BATCH_RECENT ? bt->nrecent : MD_BATCH_RECENT;
+
+	for (unsigned i = 1; i <= n; i++) {
+		uint16_t *slot = &bt->recent[(bt->nrecent - i) % MD_BATCH_RECENT];
+		uint64_t *w, nr;
+
+		if (*slot == MD_BATCH_NO_EVENT)
+			continue;
+		w = &bt->b.words[*slot];
+		if (w[1] != (uintptr_t)ptr)
+			continue;
+		if ((w[0] & BATCH_KIND_MASK) != BATCH_ALLOC || w[0] >> BATCH_EPOCH_SHIFT != now)
+			return false;
+		nr = (w[0] >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
+		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
+		if (*slot + 3 + nr == bt->b.used)
+			bt->b.used = *slot;
+		else
+			w[0] = (w[0] & ~(uint64_t)BATCH_KIND_MASK) | BATCH_SKIP;
+		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
+		*slot = MD_BATCH_NO_EVENT;
+		bt->paired++;
+		return true;
+	}
+	return false;
 }
 
 /* glibc's chunk header: the size word's flags, and the largest chunk of a fast bin. */
@@ -445,6 +502,11 @@ bool md_batch_free(void *fp, void *ptr)
 	bt = begin((uintptr_t)fp, 2);
 	if (bt == NULL)
 		return false;
+	if (pair(bt, ptr)) {
+		end(bt, bt->b.used);
+		md_real_free(ptr);
+		return true;
+	}
 	if (bt->nheld == MD_BATCH_HELD)
 		flush(bt, 0);
 	w = &bt->b.words[bt->b.used];

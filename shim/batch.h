@@ -19,8 +19,14 @@
  * MD_BATCH_HELD blocks and MD_BATCH_HELD_BYTES bytes freed until their
  * batch is handed over.
  */
-#define MD_BATCH_HELD 48
+#define MD_BATCH_HELD 64
 #define MD_BATCH_HELD_BYTES (256 * 1024)
+/*
+ * The allocations a thread's free looks for in its batch, the newest
+ * first, to take both calls back (batch.c, pair()).
+ */
+#define MD_BATCH_RECENT 16
+#define MD_BATCH_NO_EVENT 0xffff
 
 /*
  * A thread's buffer and what goes with it, in pages of its own. A held
@@ -37,9 +43,18 @@ struct md_batch_thread {
 	void *held[MD_BATCH_HELD];
 	uintptr_t word8[MD_BATCH_HELD];
 	uint64_t keyed; /* the held blocks with a key, by index */
+	/*
+	 * The word offsets of the batch's newest allocation events, by
+	 * nrecent modulo MD_BATCH_RECENT (MD_BATCH_NO_EVENT: taken back),
+	 * and the allocations freed in their batch since the last hand-over.
+	 */
+	unsigned nrecent;
+	uint16_t recent[MD_BATCH_RECENT];
+	uint64_t paired;
 };
+_Static_assert(BATCH_WORDS < MD_BATCH_NO_EVENT, "a word offset does not fit recent[]");
 _Static_assert(MD_BATCH_HELD <= 64, "keyed has a bit a held block");
-_Static_assert(sizeof(struct md_batch_thread) <= 8192, "a thread's batch outgrew its two pages");
+_Static_assert(sizeof(struct md_batch_thread) <= 12288, "a thread's batch outgrew its three pages");
 
 /*
  * md_batch_on tells whether the hooks batch, md_batch_depth the frames an

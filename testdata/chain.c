@@ -6,12 +6,19 @@
 // build code, -O2 without frame pointers, with gcc and with clang, and at
 // -O0 with frame pointers.
 //
-//   chain COUNT
+// With LAG, each block is freed LAG pairs after its malloc, not at once:
+// the shim's batches then hand each block's malloc and free to mdtrace's
+// probes, where a block freed at once takes both calls back in its
+// thread's batch (LAG 0). The bench measures both.
+//
+//   chain COUNT [LAG]   (LAG up to 1024)
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 static void *volatile sink;
+static int lag;
+static void *ring[1024];
 
 #define LINK(n, next)                                                        \
 	__attribute__((noinline)) void *chain_##n(int count)                \
@@ -32,13 +39,23 @@ static double now_ns(void)
 __attribute__((noinline)) void *chain_12(int count)
 {
 	double t0 = now_ns();
-	for (int i = 0; i < count; i++) {
-		/* Through a volatile: -O2 removes a malloc freed at once. */
-		sink = malloc(64);
-		free(sink);
+	if (lag == 0) {
+		for (int i = 0; i < count; i++) {
+			/* Through a volatile: -O2 removes a malloc freed at once. */
+			sink = malloc(64);
+			free(sink);
+		}
+	} else {
+		for (int i = 0; i < count; i++) {
+			void **slot = &ring[i % lag];
+			free(*slot);
+			*slot = malloc(64);
+		}
 	}
 	if (count > 0)
 		printf("pairs %d %.1f\n", count, (now_ns() - t0) / count);
+	for (int i = 0; i < lag; i++)
+		free(ring[i]);
 	sink = malloc(4321);
 	__asm__ volatile("" : : : "memory");
 	return sink;
@@ -58,6 +75,12 @@ LINK(1, chain_2)
 
 int main(int argc, char **argv)
 {
+	if (argc > 2)
+		lag = atoi(argv[2]);
+	if (lag < 0 || lag > 1024) {
+		fprintf(stderr, "chain: LAG must be 0 to 1024\n");
+		return 2;
+	}
 	void *p = chain_1(argc > 1 ? atoi(argv[1]) : 0);
 	__asm__ volatile("" : : "r"(p) : "memory");
 	return 0;

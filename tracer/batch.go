@@ -121,6 +121,10 @@ func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 		case kind == abi.BatchFree && at+2 <= len(w):
 			c.free, c.ptr = true, w[at+1]
 			at += 2
+		case kind == abi.BatchSkip && nr <= depth && at+3+nr <= len(w):
+			// An allocation freed in its own batch: neither call counts.
+			at += 3 + nr
+			continue
 		case kind == abi.BatchAlloc && nr <= depth && at+3+nr <= len(w):
 			c.ptr, c.size = w[at+1], max(w[at+2], 1) // a block of size 0 is tracked as 1, as the probes do
 			c.frames = w[at+3 : at+3+nr]

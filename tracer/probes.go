@@ -54,6 +54,7 @@ type Counters struct {
 	FreesEarly     uint64 // frees that came before their block's batch, matched when it came (not a loss)
 	UnwindStopped  uint64 // backtraces cut short: a frame the unwind tables could not go past
 	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
+	Paired         uint64 // batched allocations freed in their own batch: neither call reached the table (not a loss)
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -236,6 +237,7 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		FreesEarly:     vals[abi.CounterFreesEarly],
 		UnwindStopped:  vals[abi.CounterUnwindStopped],
 		StackTruncated: vals[abi.CounterStackTruncated],
+		Paired:         vals[abi.CounterPaired],
 	}
 }
 

@@ -158,9 +158,9 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 	struct slot s;
 
 	(void)epoch;
-	(void)flags;
 	pthread_mutex_lock(&g_model_lock);
 	g_counts.batches++;
+	g_counts.paired += (long)(flags >> BATCH_PAIRED_SHIFT);
 	for (uint64_t at = 0; at < used && used <= BATCH_WORDS;) {
 		uint64_t w0 = b->words[at], nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 
@@ -181,6 +181,9 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 			for (uint64_t i = 0; i < nr; i++)
 				g_last_frames[i] = b->words[at + 3 + i];
 			g_last_nframes = nr;
+			at += 3 + nr;
+		} else if ((w0 & BATCH_KIND_MASK) == BATCH_SKIP && nr <= md_batch_depth && at + 3 + nr <= used) {
+			g_counts.skipped++;
 			at += 3 + nr;
 		} else {
 			g_counts.bad_events++;
@@ -215,6 +218,8 @@ struct site_model_counts site_model_diff(struct site_model_counts a, struct site
 		.batches = b.batches - a.batches,
 		.framed = b.framed - a.framed,
 		.bad_events = b.bad_events - a.bad_events,
+		.skipped = b.skipped - a.skipped,
+		.paired = b.paired - a.paired,
 		.last_frame = b.last_frame,
 	};
 }

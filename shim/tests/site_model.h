@@ -21,6 +21,8 @@ struct site_model_counts {
 	long batches;	    /* batches handed over (mdshim_site_batch) */
 	long framed;	    /* batched allocations that came with frames */
 	long bad_events;    /* batch events that made no sense */
+	long skipped;	    /* batch events of allocations freed in their batch (BATCH_SKIP) */
+	long paired;	    /* allocations freed in their batch, as the hand-overs count them */
 	uintptr_t last_frame; /* the first frame of the last batched allocation */
 };
 

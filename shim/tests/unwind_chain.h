@@ -31,17 +31,25 @@
 /*
  * drop_block frees a leaf's block p, its front guard corrupted first if
  * corrupt is set (under the shim's front_guard, the free reports it).
+ * Otherwise it frees the leaf's block before and keeps p: batched, a block
+ * freed while its allocation is in the batch takes both calls back, and
+ * the test reads the frames of the last allocation the batch handed over.
  * Always inlined: free is called from the leaf's frame. Through a
  * volatile, so that the compiler neither drops the allocation nor warns
  * of p[-1].
  */
 static inline __attribute__((always_inline)) void drop_block(char *p, int corrupt)
 {
+	static char *volatile kept;
 	volatile char *volatile q = p;
 
-	if (corrupt)
+	if (corrupt) {
 		q[-1] = 0;
-	free((char *)q);
+		free((char *)q);
+		return;
+	}
+	free(kept);
+	kept = p;
 }
 
 /*

@@ -28,15 +28,21 @@ static void *volatile sink;
 static new_fn std_new;
 static int (*bottom)(int);
 
+/* Batched, the last block stays (drop_block in unwind_chain.h says why). */
 NOINLINE int leaf_new(int x)
 {
+	static block *volatile kept;
 	block *volatile b = new block;
 	char *volatile bytes = b->bytes;
 
 	sink = b;
-	if (corrupt)
+	if (corrupt) {
 		bytes[-1] = 0;
-	delete b;
+		delete b;
+	} else {
+		delete kept;
+		kept = b;
+	}
 	count++;
 	return x + 1;
 }
