@@ -247,6 +247,60 @@ static __always_inline void site_free_batched(u64 ptr, u64 epoch)
 }
 
 /*
+ * realloc at the unbatched site while the hooks batch: the old block
+ * leaves the table as a realloc's (restored if the realloc fails), or, when
+ * the table does not hold it yet, its free is kept aside as a batch's, with
+ * the epoch the shim moved on for it, as site_free_batched does.
+ */
+static __always_inline void site_realloc_batched(u64 ptr, u64 epoch, struct thread_state *ts)
+{
+	struct alloc_key key = block_key(ptr);
+
+	ts->old_epoch = 0;
+	ts->old_gone = 0;
+	ts->old_valid = delete_block(&key, &ts->old) == 0;
+	if (ts->old_valid) {
+		count(COUNTER_FREES);
+		return;
+	}
+	raise_epoch(&last_epoch, epoch);
+	if (keep_free(&key, epoch)) {
+		count(COUNTER_FREES);
+		count(COUNTER_FREES_EARLY);
+		ts->old_gone = 1;
+	} else {
+		count(COUNTER_UNKNOWN_FREES);
+		ts->old_epoch = epoch;
+	}
+}
+
+/*
+ * A realloc whose old block's free was kept aside failed: the block stays,
+ * and the kept free goes. If its allocation came meanwhile and took the
+ * free, the block is not in the table: counted as lost.
+ */
+static __always_inline void realloc_failed_batched(u64 ptr, struct thread_state *ts)
+{
+	struct alloc_key key = block_key(ptr), k;
+	u64 *e;
+	u32 way;
+
+	if (ts->old_gone) {
+		count(COUNTER_ORPHANS_LOST);
+		return;
+	}
+	for (way = 0; way < ORPHAN_WAYS; way++) {
+		k = orphan_key(&key, way);
+		e = bpf_map_lookup_elem(&orphans, &k);
+		if (e && *e == ts->old_epoch && bpf_map_delete_elem(&orphans, &k) == 0) {
+			count_by(COUNTER_UNKNOWN_FREES, -1ULL);
+			return;
+		}
+	}
+	count(COUNTER_ORPHANS_LOST);
+}
+
+/*
  * Whether the allocation of key, written in epoch written, cancels against
  * a kept free: one that came later, the earliest of them (a later one is
  * of a later block at the same address).

@@ -165,7 +165,14 @@ struct thread_state {
 	u32 call;	     /* enum call; CALL_NONE when no call is in flight */
 	u32 old_valid;
 	u32 ending;	     /* a thread other than the main one has begun to end */
-	u32 pad;
+	/*
+	 * realloc at the shim's unbatched site of a block whose allocation is
+	 * still in another thread's batch: old_epoch is the epoch its free is
+	 * kept aside with (0: none), old_gone that the allocation came as the
+	 * free was kept, and went with it.
+	 */
+	u32 old_gone;
+	u64 old_epoch;
 	u64 present;	     /* record_allocs: the old block's PRESENT_BYTES plus one; 0: none */
 };
 

@@ -207,7 +207,9 @@ int alloc_site(struct pt_regs *ctx)
 		if (call == CALL_REALLOC) {
 			/* The old block comes back if the realloc fails. */
 			ts = thread_state();
-			if (ts)
+			if (ts && a0)
+				site_realloc_batched(ptr, a0, ts);
+			else if (ts)
 				remove_alloc(ctx, ptr, ts, FN_REALLOC, false);
 			return 0;
 		}
@@ -245,7 +247,11 @@ int alloc_site(struct pt_regs *ctx)
 		/* realloc(p, 0) freed p; a failed realloc keeps it. */
 		if (ptr == 0 && size != 0 && ts->old_valid)
 			keep_block(a0, &ts->old);
+		else if (ptr == 0 && size != 0 && (ts->old_epoch || ts->old_gone))
+			realloc_failed_batched(a0, ts);
 		ts->old_valid = 0;
+		ts->old_epoch = 0;
+		ts->old_gone = 0;
 		break;
 	default:
 		return 0;

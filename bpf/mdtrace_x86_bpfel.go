@@ -115,8 +115,9 @@ type MdtraceThreadState struct {
 	Call     uint32
 	OldValid uint32
 	Ending   uint32
-	Pad      uint32
+	OldGone  uint32
 	_        [4]byte
+	OldEpoch uint64
 	Present  uint64
 }
 

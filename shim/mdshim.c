@@ -511,8 +511,13 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	 */
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
+	/*
+	 * Batching, the block's allocation may still be in another thread's
+	 * batch: its free is kept aside with an epoch of its own, as a free
+	 * at this site is.
+	 */
 	if (old_site)
-		REPORT_FREE(ptr, CALL_REALLOC, 0);
+		REPORT_FREE(ptr, CALL_REALLOC, md_batch_on ? md_batch_epoch() : 0);
 	if (on) {
 		ENTER();
 		r = debug_realloc(ptr, size);

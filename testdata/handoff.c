@@ -15,11 +15,15 @@
 //          threads, calls _exit(0) at once; the parent waits for it, then
 //          calls _exit(0)
 //
+// With realloc last, the consumers grow each block with realloc before
+// they free it: realloc goes to the shim's unbatched sites, where the
+// block's allocation may still be in its producer's batch.
+//
 // The live blocks at the end (of each process, with fork) are exactly
 // PRODUCERS*KEEP of 4000 bytes and two of 3000, however the calls were
 // batched.
 //
-//   handoff N PRODUCERS CONSUMERS KEEP MODE
+//   handoff N PRODUCERS CONSUMERS KEEP MODE [realloc]
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -36,7 +40,7 @@ static int head, count, producing;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static sem_t done;
-static int n, keep;
+static int n, keep, grow;
 /* Where the blocks never freed stay reachable, as a program's would. */
 void *kept[1024], *mine[2];
 
@@ -69,7 +73,16 @@ static void *pop(void)
 }
 
 NOINLINE void *handoff_make(int i) { return malloc(64 + i % 64); }
-NOINLINE void handoff_take(void *p) { free(p); }
+NOINLINE void handoff_take(void *p)
+{
+	if (grow) {
+		void *q = realloc(p, 300);
+
+		if (q != NULL)
+			p = q;
+	}
+	free(p);
+}
 NOINLINE void *handoff_keep(void) { return malloc(4000); }
 NOINLINE void handoff_churn(void) { free(malloc(500)); }
 NOINLINE void *handoff_main(void) { return malloc(3000); }
@@ -108,10 +121,11 @@ int main(int argc, char **argv)
 	int producers, consumers;
 	pthread_t t;
 
-	if (argc != 6) {
-		fprintf(stderr, "usage: handoff N PRODUCERS CONSUMERS KEEP exit|_exit|fork\n");
+	if (argc != 6 && !(argc == 7 && strcmp(argv[6], "realloc") == 0)) {
+		fprintf(stderr, "usage: handoff N PRODUCERS CONSUMERS KEEP exit|_exit|fork [realloc]\n");
 		return 2;
 	}
+	grow = argc == 7;
 	n = atoi(argv[1]);
 	producers = atoi(argv[2]);
 	consumers = atoi(argv[3]);

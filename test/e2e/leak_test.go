@@ -16,17 +16,20 @@ import (
 // TestHandoffLeaks: blocks passed between threads, which each hand their
 // calls over a batch at a time in the default mode, and a process that
 // ends while its threads' batches hold calls, with exit and with _exit, or
-// forks a child then, which ends at once.
+// forks a child then, which ends at once; and blocks that the consumers
+// grow with realloc, at the shim's unbatched site, while their allocation
+// may still be in the producer's batch.
 // Every mode reports the same leaks of the program's own.
 func TestHandoffLeaks(t *testing.T) {
 	needRoot(t)
 	for _, mode := range launchModes {
-		for _, end := range []string{"exit", "_exit", "fork"} {
-			t.Run(mode.name+"/"+end, func(t *testing.T) {
+		for _, end := range []string{"exit", "_exit", "fork", "exit realloc"} {
+			t.Run(mode.name+"/"+strings.ReplaceAll(end, " ", "_"), func(t *testing.T) {
 				dir := t.TempDir()
 				logPath := filepath.Join(dir, "log")
-				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
-					"--log", logPath, "--", prog("handoff"), "10000", "3", "2", "4", end)
+				args := append([]string{"--", prog("handoff"), "10000", "3", "2", "4"}, strings.Fields(end)...)
+				r := runMdtrace(t, append([]string{modeFlag(mode.flag), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix=" + dir + "/heap",
+					"--log", logPath}, args...)...)
 				if r.code != 0 || r.stdout != "handoff 10000 3 2 4\n" {
 					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
 				}
