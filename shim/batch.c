@@ -87,6 +87,26 @@ static size_t (*g_usable_size)(void *);
 
 static __thread struct md_batch_thread *t_batch __attribute__((tls_model("initial-exec")));
 
+/*
+ * A free of a block that the thread gave back to glibc itself, and that
+ * no batched allocation of the thread has returned since, is most likely
+ * a double free: glibc may catch it only at once (a fast bin's first
+ * block, a chunk of another arena), so it goes to the unbatched site and
+ * glibc at once. The blocks are kept by a hash of their address, the
+ * newest in a slot winning; a block another thread got back from glibc
+ * meanwhile and passed on merely goes unbatched.
+ */
+static inline unsigned given_slot(const void *ptr)
+{
+	return (unsigned)(((uintptr_t)ptr * 0x9e3779b97f4a7c15ULL) >> 58) & (MD_BATCH_GIVEN - 1);
+}
+
+static inline void give_back(struct md_batch_thread *bt, void *ptr)
+{
+	bt->given[given_slot(ptr)] = (uintptr_t)ptr;
+	md_real_free(ptr);
+}
+
 static bool probed(void)
 {
 	return md_site_probed((const void *)(uintptr_t)mdshim_site_batch);
@@ -119,7 +139,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		 */
 		if (bt->keyed & (1ULL << i))
 			((uintptr_t *)bt->held[i])[1] = bt->word8[i];
-		md_real_free(bt->held[i]);
+		give_back(bt, bt->held[i]);
 	}
 	bt->nheld = 0;
 	bt->keyed = 0;
@@ -405,6 +425,8 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
+	if (bt->given[given_slot(ptr)] == (uintptr_t)ptr)
+		bt->given[given_slot(ptr)] = 0;
 	end(bt, bt->b.used + 3 + n);
 	return true;
 }
@@ -462,9 +484,11 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
  * would call invalid, a block in the thread cache or held by a batch (the
  * key at offset 8), a block of the main heap whose next chunk says it is
  * free already (or that ends past the heap). A fast-bin block freed twice
- * is caught by glibc only when it is the bin's first, which is not
- * checked here. A block that only looks suspect (the program's data at
- * offset 8 equal to a key) merely goes unbatched.
+ * is caught by glibc only when it is the bin's first, and a block of
+ * another arena by checks of the arena's own: neither is checked here, but
+ * a block the thread gave back itself is (given_slot()). A block that only
+ * looks suspect (the program's data at offset 8 equal to a key) merely
+ * goes unbatched.
  */
 static inline bool suspect(void *ptr)
 {
@@ -495,7 +519,9 @@ bool md_batch_free(void *fp, void *ptr)
 	uint64_t *w;
 	size_t usable;
 
-	if (g_glibc && __builtin_expect(suspect(ptr), 0)) {
+	bt = t_batch;
+	if (g_glibc && __builtin_expect(suspect(ptr) || (bt != NULL && bt != RETIRED &&
+							   bt->given[given_slot(ptr)] == (uintptr_t)ptr), 0)) {
 		md_batch_sync();
 		return false;
 	}
@@ -504,7 +530,7 @@ bool md_batch_free(void *fp, void *ptr)
 		return false;
 	if (pair(bt, ptr)) {
 		end(bt, bt->b.used);
-		md_real_free(ptr);
+		give_back(bt, ptr);
 		return true;
 	}
 	if (bt->nheld == MD_BATCH_HELD)

@@ -27,6 +27,8 @@
  */
 #define MD_BATCH_RECENT 16
 #define MD_BATCH_NO_EVENT 0xffff
+/* The blocks a thread last gave back to glibc, by a hash of their address (batch.c, given_back()). */
+#define MD_BATCH_GIVEN 64
 
 /*
  * A thread's buffer and what goes with it, in pages of its own. A held
@@ -51,6 +53,8 @@ struct md_batch_thread {
 	unsigned nrecent;
 	uint16_t recent[MD_BATCH_RECENT];
 	uint64_t paired;
+	/* Blocks the thread gave back to glibc, each until a batched allocation returns it (0: none). */
+	uintptr_t given[MD_BATCH_GIVEN];
 };
 _Static_assert(BATCH_WORDS < MD_BATCH_NO_EVENT, "a word offset does not fit recent[]");
 _Static_assert(MD_BATCH_HELD <= 64, "keyed has a bit a held block");

@@ -11,6 +11,11 @@
 //                     cache's sizes
 //   exact double-mmap the same with a block of 200000 bytes, which glibc
 //                     maps for it: the second free faults on its header
+//   exact double-fast the same with a 40-byte block when the thread
+//                     cache's bin of its size is full: the block goes to
+//                     a fast bin, whose first block glibc checks
+//   exact double-thread the double-big case in a thread, whose blocks come
+//                     from an arena of their own
 //   exact invalid     frees a pointer 16 bytes inside a block
 //   exact abort       leaks 300 blocks in main and 200 in each of two
 //                     threads (abort_leaks), which then wait, and aborts
@@ -57,6 +62,42 @@ static void say(const char *s)
 
 NOINLINE void first_free(void) { free(p); }
 NOINLINE void second_free(void) { free(p); }
+
+/* The bad frees of exact double, double-big, double-mmap, double-fast and invalid. */
+static void bad_free(const char *how)
+{
+	size_t size = strcmp(how, "double-big") == 0 ? 2000 : strcmp(how, "double-mmap") == 0 ? 200000 : 40;
+	void *keep[8], *cache[7];
+
+	for (int i = 0; i < 8; i++)
+		keep[i] = malloc(size);
+	for (int i = 0; i < 7 && strcmp(how, "double-fast") == 0; i++)
+		cache[i] = malloc(size);
+	p = malloc(size);
+	/* A block after it, so that it does not join the heap's top. */
+	keep[0] = malloc(size);
+	/* Seven blocks fill the thread cache's bin of the size. */
+	if (strcmp(how, "double-fast") == 0)
+		for (int i = 0; i < 7; i++)
+			free(cache[i]);
+	say("before first free\n");
+	if (strcmp(how, "invalid") == 0)
+		p += 16;
+	first_free();
+	say("before second free\n");
+	second_free();
+	/* On stdout, whose buffer glibc allocates: never natively. */
+	printf("after second free\n");
+	for (int i = 0; i < 8; i++)
+		free(keep[i]);
+}
+
+static void *bad_free_thread(void *arg)
+{
+	(void)arg;
+	bad_free("double-big");
+	return NULL;
+}
 
 NOINLINE void wild_free(uintptr_t addr)
 {
@@ -252,25 +293,16 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(argv[1], "double") == 0 || strcmp(argv[1], "double-big") == 0 ||
-	    strcmp(argv[1], "double-mmap") == 0 || strcmp(argv[1], "invalid") == 0) {
-		size_t size = strcmp(argv[1], "double-big") == 0 ? 2000 : strcmp(argv[1], "double-mmap") == 0 ? 200000 : 40;
-		void *keep[8];
+	    strcmp(argv[1], "double-mmap") == 0 || strcmp(argv[1], "invalid") == 0 ||
+	    strcmp(argv[1], "double-fast") == 0) {
+		bad_free(argv[1]);
+		return 0;
+	}
+	if (strcmp(argv[1], "double-thread") == 0) {
+		pthread_t t;
 
-		for (int i = 0; i < 8; i++)
-			keep[i] = malloc(size);
-		p = malloc(size);
-		/* A block after it, so that it does not join the heap's top. */
-		keep[0] = malloc(size);
-		say("before first free\n");
-		if (strcmp(argv[1], "invalid") == 0)
-			p += 16;
-		first_free();
-		say("before second free\n");
-		second_free();
-		/* On stdout, whose buffer glibc allocates: never natively. */
-		printf("after second free\n");
-		for (int i = 0; i < 8; i++)
-			free(keep[i]);
+		pthread_create(&t, NULL, bad_free_thread, NULL);
+		pthread_join(t, NULL);
 		return 0;
 	}
 	return 2;

@@ -139,10 +139,15 @@ static void pairs(void)
 	free(b);
 	r = sync_realloc();
 	c = site_model_diff(c0, site_model_counts());
-	/* The batch also has the free of the realloc's block before, the model the realloc's. */
-	CHECK(c.batches == 1 && c.paired == 2 && c.skipped == 1 && c.allocs == 1 && c.frees == 1 && c.live == 0,
-	      "a pair inside the batch, one at its end: %ld batches, %ld paired, %ld skipped, %ld allocations, %ld frees, %ld live; want 1, 2, 1, 1, 1, 0",
-	      c.batches, c.paired, c.skipped, c.allocs, c.frees, c.live);
+	/*
+	 * The model also has the realloc's block (and the batch may have the
+	 * free of the one before, unless that block went unbatched, given
+	 * back to glibc by this thread before).
+	 */
+	CHECK(c.batches == 1 && c.paired == 2 && c.skipped == 1 && c.allocs == 1 && (a == r || !site_model_live(a, NULL)) &&
+		      (b == r || !site_model_live(b, NULL)),
+	      "a pair inside the batch, one at its end: %ld batches, %ld paired, %ld skipped, %ld allocations; want 1, 2, 1, 1, neither block live but as the realloc's",
+	      c.batches, c.paired, c.skipped, c.allocs);
 	free(r);
 
 	free(sync_realloc());
@@ -153,10 +158,10 @@ static void pairs(void)
 	free(a);
 	r = sync_realloc();
 	c = site_model_diff(c0, site_model_counts());
-	/* The frees: the realloc's blocks of both threads, and a's. */
-	CHECK(c.paired == 1 && c.frees == 3 && c.unknown_frees == 0,
-	      "a block allocated before another thread's hand-over: %ld paired (the other thread's), %ld frees, %ld unknown; want 1, 3, 0",
-	      c.paired, c.frees, c.unknown_frees);
+	/* a's allocation and free both reach the model. */
+	CHECK(c.paired == 1 && c.allocs >= 2 && c.frees >= 1 && c.unknown_frees == 0 && (a == r || !site_model_live(a, NULL)),
+	      "a block allocated before another thread's hand-over: %ld paired (the other thread's), %ld allocations, %ld frees, %ld unknown, a %s; want 1, 2 or more, 1 or more, 0, not live",
+	      c.paired, c.allocs, c.frees, c.unknown_frees, site_model_live(a, NULL) ? "live" : "not live");
 	free(r);
 	free(r0);
 }

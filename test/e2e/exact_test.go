@@ -86,7 +86,8 @@ func programStderr(stderr string) string {
 }
 
 // TestBadFreeNative: a double free of a small block (the thread cache's),
-// of a 2000-byte one and of one glibc maps for itself, and the free of a
+// of one in a fast bin, of a 2000-byte one (in the main heap, and in a
+// thread's arena) and of one glibc maps for itself, and the free of a
 // pointer inside a block, between lines the program writes to stderr.
 // glibc aborts at the bad free natively (or faults on the mapped block's
 // header, gone); in every launch mode it must abort there too, with the
@@ -103,6 +104,10 @@ func TestBadFreeNative(t *testing.T) {
 	}{
 		{"double", "before second free", 9}, {"double-big", "before second free", 9},
 		{"double-mmap", "before second free", 9}, {"invalid", "before first free", 10},
+		// A fast bin's first block, given back to glibc by the batch
+		// before its second free; a block of a thread's own arena, and
+		// the thread's TLS block (288 bytes) live.
+		{"double-fast", "before second free", 9}, {"double-thread", "before second free", 10},
 	} {
 		code, stderr := runNative(t, "exact", c.arg)
 		want := 128 + int(syscall.SIGABRT)
@@ -141,6 +146,10 @@ func glibcMessage(arg string) string {
 		return "double free or corruption (!prev)\n"
 	case "double-mmap":
 		return ""
+	case "double-fast":
+		return "double free or corruption (fasttop)\n"
+	case "double-thread":
+		return "double free or corruption (out)\n"
 	}
 	return "free(): invalid pointer\n"
 }
