@@ -45,6 +45,13 @@ type Flags struct {
 	// UnreachableOnly limits the leak_track report at exit to the blocks
 	// that nothing in the process points to any more.
 	UnreachableOnly bool
+	// UnreachableFirst classifies the leak_track report at exit: the
+	// leaked blocks nothing points to first, then those still reachable.
+	UnreachableFirst bool
+	// UnreachableContents adds the first bytes of each unreachable block
+	// to the checks of check_unreachable_on_signal, as libmemunreachable's
+	// log_contents does.
+	UnreachableContents bool
 	// NoBatch makes the shim report each call at its probe sites rather
 	// than a thread's calls a batch at a time.
 	NoBatch bool
@@ -202,6 +209,8 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
+	fs.BoolVar(&f.UnreachableFirst, "unreachable-first", false, "with leak_track, check at exit which leaked blocks the process can still reach: list first those that nothing points to any more, then those still reachable from its globals, stacks, registers and TLS, each group under a line that counts it")
+	fs.BoolVar(&f.UnreachableContents, "unreachable-contents", false, "with check_unreachable_on_signal, log the first 32 bytes of each unreachable block in hex and ASCII, as libmemunreachable's log_contents does")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))

@@ -47,7 +47,7 @@ func (s *session) finish(p *proc) {
 		err       error
 		reachable func(*leak.Alloc) bool
 	)
-	if s.cfg.Has(options.LeakTrack) && s.flags.UnreachableOnly {
+	if s.cfg.Has(options.LeakTrack) && (s.flags.UnreachableOnly || s.flags.UnreachableFirst) {
 		// The check, while the process's memory is there: at its
 		// exit stop, or before mdtrace lets it go.
 		sc, serr := s.scanUnreachable(p)
@@ -74,10 +74,11 @@ func (s *session) finish(p *proc) {
 	}
 	if s.cfg.Has(options.LeakTrack) {
 		sum := output.LeakReportWith(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps), output.LeakOptions{
-			Full:       s.cfg.Has(options.BacktraceFull),
-			Suppressed: s.suppressed(p, maps),
-			Progress:   s.reportProgress(p, len(snap.Allocs)),
-			Reachable:  reachable,
+			Full:         s.cfg.Has(options.BacktraceFull),
+			Suppressed:   s.suppressed(p, maps),
+			Progress:     s.reportProgress(p, len(snap.Allocs)),
+			Reachable:    reachable,
+			ReachableToo: s.flags.UnreachableFirst,
 		})
 		// The report's bottom line, and the run's for standard error.
 		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
@@ -86,8 +87,11 @@ func (s *session) finish(p *proc) {
 		s.leaks.SuppressedBlocks += sum.SuppressedBlocks
 		s.leaks.SuppressedBytes += sum.SuppressedBytes
 		s.leaks.UnreachableOnly = s.leaks.UnreachableOnly || sum.UnreachableOnly
+		s.leaks.Classified = s.leaks.Classified || sum.Classified
 		s.leaks.ReachableBlocks += sum.ReachableBlocks
 		s.leaks.ReachableBytes += sum.ReachableBytes
+		s.leaks.UnreachableBlocks += sum.UnreachableBlocks
+		s.leaks.UnreachableBytes += sum.UnreachableBytes
 		s.leakReports++
 		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
 			_, est := snap.Sites()

@@ -3,6 +3,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -160,16 +161,28 @@ func (sc *unreachScan) pauseLine(pid int) string {
 
 // checkUnreachable runs the check of check_unreachable_on_signal on
 // process p now, and logs it as Android's malloc debug and
-// libmemunreachable do.
+// libmemunreachable do, each leak with its first bytes if contents is
+// set.
+func (s *session) checkUnreachable(p *proc, contents bool) {
+	s.runUnreachable(p, contents, true)
+}
+
+// errFinished is the error of a check of a process whose exit reports are
+// written: its memory is gone.
+var errFinished = errors.New("the process has exited")
+
+// runUnreachable runs a check of process p now and logs it: the steps and
+// the summary, and each leak if logLeaks is set. It returns the report and
+// how to name its frames.
 //
 // The log is written under the session's lock, but the scan is not: the
 // process's exit, which takes the lock, may come while it is stopped.
-func (s *session) checkUnreachable(p *proc) {
+func (s *session) runUnreachable(p *proc, contents, logLeaks bool) (*unreach.Report, func([]uint64) []stacks.Frame, error) {
 	s.mu.Lock()
 	finished := p.finished
 	s.mu.Unlock()
 	if finished {
-		return
+		return nil, nil, fmt.Errorf("process %d: %w", p.pid, errFinished)
 	}
 	sc, err := s.scanUnreachable(p)
 	s.mu.Lock()
@@ -182,7 +195,7 @@ func (s *session) checkUnreachable(p *proc) {
 	if err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unreachable check failed, run setenforce 0 and try again.")
 		s.notice("checking process %d for unreachable memory: %v", p.pid, err)
-		return
+		return nil, nil, err
 	}
 	ul.Infof(p.pid, p.pid, "%s", steps.SearchDone)
 	ul.Infof(p.pid, p.pid, "%s", steps.CollectionDone)
@@ -199,7 +212,13 @@ func (s *session) checkUnreachable(p *proc) {
 		func(bi int) []byte { return unreach.Data(sc.img, bi) })
 	ul.Infof(p.pid, p.pid, "%s", steps.FoldDone)
 	ul.Infof(p.pid, p.pid, "%s", steps.Done)
-	output.LogUnreachable(s.log, p.pid, p.pid, report, false, s.frames(p, sc.maps))
+	frames := s.frames(p, sc.maps)
+	if logLeaks {
+		output.LogUnreachable(s.log, p.pid, p.pid, report, contents, frames)
+	} else {
+		ul.Errorf(p.pid, p.pid, "%s", output.UnreachableSummary(report))
+	}
+	return report, frames, nil
 }
 
 // allocOf returns the allocation of block bi.
