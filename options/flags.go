@@ -120,6 +120,7 @@ var helpUsage = []helpItem{
 	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
+	{"mdtrace unreachable [--contents] -p PID", "check a process that an mdtrace traces for unreachable memory now, as libmemunreachable does (unreachable -h)"},
 }
 
 var helpExamples = []helpItem{

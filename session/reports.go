@@ -33,7 +33,7 @@ func (s *session) finish(p *proc) {
 	if s.rec != nil && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
 	}
-	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.ctl == nil {
+	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.shim == "" {
 		// A preloaded shim logs glibc's statistics itself.
 		s.logStats(p)
 	}

@@ -60,7 +60,7 @@ type session struct {
 	// report can wait for it while holding mu.
 	mu    sync.Mutex
 	pmu   sync.Mutex
-	ctl   *ctl.Server   // the shim's control socket, in launch mode with the shim
+	ctl   *ctl.Server   // the control socket: the shim's requests, and mdtrace unreachable's
 	user  *runAs        // the user a launched command runs as (-u), or nil
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
@@ -236,6 +236,15 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		syscall.Signal(options.LogAllocatorStatsSignal))
 	defer signal.Stop(sigs)
 
+	if flags.Program != "" || flags.PID != 0 {
+		// Another mdtrace asks for checks for unreachable memory on
+		// the control socket (mdtrace unreachable -p PID); a launched
+		// command's is made with its environment.
+		if err := s.listenCtl(os.Geteuid(), os.Getegid()); err != nil {
+			return 1, err
+		}
+		defer s.ctl.Close()
+	}
 	if flags.Program != "" {
 		return s.runProgram(sigs)
 	}
@@ -260,9 +269,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		if env, extra, err = s.launchEnv(logFile); err != nil {
 			return 1, err
 		}
-		if s.ctl != nil {
-			defer s.ctl.Close()
+		if s.ctl == nil {
+			// Without the shim, for mdtrace unreachable alone.
+			if err := s.listenCtl(os.Geteuid(), os.Getegid()); err != nil {
+				return 1, err
+			}
 		}
+		defer s.ctl.Close()
 		if s.user != nil {
 			env = s.user.env(env)
 		}

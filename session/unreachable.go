@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
@@ -230,4 +231,22 @@ func (sc *unreachScan) allocOf(bi int) *leak.Alloc {
 		}
 	}
 	return &sc.snap.Allocs[sc.byBlock[bi]]
+}
+
+// Unreachable checks process pid now for another mdtrace (mdtrace
+// unreachable -p PID), which asked on the control socket: it logs the
+// check's steps and summary, and answers with libmemunreachable's report.
+func (s *session) Unreachable(pid int, contents bool) (uint32, []byte) {
+	p := s.traced(pid)
+	if p == nil {
+		return abi.CtlStatusNotTraced, nil
+	}
+	s.mu.Lock()
+	s.log.Infof(p.pid, p.pid, "mdtrace: checking for unreachable memory, asked by mdtrace unreachable")
+	s.mu.Unlock()
+	report, frames, err := s.runUnreachable(p, contents, false)
+	if err != nil {
+		return abi.CtlStatusFailed, []byte(err.Error())
+	}
+	return abi.CtlStatusOK, []byte(output.UnreachableString(report, contents, frames))
 }
