@@ -194,6 +194,7 @@ const (
 	CtlOpAdopt               = 3          // arg 0: a fork child that nothing traces asks to be followed
 	CtlOpUnreachable         = 4          // arg the pid to check now, from another mdtrace run by root
 	CtlOpUnreachableContents = 5          // the same, with each leak's first bytes
+	CtlOpExiting             = 6          // arg 0: the shim's last destructor, for the check at exit; answered as a signal
 	CtlStatusOK              = 0
 	CtlStatusNotTracked      = 1 // leak info: the backtrace option is off
 	CtlStatusRefused         = 2 // adopt: the child is not followed
@@ -239,6 +240,7 @@ const (
 	EnvRecord      = "MDSHIM_RECORD"             // record_allocs: the sites get each call's start time
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes
 	EnvLogFD       = "MDSHIM_LOG_FD"             // the descriptor of mdtrace's --log file
+	EnvExitCheck   = "MDSHIM_EXIT_CHECK"         // the check for unreachable memory at exit: ask for it at the last destructor
 )
 
 // The names the shim also exports get_malloc_leak_info and

@@ -245,6 +245,7 @@ _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) 
 #define CTL_OP_ADOPT 3	     /* arg 0: a fork child that nothing traces asks to be followed */
 #define CTL_OP_UNREACHABLE 4 /* arg the pid to check now, from another mdtrace run by root */
 #define CTL_OP_UNREACHABLE_CONTENTS 5 /* the same, with each leak's first bytes */
+#define CTL_OP_EXITING 6     /* arg 0: the shim's last destructor, for the check at exit; answered as a signal */
 #define CTL_STATUS_OK 0
 #define CTL_STATUS_NOT_TRACKED 1 /* leak info: the backtrace option is off */
 #define CTL_STATUS_REFUSED 2	 /* adopt: the child is not followed */
@@ -284,6 +285,7 @@ struct md_ctl_text {
 #define ENV_RECORD "MDSHIM_RECORD"		/* record_allocs: the sites get each call's start time */
 #define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */
 #define ENV_LOG_FD "MDSHIM_LOG_FD"		/* the descriptor of mdtrace's --log file */
+#define ENV_EXIT_CHECK "MDSHIM_EXIT_CHECK"	/* the check for unreachable memory at exit: ask for it at the last destructor */
 
 /* ---- Functions; Go's versions are in abi/funcs.go ---- */
 

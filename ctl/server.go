@@ -15,7 +15,9 @@
 // except for op 3 (adopt, arg 0): a fork child that nothing traces, forked
 // by a thread of a traced process other than its main one (ptrace reports
 // the forks of the threads it traces), asks to be followed and waits for
-// the answer, u32 magic and u32 status (0: followed, 2: not). Ops 4 and 5
+// the answer, u32 magic and u32 status (0: followed, 2: not). Op 6
+// (exiting, arg 0) is the shim's last destructor, which mdtrace answers as a
+// signal once it has taken the check for unreachable memory at exit. Ops 4 and 5
 // (unreachable, arg a pid) come from another mdtrace, run by root or by
 // mdtrace's own user (SO_PEERCRED), which asks for a check for unreachable
 // memory of a process this one traces (with each leak's contents for op
@@ -70,6 +72,9 @@ type Handler interface {
 	// from a thread ptrace does not report, which waits for it; false if
 	// it is not followed.
 	AdoptChild(pid int) bool
+	// Exiting takes the check for unreachable memory at exit of process
+	// pid now, from its shim's last destructor, while its threads run.
+	Exiting(pid int)
 	// Unreachable checks process pid for unreachable memory now, for
 	// another mdtrace (mdtrace unreachable): status abi.CtlStatusOK with
 	// libmemunreachable's report, each leak with its first bytes if
@@ -413,10 +418,14 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.refuse(pid, "control socket: process %d is not traced", pid)
 	case op == abi.CtlOpLeakInfo && arg == 0:
 		s.answerLeakInfo(c, pid)
-	case op == abi.CtlOpSignal && arg >= 1 && arg <= 64:
-		s.h.Signal(pid, int(arg))
-		// The acknowledgement lets the shim's handler return: what the
-		// signal asked for is done.
+	case op == abi.CtlOpSignal && arg >= 1 && arg <= 64, op == abi.CtlOpExiting && arg == 0:
+		if op == abi.CtlOpSignal {
+			s.h.Signal(pid, int(arg))
+		} else {
+			s.h.Exiting(pid)
+		}
+		// The acknowledgement lets the shim's handler (or destructor)
+		// return: what the request asked for is done.
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
 		c.Write(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic))
 	default:

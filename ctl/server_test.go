@@ -74,6 +74,13 @@ func (f *fakeCtl) AdoptChild(pid int) bool {
 	return false
 }
 
+func (f *fakeCtl) Exiting(pid int) {
+	f.mu.Lock()
+	f.signals = append(f.signals, [2]int{pid, 0})
+	f.mu.Unlock()
+	f.events <- "exiting"
+}
+
 // Unreachable answers for process 4242 with a report that says what was
 // asked, fails for 4343, and traces no other process.
 func (f *fakeCtl) Unreachable(pid int, contents bool) (uint32, []byte) {
@@ -316,7 +323,8 @@ func TestCtlBadRequest(t *testing.T) {
 	}{
 		{"bad magic", "bad magic number 0x3174646e", ctlRequest(abi.CtlMagic+1, abi.CtlOpLeakInfo, 0, 0)},
 		{"big endian magic", "bad magic number", []byte{0x31, 0x74, 0x64, 0x6d, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
-		{"unknown op", "op 6", ctlRequest(abi.CtlMagic, 6, 0, 0)},
+		{"unknown op", "op 7", ctlRequest(abi.CtlMagic, 7, 0, 0)},
+		{"exiting arg", "op 6, arg 1", ctlRequest(abi.CtlMagic, abi.CtlOpExiting, 1, 0)},
 		{"adopt arg", "op 3, arg 1", ctlRequest(abi.CtlMagic, abi.CtlOpAdopt, 1, 0)},
 		{"op 0", "op 0", ctlRequest(abi.CtlMagic, 0, 0, 0)},
 		{"leak info arg", "op 1, arg 5", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 5, 0)},
@@ -325,6 +333,9 @@ func TestCtlBadRequest(t *testing.T) {
 		{"huge signal", "op 2, arg 4294967295", ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 0xffffffff, 0)},
 		{"last word", "last word 0x1", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 1)},
 	}
+	// Every refusal reported, more than a window's burst.
+	defer func(b int) { refuseBurst = b }(refuseBurst)
+	refuseBurst = len(cases)
 	h := newFakeCtl()
 	s := startCtl(t, allowSelf, h)
 	for _, tc := range cases {
@@ -810,4 +821,20 @@ func TestAskUnreachable(t *testing.T) {
 	if _, _, refusals := h.calls(); len(refusals) != 0 {
 		t.Errorf("refusals %v", refusals)
 	}
+}
+
+// TestCtlExiting: the shim's last destructor asks for the check at exit,
+// and is answered as a signal once it is taken.
+func TestCtlExiting(t *testing.T) {
+	h := newFakeCtl()
+	s := startCtl(t, allowSelf, h)
+	c := dialCtl(t, s)
+	c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpExiting, 0, 0))
+	if e := h.event(t); e != "exiting" {
+		t.Fatalf("callback %s, want exiting", e)
+	}
+	if got := readAll(t, c); !bytes.Equal(got, binary.LittleEndian.AppendUint32(nil, abi.CtlMagic)) {
+		t.Errorf("answer % x, want the magic", got)
+	}
+	h.noEvent(t)
 }

@@ -79,6 +79,10 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		return nil, nil, err
 	}
 	env = append(env, s.ctl.Env())
+	if s.exitCheck() {
+		// The check at exit, from the shim's last destructor.
+		env = append(env, abi.EnvExitCheck+"=1")
+	}
 	if s.cfg.Has(options.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, abi.EnvRecord+"=1")

@@ -47,7 +47,7 @@ func (s *session) finish(p *proc) {
 		err       error
 		reachable func(*leak.Alloc) bool
 	)
-	if s.cfg.Has(options.LeakTrack) && (s.flags.UnreachableOnly || s.flags.UnreachableFirst) {
+	if s.exitCheck() {
 		// The check, while the process's memory is there: at its
 		// exit stop, or before mdtrace lets it go.
 		sc, serr := s.scanUnreachable(p)
@@ -60,6 +60,27 @@ func (s *session) finish(p *proc) {
 			for i := range snap.Allocs {
 				if sc.reachable(i) {
 					byPtr[snap.Allocs[i].Ptr] = true
+				}
+			}
+			if early := p.exitScan; early != nil {
+				// The check the shim asked for as the process began
+				// to exit saw every thread's registers.
+				held := make(map[uint64]uint64)
+				for i := range early.snap.Allocs {
+					if a := &early.snap.Allocs[i]; early.reachable(i) {
+						held[a.Ptr] = a.Size
+					}
+				}
+				n := 0
+				for i := range snap.Allocs {
+					a := &snap.Allocs[i]
+					if size, ok := held[a.Ptr]; ok && size == a.Size && !byPtr[a.Ptr] {
+						byPtr[a.Ptr] = true
+						n++
+					}
+				}
+				if n > 0 {
+					s.log.Infof(p.pid, p.pid, "mdtrace: %d blocks reachable as the process began to exit, and not at its exit stop (held by threads exit_group has ended), count as reachable", n)
 				}
 			}
 			reachable = func(a *leak.Alloc) bool { return byPtr[a.Ptr] }

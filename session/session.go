@@ -88,6 +88,9 @@ type proc struct {
 	libs     []stacks.File      // the allocator files probed
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
+	// exitScan is the check for unreachable memory that the shim's last
+	// destructor asked for, while every thread still ran; nil if none.
+	exitScan *unreachScan
 }
 
 // traced returns the traced process pid, nil if it is not one.

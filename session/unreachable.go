@@ -11,6 +11,7 @@ import (
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -249,4 +250,37 @@ func (s *session) Unreachable(pid int, contents bool) (uint32, []byte) {
 		return abi.CtlStatusFailed, []byte(err.Error())
 	}
 	return abi.CtlStatusOK, []byte(output.UnreachableString(report, contents, frames))
+}
+
+// exitCheck reports whether the leak report at exit needs a check for
+// unreachable memory.
+func (s *session) exitCheck() bool {
+	return s.cfg.Has(options.LeakTrack) && (s.flags.UnreachableOnly || s.flags.UnreachableFirst)
+}
+
+// Exiting takes the check for unreachable memory at exit of process pid
+// now: its shim's last destructor asks, while every thread still runs. At
+// the exit stop, exit_group has ended the other threads and their
+// registers are gone; the report counts as reachable a block that either
+// check found reachable.
+func (s *session) Exiting(pid int) {
+	p := s.traced(pid)
+	if p == nil || !s.exitCheck() {
+		return
+	}
+	s.mu.Lock()
+	finished := p.finished
+	s.mu.Unlock()
+	if finished {
+		return
+	}
+	sc, err := s.scanUnreachable(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.notice("checking process %d for unreachable memory as it exits: %v; the check at its exit stop alone counts", p.pid, err)
+		return
+	}
+	s.log.Infof(p.pid, p.pid, "mdtrace: as it exits, %s", sc.pauseLine(p.pid))
+	p.exitScan = sc
 }
