@@ -532,5 +532,24 @@ func ConfigOf(f *Flags) (*Config, error) {
 	if err == nil {
 		err = CheckSampling(f, cfg)
 	}
+	if err == nil {
+		err = CheckUnreachable(f, cfg)
+	}
 	return cfg, err
+}
+
+// CheckUnreachable refuses the flags of the check for unreachable memory
+// without the options they are about.
+func CheckUnreachable(f *Flags, cfg *Config) error {
+	switch {
+	case f.UnreachableOnly && f.UnreachableFirst:
+		return errors.New("--unreachable-first and --unreachable-only: choose one (the second leaves the reachable blocks out)")
+	case f.UnreachableOnly && !cfg.Has(LeakTrack):
+		return errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
+	case f.UnreachableFirst && !cfg.Has(LeakTrack):
+		return errors.New("--unreachable-first is about the leak report at exit: it needs the leak_track option")
+	case f.UnreachableContents && !cfg.Has(CheckUnreachableOnSignal):
+		return errors.New("--unreachable-contents is about the checks of signal 48: it needs the check_unreachable_on_signal option (mdtrace unreachable --contents asks for a check with contents)")
+	}
+	return nil
 }

@@ -125,17 +125,8 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if err := CheckPrivileges(); err != nil {
 		return 1, err
 	}
-	if flags.UnreachableOnly && !cfg.Has(options.LeakTrack) {
-		return 1, errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
-	}
-	if flags.UnreachableFirst && !cfg.Has(options.LeakTrack) {
-		return 1, errors.New("--unreachable-first is about the leak report at exit: it needs the leak_track option")
-	}
-	if flags.UnreachableFirst && flags.UnreachableOnly {
-		return 1, errors.New("--unreachable-first and --unreachable-only: choose one (the second leaves the reachable blocks out)")
-	}
-	if flags.UnreachableContents && !cfg.Has(options.CheckUnreachableOnSignal) {
-		return 1, errors.New("--unreachable-contents is about the checks of signal 48: it needs the check_unreachable_on_signal option")
+	if err := options.CheckUnreachable(flags, cfg); err != nil {
+		return 2, err
 	}
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
 	s.sym.DebugDirs = flags.DebugDirs
