@@ -120,7 +120,7 @@ var helpUsage = []helpItem{
 	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
-	{"mdtrace unreachable [--contents] -p PID", "check a process that an mdtrace traces for unreachable memory now, as libmemunreachable does (unreachable -h)"},
+	{"mdtrace unreachable [--contents] -p PID", "check a process that an mdtrace traces for unreachable memory now (unreachable -h)"},
 }
 
 var helpExamples = []helpItem{
@@ -159,8 +159,13 @@ traced. 1 when mdtrace fails; 2 for a bad command line or option string.`
 func longHelp() string {
 	var b strings.Builder
 	b.WriteString(helpIntro + "\n\nUsage:\n")
+	// The descriptions in one column, past the longest command.
+	width := 36
 	for _, u := range helpUsage {
-		fmt.Fprintf(&b, "  %-36s%s\n", u.command, u.what)
+		width = max(width, len(u.command)+3)
+	}
+	for _, u := range helpUsage {
+		fmt.Fprintf(&b, "  %-*s%s\n", width, u.command, u.what)
 	}
 	b.WriteString("\nExamples:\n")
 	for _, e := range helpExamples {
