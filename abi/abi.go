@@ -196,16 +196,25 @@ const (
 // request is answered with struct md_ctl_answer and overall_size bytes
 // (Android's get_malloc_leak_info buffer), a signal with the magic alone
 // once mdtrace has acted on it, an adoption with the magic and a status.
+// A check for unreachable memory, which another mdtrace asks for (mdtrace
+// unreachable -p PID), is answered with struct md_ctl_text: the magic, a
+// status and the length of the text that follows (the report, or why the
+// check failed).
 const (
-	CtlMagic            = 0x3174646d // "mdt1"
-	CtlOpLeakInfo       = 1          // arg 0
-	CtlOpSignal         = 2          // arg the signal number
-	CtlOpAdopt          = 3          // arg 0: a fork child that nothing traces asks to be followed
-	CtlStatusOK         = 0
-	CtlStatusNotTracked = 1 // leak info: the backtrace option is off
-	CtlStatusRefused    = 2 // adopt: the child is not followed
-	CtlAckSize          = 4 // a signal's answer: the magic
-	CtlAdoptAnswerSize  = 8 // an adoption's answer: the magic and a status
+	CtlMagic                 = 0x3174646d // "mdt1"
+	CtlOpLeakInfo            = 1          // arg 0
+	CtlOpSignal              = 2          // arg the signal number
+	CtlOpAdopt               = 3          // arg 0: a fork child that nothing traces asks to be followed
+	CtlOpUnreachable         = 4          // arg the pid to check now, from another mdtrace run by root
+	CtlOpUnreachableContents = 5          // the same, with each leak's first bytes
+	CtlOpExiting             = 6          // arg 0: the shim's last destructor, for the check at exit; answered as a signal
+	CtlStatusOK              = 0
+	CtlStatusNotTracked      = 1 // leak info: the backtrace option is off
+	CtlStatusRefused         = 2 // adopt: the child is not followed
+	CtlStatusNotTraced       = 3 // unreachable: this mdtrace does not trace the pid
+	CtlStatusFailed          = 4 // unreachable: the check failed, the text says why
+	CtlAckSize               = 4 // a signal's answer: the magic
+	CtlAdoptAnswerSize       = 8 // an adoption's answer: the magic and a status
 )
 
 // The layout of struct md_ctl_request.
@@ -228,6 +237,14 @@ const (
 	OffsetofCtlAnswerBacktraceSize = 32
 )
 
+// The layout of struct md_ctl_text.
+const (
+	SizeofCtlText         = 16
+	OffsetofCtlTextMagic  = 0
+	OffsetofCtlTextStatus = 4
+	OffsetofCtlTextLength = 8
+)
+
 // The variables mdtrace sets for the shim (session/launch.go), which reads them.
 const (
 	EnvOptions     = "LIBC_DEBUG_MALLOC_OPTIONS" // Android's options; mdtrace's -o
@@ -236,6 +253,7 @@ const (
 	EnvRecord      = "MDSHIM_RECORD"             // record_allocs: the sites get each call's start time
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes
 	EnvLogFD       = "MDSHIM_LOG_FD"             // the descriptor of mdtrace's --log file
+	EnvExitCheck   = "MDSHIM_EXIT_CHECK"         // the check for unreachable memory at exit: ask for it at the last destructor
 )
 
 // The names the shim also exports get_malloc_leak_info and

@@ -247,14 +247,23 @@ _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) 
  * request is answered with struct md_ctl_answer and overall_size bytes
  * (Android's get_malloc_leak_info buffer), a signal with the magic alone
  * once mdtrace has acted on it, an adoption with the magic and a status.
+ * A check for unreachable memory, which another mdtrace asks for (mdtrace
+ * unreachable -p PID), is answered with struct md_ctl_text: the magic, a
+ * status and the length of the text that follows (the report, or why the
+ * check failed).
  */
 #define CTL_MAGIC 0x3174646dU /* "mdt1" */
 #define CTL_OP_LEAK_INFO 1   /* arg 0 */
 #define CTL_OP_SIGNAL 2	     /* arg the signal number */
 #define CTL_OP_ADOPT 3	     /* arg 0: a fork child that nothing traces asks to be followed */
+#define CTL_OP_UNREACHABLE 4 /* arg the pid to check now, from another mdtrace run by root */
+#define CTL_OP_UNREACHABLE_CONTENTS 5 /* the same, with each leak's first bytes */
+#define CTL_OP_EXITING 6     /* arg 0: the shim's last destructor, for the check at exit; answered as a signal */
 #define CTL_STATUS_OK 0
 #define CTL_STATUS_NOT_TRACKED 1 /* leak info: the backtrace option is off */
 #define CTL_STATUS_REFUSED 2	 /* adopt: the child is not followed */
+#define CTL_STATUS_NOT_TRACED 3	 /* unreachable: this mdtrace does not trace the pid */
+#define CTL_STATUS_FAILED 4	 /* unreachable: the check failed, the text says why */
 #define CTL_ACK_SIZE 4		 /* a signal's answer: the magic */
 #define CTL_ADOPT_ANSWER_SIZE 8	 /* an adoption's answer: the magic and a status */
 
@@ -274,6 +283,12 @@ struct md_ctl_answer {
 	md_u64 backtrace_size;
 };
 
+struct md_ctl_text {
+	md_u32 magic;
+	md_u32 status;
+	md_u64 length;
+};
+
 /* ---- The shim's environment ---- */
 
 /* The variables mdtrace sets for the shim (session/launch.go), which reads them. */
@@ -283,6 +298,7 @@ struct md_ctl_answer {
 #define ENV_RECORD "MDSHIM_RECORD"		/* record_allocs: the sites get each call's start time */
 #define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */
 #define ENV_LOG_FD "MDSHIM_LOG_FD"		/* the descriptor of mdtrace's --log file */
+#define ENV_EXIT_CHECK "MDSHIM_EXIT_CHECK"	/* the check for unreachable memory at exit: ask for it at the last destructor */
 
 /* ---- Functions; Go's versions are in abi/funcs.go ---- */
 

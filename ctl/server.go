@@ -15,7 +15,15 @@
 // except for op 3 (adopt, arg 0): a fork child that nothing traces, forked
 // by a thread of a traced process other than its main one (ptrace reports
 // the forks of the threads it traces), asks to be followed and waits for
-// the answer, u32 magic and u32 status (0: followed, 2: not).
+// the answer, u32 magic and u32 status (0: followed, 2: not). Op 6
+// (exiting, arg 0) is the shim's last destructor, which mdtrace answers as a
+// signal once it has taken the check for unreachable memory at exit. Ops 4 and 5
+// (unreachable, arg a pid) come from another mdtrace, run by root or by
+// mdtrace's own user (SO_PEERCRED), which asks for a check for unreachable
+// memory of a process this one traces (with each leak's contents for op
+// 5): the answer is u32 magic, u32 status (0: done, 3: not traced, 4:
+// failed), u64 length and that many bytes of text, libmemunreachable's
+// report or why the check failed.
 //
 // The protocol's numbers and layouts are the shim's too: abi.Ctl*,
 // abi.SizeofCtlRequest, abi.SizeofCtlAnswer and their offsets, from
@@ -64,6 +72,15 @@ type Handler interface {
 	// from a thread ptrace does not report, which waits for it; false if
 	// it is not followed.
 	AdoptChild(pid int) bool
+	// Exiting takes the check for unreachable memory at exit of process
+	// pid now, from its shim's last destructor, while its threads run.
+	Exiting(pid int)
+	// Unreachable checks process pid for unreachable memory now, for
+	// another mdtrace (mdtrace unreachable): status abi.CtlStatusOK with
+	// libmemunreachable's report, each leak with its first bytes if
+	// contents is set, abi.CtlStatusNotTraced if pid is not traced, or
+	// abi.CtlStatusFailed with the reason.
+	Unreachable(pid int, contents bool) (status uint32, text []byte)
 	// Refused reports a connection closed without carrying out a request:
 	// its peer is not a traced process, its request is malformed or
 	// incomplete, or the answer could not be sent. pid is the peer's, 0 if
@@ -352,7 +369,7 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	pid, err := peerPID(c)
+	pid, uid, err := peerCred(c)
 	if err != nil {
 		s.refuse(0, "control socket: the peer's credentials: %v", err)
 		return
@@ -380,14 +397,35 @@ func (s *Server) handle(c *net.UnixConn) {
 		}
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
 		c.Write(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic), status))
+	case op == abi.CtlOpUnreachable || op == abi.CtlOpUnreachableContents:
+		// Another mdtrace asks: only root, or mdtrace's own user, may
+		// read a traced process's memory this way.
+		if uid != 0 && uid != os.Geteuid() {
+			s.refuse(pid, "control socket: process %d (uid %d) may not ask for a check for unreachable memory", pid, uid)
+			return
+		}
+		status, text := s.h.Unreachable(int(arg), op == abi.CtlOpUnreachableContents)
+		ans := make([]byte, abi.SizeofCtlText, abi.SizeofCtlText+len(text))
+		binary.LittleEndian.PutUint32(ans[abi.OffsetofCtlTextMagic:], abi.CtlMagic)
+		binary.LittleEndian.PutUint32(ans[abi.OffsetofCtlTextStatus:], status)
+		binary.LittleEndian.PutUint64(ans[abi.OffsetofCtlTextLength:], uint64(len(text)))
+		ans = append(ans, text...)
+		c.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := c.Write(ans); err != nil {
+			s.refuse(pid, "control socket: answering process %d: %v", pid, err)
+		}
 	case !s.allowed(pid):
 		s.refuse(pid, "control socket: process %d is not traced", pid)
 	case op == abi.CtlOpLeakInfo && arg == 0:
 		s.answerLeakInfo(c, pid)
-	case op == abi.CtlOpSignal && arg >= 1 && arg <= 64:
-		s.h.Signal(pid, int(arg))
-		// The acknowledgement lets the shim's handler return: what the
-		// signal asked for is done.
+	case op == abi.CtlOpSignal && arg >= 1 && arg <= 64, op == abi.CtlOpExiting && arg == 0:
+		if op == abi.CtlOpSignal {
+			s.h.Signal(pid, int(arg))
+		} else {
+			s.h.Exiting(pid)
+		}
+		// The acknowledgement lets the shim's handler (or destructor)
+		// return: what the request asked for is done.
 		c.SetWriteDeadline(time.Now().Add(writeTimeout))
 		c.Write(binary.LittleEndian.AppendUint32(nil, abi.CtlMagic))
 	default:
@@ -419,12 +457,12 @@ func (s *Server) answerLeakInfo(c *net.UnixConn, pid int) {
 	}
 }
 
-// peerPID is the pid of the process at the other end of c, from the
-// kernel's record of the process that connected.
-func peerPID(c *net.UnixConn) (int, error) {
+// peerCred is the pid and uid of the process at the other end of c, from
+// the kernel's record of the process that connected.
+func peerCred(c *net.UnixConn) (pid, uid int, err error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var (
 		cred *unix.Ucred
@@ -433,10 +471,10 @@ func peerPID(c *net.UnixConn) (int, error) {
 	if err := rc.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if cerr != nil {
-		return 0, cerr
+		return 0, 0, cerr
 	}
-	return int(cred.Pid), nil
+	return int(cred.Pid), int(cred.Uid), nil
 }

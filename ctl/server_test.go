@@ -74,6 +74,26 @@ func (f *fakeCtl) AdoptChild(pid int) bool {
 	return false
 }
 
+func (f *fakeCtl) Exiting(pid int) {
+	f.mu.Lock()
+	f.signals = append(f.signals, [2]int{pid, 0})
+	f.mu.Unlock()
+	f.events <- "exiting"
+}
+
+// Unreachable answers for process 4242 with a report that says what was
+// asked, fails for 4343, and traces no other process.
+func (f *fakeCtl) Unreachable(pid int, contents bool) (uint32, []byte) {
+	f.events <- "unreachable"
+	switch pid {
+	case 4242:
+		return abi.CtlStatusOK, []byte(fmt.Sprintf("report of %d, contents %v\n", pid, contents))
+	case 4343:
+		return abi.CtlStatusFailed, []byte("process 4343: it is gone")
+	}
+	return abi.CtlStatusNotTraced, nil
+}
+
 func (f *fakeCtl) Refused(pid int, reason string) {
 	f.mu.Lock()
 	f.refusals = append(f.refusals, reason)
@@ -303,7 +323,8 @@ func TestCtlBadRequest(t *testing.T) {
 	}{
 		{"bad magic", "bad magic number 0x3174646e", ctlRequest(abi.CtlMagic+1, abi.CtlOpLeakInfo, 0, 0)},
 		{"big endian magic", "bad magic number", []byte{0x31, 0x74, 0x64, 0x6d, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
-		{"unknown op", "op 4", ctlRequest(abi.CtlMagic, 4, 0, 0)},
+		{"unknown op", "op 7", ctlRequest(abi.CtlMagic, 7, 0, 0)},
+		{"exiting arg", "op 6, arg 1", ctlRequest(abi.CtlMagic, abi.CtlOpExiting, 1, 0)},
 		{"adopt arg", "op 3, arg 1", ctlRequest(abi.CtlMagic, abi.CtlOpAdopt, 1, 0)},
 		{"op 0", "op 0", ctlRequest(abi.CtlMagic, 0, 0, 0)},
 		{"leak info arg", "op 1, arg 5", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 5, 0)},
@@ -312,6 +333,9 @@ func TestCtlBadRequest(t *testing.T) {
 		{"huge signal", "op 2, arg 4294967295", ctlRequest(abi.CtlMagic, abi.CtlOpSignal, 0xffffffff, 0)},
 		{"last word", "last word 0x1", ctlRequest(abi.CtlMagic, abi.CtlOpLeakInfo, 0, 1)},
 	}
+	// Every refusal reported, more than a window's burst.
+	defer func(b int) { refuseBurst = b }(refuseBurst)
+	refuseBurst = len(cases)
 	h := newFakeCtl()
 	s := startCtl(t, allowSelf, h)
 	for _, tc := range cases {
@@ -770,4 +794,47 @@ func TestCtlStaleDirectories(t *testing.T) {
 	if _, err := os.Lstat(live); err != nil {
 		t.Errorf("live %s: %v", live, err)
 	}
+}
+
+// TestAskUnreachable: another mdtrace (run as root, as the tests are)
+// finds the server that traces a process among the running ones and gets
+// its report; a process no server traces is ErrNotTraced, and a failed
+// check gives its reason.
+func TestAskUnreachable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the socket directories are in /run")
+	}
+	h := newFakeCtl()
+	startCtl(t, allowSelf, h)
+	for _, contents := range []bool{false, true} {
+		text, err := AskUnreachable(4242, contents, 10*time.Second)
+		if want := fmt.Sprintf("report of 4242, contents %v\n", contents); err != nil || string(text) != want {
+			t.Errorf("AskUnreachable(4242, %v) = %q, %v; want %q", contents, text, err, want)
+		}
+	}
+	if _, err := AskUnreachable(4343, false, 10*time.Second); err == nil || !strings.Contains(err.Error(), "process 4343: the check failed: process 4343: it is gone") {
+		t.Errorf("a failed check: %v", err)
+	}
+	if _, err := AskUnreachable(999999, false, 10*time.Second); !errors.Is(err, ErrNotTraced) {
+		t.Errorf("a process nothing traces: %v, want ErrNotTraced", err)
+	}
+	if _, _, refusals := h.calls(); len(refusals) != 0 {
+		t.Errorf("refusals %v", refusals)
+	}
+}
+
+// TestCtlExiting: the shim's last destructor asks for the check at exit,
+// and is answered as a signal once it is taken.
+func TestCtlExiting(t *testing.T) {
+	h := newFakeCtl()
+	s := startCtl(t, allowSelf, h)
+	c := dialCtl(t, s)
+	c.Write(ctlRequest(abi.CtlMagic, abi.CtlOpExiting, 0, 0))
+	if e := h.event(t); e != "exiting" {
+		t.Fatalf("callback %s, want exiting", e)
+	}
+	if got := readAll(t, c); !bytes.Equal(got, binary.LittleEndian.AppendUint32(nil, abi.CtlMagic)) {
+		t.Errorf("answer % x, want the magic", got)
+	}
+	h.noEvent(t)
 }

@@ -45,6 +45,13 @@ type Flags struct {
 	// UnreachableOnly limits the leak_track report at exit to the blocks
 	// that nothing in the process points to any more.
 	UnreachableOnly bool
+	// UnreachableFirst classifies the leak_track report at exit: the
+	// leaked blocks nothing points to first, then those still reachable.
+	UnreachableFirst bool
+	// UnreachableContents adds the first bytes of each unreachable block
+	// to the checks of check_unreachable_on_signal, as libmemunreachable's
+	// log_contents does.
+	UnreachableContents bool
 	// NoBatch makes the shim report each call at its probe sites rather
 	// than a thread's calls a batch at a time.
 	NoBatch bool
@@ -113,6 +120,7 @@ var helpUsage = []helpItem{
 	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
+	{"mdtrace unreachable [--contents] -p PID", "check a process that an mdtrace traces for unreachable memory now (unreachable -h)"},
 }
 
 var helpExamples = []helpItem{
@@ -151,8 +159,13 @@ traced. 1 when mdtrace fails; 2 for a bad command line or option string.`
 func longHelp() string {
 	var b strings.Builder
 	b.WriteString(helpIntro + "\n\nUsage:\n")
+	// The descriptions in one column, past the longest command.
+	width := 36
 	for _, u := range helpUsage {
-		fmt.Fprintf(&b, "  %-36s%s\n", u.command, u.what)
+		width = max(width, len(u.command)+3)
+	}
+	for _, u := range helpUsage {
+		fmt.Fprintf(&b, "  %-*s%s\n", width, u.command, u.what)
 	}
 	b.WriteString("\nExamples:\n")
 	for _, e := range helpExamples {
@@ -202,6 +215,8 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
+	fs.BoolVar(&f.UnreachableFirst, "unreachable-first", false, "with leak_track, check at exit which leaked blocks the process can still reach: list first those that nothing points to any more, then those still reachable from its globals, stacks, registers and TLS, each group under a line that counts it")
+	fs.BoolVar(&f.UnreachableContents, "unreachable-contents", false, "with check_unreachable_on_signal, log the first 32 bytes of each unreachable block in hex and ASCII, as libmemunreachable's log_contents does")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
@@ -522,5 +537,24 @@ func ConfigOf(f *Flags) (*Config, error) {
 	if err == nil {
 		err = CheckSampling(f, cfg)
 	}
+	if err == nil {
+		err = CheckUnreachable(f, cfg)
+	}
 	return cfg, err
+}
+
+// CheckUnreachable refuses the flags of the check for unreachable memory
+// without the options they are about.
+func CheckUnreachable(f *Flags, cfg *Config) error {
+	switch {
+	case f.UnreachableOnly && f.UnreachableFirst:
+		return errors.New("--unreachable-first and --unreachable-only: choose one (the second leaves the reachable blocks out)")
+	case f.UnreachableOnly && !cfg.Has(LeakTrack):
+		return errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
+	case f.UnreachableFirst && !cfg.Has(LeakTrack):
+		return errors.New("--unreachable-first is about the leak report at exit: it needs the leak_track option")
+	case f.UnreachableContents && !cfg.Has(CheckUnreachableOnSignal):
+		return errors.New("--unreachable-contents is about the checks of signal 48: it needs the check_unreachable_on_signal option (mdtrace unreachable --contents asks for a check with contents)")
+	}
+	return nil
 }

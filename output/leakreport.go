@@ -47,6 +47,10 @@ type LeakOptions struct {
 	// reachable from the process's roots: those are left out, and the
 	// report lists only the unreachable ones (--unreachable-only).
 	Reachable func(a *leak.Alloc) bool
+	// ReachableToo, with Reachable, lists the reachable blocks too,
+	// after the unreachable ones, each group under a line that says what
+	// it holds (--unreachable-first).
+	ReachableToo bool
 	// Progress, when set, is told every ProgressStep blocks how far the
 	// report is, in its two phases: "reading" (the blocks' frames named
 	// and checked against the suppressions) and "writing", then once
@@ -64,17 +68,27 @@ type LeakSummary struct {
 	SuppressedBlocks, SuppressedBytes uint64
 	// UnreachableOnly says that Blocks and Bytes are the unreachable
 	// leaks only; ReachableBlocks and ReachableBytes are those left out.
-	UnreachableOnly                 bool
-	ReachableBlocks, ReachableBytes uint64
+	UnreachableOnly bool
+	// Classified says that the report listed the unreachable leaks,
+	// UnreachableBlocks and UnreachableBytes of Blocks and Bytes, then the
+	// reachable ones, ReachableBlocks and ReachableBytes.
+	Classified                          bool
+	ReachableBlocks, ReachableBytes     uint64
+	UnreachableBlocks, UnreachableBytes uint64
 }
 
 // String is the report's bottom line: "N bytes in M leaked allocations",
-// with the suppressed ones if any.
+// how many of them are unreachable when the report says it, and the
+// suppressed ones if any.
 func (s LeakSummary) String() string {
 	line := fmt.Sprintf("%d bytes in %d leaked allocations", s.Bytes, s.Blocks)
-	if s.UnreachableOnly {
+	switch {
+	case s.UnreachableOnly:
 		line = fmt.Sprintf("%d bytes in %d unreachable leaked allocations (%d still reachable, %d bytes, not listed)",
 			s.Bytes, s.Blocks, s.ReachableBlocks, s.ReachableBytes)
+	case s.Classified:
+		line += fmt.Sprintf(": %d bytes in %d unreachable, %d bytes in %d still reachable",
+			s.UnreachableBytes, s.UnreachableBlocks, s.ReachableBytes, s.ReachableBlocks)
 	}
 	if s.SuppressedBlocks > 0 {
 		line += fmt.Sprintf(" (%d suppressed, %d bytes)", s.SuppressedBlocks, s.SuppressedBytes)
@@ -91,14 +105,19 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 		a      *leak.Alloc
 		frames []stacks.Frame
 	}
-	sum := LeakSummary{UnreachableOnly: opts.Reachable != nil}
+	classify := opts.Reachable != nil && opts.ReachableToo
+	sum := LeakSummary{UnreachableOnly: opts.Reachable != nil && !classify, Classified: classify}
 	kept := make([]listed, 0, len(list))
+	// The reachable blocks of a classified report, listed after the
+	// unreachable ones.
+	var later []listed
 	for i := range list {
 		if opts.Progress != nil && i > 0 && i%ProgressStep == 0 {
 			opts.Progress("reading", i, len(list))
 		}
 		a := &list[i]
-		if opts.Reachable != nil && opts.Reachable(a) {
+		reachable := opts.Reachable != nil && opts.Reachable(a)
+		if reachable && !classify {
 			sum.ReachableBlocks++
 			sum.ReachableBytes += a.Size
 			continue
@@ -114,13 +133,31 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 		}
 		sum.Blocks++
 		sum.Bytes += a.Size
-		kept = append(kept, listed{a, fs})
+		switch {
+		case !classify:
+			kept = append(kept, listed{a, fs})
+		case reachable:
+			sum.ReachableBlocks++
+			sum.ReachableBytes += a.Size
+			later = append(later, listed{a, fs})
+		default:
+			sum.UnreachableBlocks++
+			sum.UnreachableBytes += a.Size
+			kept = append(kept, listed{a, fs})
+		}
 	}
+	kept = append(kept, later...)
 	b := l.Buffer()
 	defer b.Flush()
 	for i, k := range kept {
 		if opts.Progress != nil && i > 0 && i%ProgressStep == 0 {
 			opts.Progress("writing", i, len(kept))
+		}
+		if classify && i == 0 {
+			b.Errorf(pid, tid, "%s", UnreachableHeader(sum.UnreachableBlocks, sum.UnreachableBytes))
+		}
+		if classify && uint64(i) == sum.UnreachableBlocks {
+			b.Errorf(pid, tid, "%s", ReachableHeader(sum.ReachableBlocks, sum.ReachableBytes))
 		}
 		b.Errorf(pid, tid, "+++ %s leaked block of size %d at 0x%x (leak %d of %d)", prog, k.a.Size, k.a.Ptr, i+1, len(kept))
 		if len(k.frames) == 0 {
@@ -135,10 +172,33 @@ func LeakReportWith(l *Log, prog string, pid, tid int, snap *leak.Snapshot, fram
 			b.Errorf(pid, tid, "%s", FormatFrameFull(j, f))
 		}
 	}
+	if classify && len(kept) == 0 {
+		b.Errorf(pid, tid, "%s", UnreachableHeader(0, 0))
+	}
+	if classify && sum.ReachableBlocks == 0 {
+		b.Errorf(pid, tid, "%s", ReachableHeader(0, 0))
+	}
 	if opts.Progress != nil {
 		opts.Progress("written", len(kept), len(kept))
 	}
 	return sum
+}
+
+// UnreachableHeader is the line of a classified leak report
+// (--unreachable-first) before its unreachable blocks: those nothing in the
+// process points to any more, which it can never free.
+func UnreachableHeader(blocks, bytes uint64) string {
+	return fmt.Sprintf("mdtrace: unreachable: %d leaked block%s, %d bytes, that nothing in the process points to any more",
+		blocks, plural(blocks), bytes)
+}
+
+// ReachableHeader is the line of a classified leak report before its
+// reachable blocks: those the process still holds, from its globals,
+// stacks, registers or thread-local storage, directly or through other
+// reachable blocks.
+func ReachableHeader(blocks, bytes uint64) string {
+	return fmt.Sprintf("mdtrace: still reachable: %d leaked block%s, %d bytes, that the process still points to (from its globals, stacks, registers or TLS, directly or through other blocks)",
+		blocks, plural(blocks), bytes)
 }
 
 // Resolve turns pcs into frames with fn, filling in unresolved frames for

@@ -2,6 +2,7 @@ package output
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,57 @@ func TestLeakReportGolden(t *testing.T) {
 		t.Errorf("LeakReport = %d, want 4", n)
 	}
 	checkGolden(t, "leak_report.txt", buf.Bytes())
+
+	// Classified (--unreachable-first): the unreachable blocks first,
+	// then the reachable ones, each group in Android's order under its
+	// line, numbered as one report.
+	buf.Reset()
+	reachable := func(a *leak.Alloc) bool { return a.Ptr == 0x55d0c2a41310 || a.Ptr == 0x55d0c2a41ec0 }
+	sum := LeakReportWith(l, "/usr/local/bin/malloc_testing", 7412, 7412, snap, frames, LeakOptions{Reachable: reachable, ReachableToo: true})
+	checkGolden(t, "leak_report_classified.txt", buf.Bytes())
+	if got, want := sum.String(), "1276 bytes in 4 leaked allocations: 1124 bytes in 2 unreachable, 152 bytes in 2 still reachable"; got != want {
+		t.Errorf("bottom line %q, want %q", got, want)
+	}
+	// --unreachable-only: the reachable ones counted, not listed.
+	buf.Reset()
+	sum = LeakReportWith(l, "/usr/local/bin/malloc_testing", 7412, 7412, snap, frames, LeakOptions{Reachable: reachable})
+	if got, want := sum.String(), "1124 bytes in 2 unreachable leaked allocations (2 still reachable, 152 bytes, not listed)"; got != want {
+		t.Errorf("bottom line %q, want %q", got, want)
+	}
+	if n := bytes.Count(buf.Bytes(), []byte("leaked block of size")); n != 2 || bytes.Contains(buf.Bytes(), []byte("mdtrace:")) {
+		t.Errorf("--unreachable-only lists %d blocks, want 2 and no classifying lines:\n%s", n, buf.Bytes())
+	}
+}
+
+// TestLeakReportClassifiedEmpty: a classified report says both groups'
+// counts even when one or both are empty.
+func TestLeakReportClassifiedEmpty(t *testing.T) {
+	snap := &leak.Snapshot{PID: 5, Allocs: []leak.Alloc{{Ptr: 0x1000, Size: 8}}}
+	for _, tc := range []struct {
+		reachable bool
+		want      string
+	}{
+		{true, "E malloc_debug: mdtrace: unreachable: 0 leaked blocks, 0 bytes, that nothing in the process points to any more\n" +
+			"E malloc_debug: mdtrace: still reachable: 1 leaked block, 8 bytes, that the process still points to (from its globals, stacks, registers or TLS, directly or through other blocks)\n" +
+			"E malloc_debug: +++ prog leaked block of size 8 at 0x1000 (leak 1 of 1)\n"},
+		{false, "E malloc_debug: mdtrace: unreachable: 1 leaked block, 8 bytes, that nothing in the process points to any more\n" +
+			"E malloc_debug: +++ prog leaked block of size 8 at 0x1000 (leak 1 of 1)\n" +
+			"E malloc_debug: mdtrace: still reachable: 0 leaked blocks, 0 bytes, that the process still points to (from its globals, stacks, registers or TLS, directly or through other blocks)\n"},
+	} {
+		var buf bytes.Buffer
+		l := NewLog(&buf)
+		l.SetClock(fixedClock)
+		LeakReportWith(l, "prog", 5, 5, snap, nil, LeakOptions{Reachable: func(*leak.Alloc) bool { return tc.reachable }, ReachableToo: true})
+		var got strings.Builder
+		for _, line := range strings.SplitAfter(buf.String(), "\n") {
+			if i := strings.Index(line, " E "); i >= 0 {
+				got.WriteString(line[i+1:])
+			}
+		}
+		if got.String() != tc.want {
+			t.Errorf("reachable %v:\n%s\nwant:\n%s", tc.reachable, got.String(), tc.want)
+		}
+	}
 }
 
 // TestLeakReportAndroid ports leak_track_no_frees: no backtrace, one line

@@ -592,6 +592,10 @@ gobench 'Snapshot1M|SnapshotDump1M|KernelBytesPerAlloc|Fork1M' -benchtime 1x -be
 gobench 'RecordStream' -benchtime 3000000x -benchmem ./tracer
 gobench 'Recorder' -benchtime 2x -benchmem ./session
 gobench 'UnwindTables' -benchtime 1x ./tracer
+# The check for unreachable memory: its copy of the heap (the process
+# stopped meanwhile) and its marking, folding and report.
+gobench 'ReadRanges' -benchtime 3x ./tracer
+gobench 'Scan' -benchtime 1x ./unreach
 grep -E '^Benchmark|kmem:|SKIP' "$i7" | sed -e 's/^ *kmem_bench_test.go:[0-9]*: kmem: /    /'
 # metric BENCHMARK UNIT: the figure of UNIT on BENCHMARK's line, if any.
 metric() {
@@ -643,4 +647,9 @@ goal "  while tracing: ring buffer decode + recorder keeps it" "$live" "ev/s" ">
 goal "  at the end: sorted and written to the file" "$(awk -v w="$write" 'BEGIN {if (w > 0) print 1e9 / w}')" "ev/s" ">=" 2000000
 echo "  record_allocs per event: ring buffer ${rsec:-?} ns, with the line ${rline:-?} ns; recorder: keep ${keep:-?} ns, write ${write:-?} ns"
 echo "  (end to end $(awk -v a="$rsec" -v b="$keep" -v c="$write" 'BEGIN {if (a + b + c > 0) printf "%.2fM", 1e3 / (a + b + c)}') events/s); allocations per event: ring buffer $(metric BenchmarkRecordStream/read allocs/op), with the line $(metric BenchmarkRecordStream/read+line allocs/op)"
+read=$(metric BenchmarkReadRanges s/GB)
+mark=$(metric BenchmarkScan s/GB)
+printf '  %-58s %12s  (for information)\n' "check for unreachable memory, s per GB of heap" \
+	"$(awk -v a="$read" -v b="$mark" 'BEGIN {if (a != "" && b != "") printf "%.2f s", a + b; else print "n/a"}')"
+echo "    the copy, the process stopped: ${read:-?} s; marking, folding, report: ${mark:-?} s ($(metric BenchmarkScan blocks) blocks of 32 to 2048 bytes, a word in eight a pointer to a random block: a worst case for the caches)"
 echo "  One sample each on this machine: figures vary by tens of percent between runs."

@@ -75,12 +75,14 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	if s.user != nil {
 		uid, gid = int(s.user.cred.Uid), int(s.user.cred.Gid)
 	}
-	srv, err := ctl.ListenAs(uid, gid, func(pid int) bool { return s.traced(pid) != nil }, s)
-	if err != nil {
+	if err := s.listenCtl(uid, gid); err != nil {
 		return nil, nil, err
 	}
-	s.ctl = srv
-	env = append(env, srv.Env())
+	env = append(env, s.ctl.Env())
+	if s.exitCheck() {
+		// The check at exit, from the shim's last destructor.
+		env = append(env, abi.EnvExitCheck+"=1")
+	}
 	if s.cfg.Has(options.RecordAllocs) {
 		// The probe sites get the start time of every call.
 		env = append(env, abi.EnvRecord+"=1")
@@ -100,6 +102,18 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		env = append(env, abi.EnvLogFD+"=3")
 	}
 	return env, extra, nil
+}
+
+// listenCtl makes the session's control socket, which only root and user
+// uid can connect to: the shim's requests of the processes traced, and
+// another mdtrace's (mdtrace unreachable).
+func (s *session) listenCtl(uid, gid int) error {
+	srv, err := ctl.ListenAs(uid, gid, func(pid int) bool { return s.traced(pid) != nil }, s)
+	if err != nil {
+		return err
+	}
+	s.ctl = srv
+	return nil
 }
 
 // shimName is the file name of the shim.

@@ -33,7 +33,7 @@ func (s *session) finish(p *proc) {
 	if s.rec != nil && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
 	}
-	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.ctl == nil {
+	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.shim == "" {
 		// A preloaded shim logs glibc's statistics itself.
 		s.logStats(p)
 	}
@@ -47,7 +47,7 @@ func (s *session) finish(p *proc) {
 		err       error
 		reachable func(*leak.Alloc) bool
 	)
-	if s.cfg.Has(options.LeakTrack) && s.flags.UnreachableOnly {
+	if s.exitCheck() {
 		// The check, while the process's memory is there: at its
 		// exit stop, or before mdtrace lets it go.
 		sc, serr := s.scanUnreachable(p)
@@ -62,6 +62,27 @@ func (s *session) finish(p *proc) {
 					byPtr[snap.Allocs[i].Ptr] = true
 				}
 			}
+			if early := p.exitScan; early != nil {
+				// The check the shim asked for as the process began
+				// to exit saw every thread's registers.
+				held := make(map[uint64]uint64)
+				for i := range early.snap.Allocs {
+					if a := &early.snap.Allocs[i]; early.reachable(i) {
+						held[a.Ptr] = a.Size
+					}
+				}
+				n := 0
+				for i := range snap.Allocs {
+					a := &snap.Allocs[i]
+					if size, ok := held[a.Ptr]; ok && size == a.Size && !byPtr[a.Ptr] {
+						byPtr[a.Ptr] = true
+						n++
+					}
+				}
+				if n > 0 {
+					s.log.Infof(p.pid, p.pid, "mdtrace: %d blocks reachable as the process began to exit, and not at its exit stop (held by threads exit_group has ended), count as reachable", n)
+				}
+			}
 			reachable = func(a *leak.Alloc) bool { return byPtr[a.Ptr] }
 		}
 	}
@@ -74,10 +95,11 @@ func (s *session) finish(p *proc) {
 	}
 	if s.cfg.Has(options.LeakTrack) {
 		sum := output.LeakReportWith(s.log, p.prog, p.pid, p.pid, snap, s.frames(p, maps), output.LeakOptions{
-			Full:       s.cfg.Has(options.BacktraceFull),
-			Suppressed: s.suppressed(p, maps),
-			Progress:   s.reportProgress(p, len(snap.Allocs)),
-			Reachable:  reachable,
+			Full:         s.cfg.Has(options.BacktraceFull),
+			Suppressed:   s.suppressed(p, maps),
+			Progress:     s.reportProgress(p, len(snap.Allocs)),
+			Reachable:    reachable,
+			ReachableToo: s.flags.UnreachableFirst,
 		})
 		// The report's bottom line, and the run's for standard error.
 		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
@@ -86,8 +108,11 @@ func (s *session) finish(p *proc) {
 		s.leaks.SuppressedBlocks += sum.SuppressedBlocks
 		s.leaks.SuppressedBytes += sum.SuppressedBytes
 		s.leaks.UnreachableOnly = s.leaks.UnreachableOnly || sum.UnreachableOnly
+		s.leaks.Classified = s.leaks.Classified || sum.Classified
 		s.leaks.ReachableBlocks += sum.ReachableBlocks
 		s.leaks.ReachableBytes += sum.ReachableBytes
+		s.leaks.UnreachableBlocks += sum.UnreachableBlocks
+		s.leaks.UnreachableBytes += sum.UnreachableBytes
 		s.leakReports++
 		if snap.SampleBytes > 0 && len(snap.Allocs) > 0 {
 			_, est := snap.Sites()

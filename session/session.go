@@ -60,7 +60,7 @@ type session struct {
 	// report can wait for it while holding mu.
 	mu    sync.Mutex
 	pmu   sync.Mutex
-	ctl   *ctl.Server   // the shim's control socket, in launch mode with the shim
+	ctl   *ctl.Server   // the control socket: the shim's requests, and mdtrace unreachable's
 	user  *runAs        // the user a launched command runs as (-u), or nil
 	pid   int           // the process launched or attached to
 	procs map[int]*proc // it and, with forks followed, its descendants
@@ -88,6 +88,9 @@ type proc struct {
 	libs     []stacks.File      // the allocator files probed
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
+	// exitScan is the check for unreachable memory that the shim's last
+	// destructor asked for, while every thread still ran; nil if none.
+	exitScan *unreachScan
 }
 
 // traced returns the traced process pid, nil if it is not one.
@@ -122,8 +125,8 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if err := CheckPrivileges(); err != nil {
 		return 1, err
 	}
-	if flags.UnreachableOnly && !cfg.Has(options.LeakTrack) {
-		return 1, errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
+	if err := options.CheckUnreachable(flags, cfg); err != nil {
+		return 2, err
 	}
 	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
 	s.sym.DebugDirs = flags.DebugDirs
@@ -227,6 +230,15 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		syscall.Signal(options.LogAllocatorStatsSignal))
 	defer signal.Stop(sigs)
 
+	if flags.Program != "" || flags.PID != 0 {
+		// Another mdtrace asks for checks for unreachable memory on
+		// the control socket (mdtrace unreachable -p PID); a launched
+		// command's is made with its environment.
+		if err := s.listenCtl(os.Geteuid(), os.Getegid()); err != nil {
+			return 1, err
+		}
+		defer s.ctl.Close()
+	}
 	if flags.Program != "" {
 		return s.runProgram(sigs)
 	}
@@ -251,9 +263,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		if env, extra, err = s.launchEnv(logFile); err != nil {
 			return 1, err
 		}
-		if s.ctl != nil {
-			defer s.ctl.Close()
+		if s.ctl == nil {
+			// Without the shim, for mdtrace unreachable alone.
+			if err := s.listenCtl(os.Geteuid(), os.Getegid()); err != nil {
+				return 1, err
+			}
 		}
+		defer s.ctl.Close()
 		if s.user != nil {
 			env = s.user.env(env)
 		}

@@ -166,7 +166,7 @@ func (s *session) debugSignal(sig int, procs []*proc) bool {
 			return false
 		}
 		for _, p := range procs {
-			s.checkUnreachable(p)
+			s.checkUnreachable(p, s.flags.UnreachableContents)
 		}
 	default:
 		s.notice("signal %d ignored: its option is not supported yet", sig)

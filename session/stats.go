@@ -18,7 +18,7 @@ import (
 // debug is on. A preloaded shim given the options logs its own, naming the
 // traced process, to which the same signals may be sent.
 func (s *session) logVerbose(p *proc) {
-	if !s.cfg.Has(options.Verbose) || s.ctl != nil {
+	if !s.cfg.Has(options.Verbose) || s.shim != "" {
 		return
 	}
 	me := os.Getpid()

@@ -3,12 +3,15 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -160,16 +163,28 @@ func (sc *unreachScan) pauseLine(pid int) string {
 
 // checkUnreachable runs the check of check_unreachable_on_signal on
 // process p now, and logs it as Android's malloc debug and
-// libmemunreachable do.
+// libmemunreachable do, each leak with its first bytes if contents is
+// set.
+func (s *session) checkUnreachable(p *proc, contents bool) {
+	s.runUnreachable(p, contents, true)
+}
+
+// errFinished is the error of a check of a process whose exit reports are
+// written: its memory is gone.
+var errFinished = errors.New("the process has exited")
+
+// runUnreachable runs a check of process p now and logs it: the steps and
+// the summary, and each leak if logLeaks is set. It returns the report and
+// how to name its frames.
 //
 // The log is written under the session's lock, but the scan is not: the
 // process's exit, which takes the lock, may come while it is stopped.
-func (s *session) checkUnreachable(p *proc) {
+func (s *session) runUnreachable(p *proc, contents, logLeaks bool) (*unreach.Report, func([]uint64) []stacks.Frame, error) {
 	s.mu.Lock()
 	finished := p.finished
 	s.mu.Unlock()
 	if finished {
-		return
+		return nil, nil, fmt.Errorf("process %d: %w", p.pid, errFinished)
 	}
 	sc, err := s.scanUnreachable(p)
 	s.mu.Lock()
@@ -182,7 +197,7 @@ func (s *session) checkUnreachable(p *proc) {
 	if err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unreachable check failed, run setenforce 0 and try again.")
 		s.notice("checking process %d for unreachable memory: %v", p.pid, err)
-		return
+		return nil, nil, err
 	}
 	ul.Infof(p.pid, p.pid, "%s", steps.SearchDone)
 	ul.Infof(p.pid, p.pid, "%s", steps.CollectionDone)
@@ -199,7 +214,13 @@ func (s *session) checkUnreachable(p *proc) {
 		func(bi int) []byte { return unreach.Data(sc.img, bi) })
 	ul.Infof(p.pid, p.pid, "%s", steps.FoldDone)
 	ul.Infof(p.pid, p.pid, "%s", steps.Done)
-	output.LogUnreachable(s.log, p.pid, p.pid, report, false, s.frames(p, sc.maps))
+	frames := s.frames(p, sc.maps)
+	if logLeaks {
+		output.LogUnreachable(s.log, p.pid, p.pid, report, contents, frames)
+	} else {
+		ul.Errorf(p.pid, p.pid, "%s", output.UnreachableSummary(report))
+	}
+	return report, frames, nil
 }
 
 // allocOf returns the allocation of block bi.
@@ -211,4 +232,55 @@ func (sc *unreachScan) allocOf(bi int) *leak.Alloc {
 		}
 	}
 	return &sc.snap.Allocs[sc.byBlock[bi]]
+}
+
+// Unreachable checks process pid now for another mdtrace (mdtrace
+// unreachable -p PID), which asked on the control socket: it logs the
+// check's steps and summary, and answers with libmemunreachable's report.
+func (s *session) Unreachable(pid int, contents bool) (uint32, []byte) {
+	p := s.traced(pid)
+	if p == nil {
+		return abi.CtlStatusNotTraced, nil
+	}
+	s.mu.Lock()
+	s.log.Infof(p.pid, p.pid, "mdtrace: checking for unreachable memory, asked by mdtrace unreachable")
+	s.mu.Unlock()
+	report, frames, err := s.runUnreachable(p, contents, false)
+	if err != nil {
+		return abi.CtlStatusFailed, []byte(err.Error())
+	}
+	return abi.CtlStatusOK, []byte(output.UnreachableString(report, contents, frames))
+}
+
+// exitCheck reports whether the leak report at exit needs a check for
+// unreachable memory.
+func (s *session) exitCheck() bool {
+	return s.cfg.Has(options.LeakTrack) && (s.flags.UnreachableOnly || s.flags.UnreachableFirst)
+}
+
+// Exiting takes the check for unreachable memory at exit of process pid
+// now: its shim's last destructor asks, while every thread still runs. At
+// the exit stop, exit_group has ended the other threads and their
+// registers are gone; the report counts as reachable a block that either
+// check found reachable.
+func (s *session) Exiting(pid int) {
+	p := s.traced(pid)
+	if p == nil || !s.exitCheck() {
+		return
+	}
+	s.mu.Lock()
+	finished := p.finished
+	s.mu.Unlock()
+	if finished {
+		return
+	}
+	sc, err := s.scanUnreachable(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.notice("checking process %d for unreachable memory as it exits: %v; the check at its exit stop alone counts", p.pid, err)
+		return
+	}
+	s.log.Infof(p.pid, p.pid, "mdtrace: as it exits, %s", sc.pauseLine(p.pid))
+	p.exitScan = sc
 }

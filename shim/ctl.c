@@ -77,6 +77,8 @@ static uint64_t g_ctl_options;
 static struct sockaddr_un g_ctl_addr;
 static socklen_t g_ctl_addrlen; /* 0: no mdtrace */
 static char g_ctl_name[sizeof(g_ctl_addr.sun_path)];
+/* mdtrace checks for unreachable memory at exit: asked for at the last destructor. */
+static bool g_exit_check;
 
 static int first_signal(void)
 {
@@ -181,7 +183,7 @@ static void make_request(uint8_t *req, uint32_t op, uint32_t arg)
 /* How long a signal handler waits for mdtrace to act on the signal. */
 #define CTL_ACK_TIMEOUT_MS 30000
 
-static int notify_mdtrace(int sig)
+static int notify_op(uint32_t op, uint32_t arg)
 {
 	uint8_t req[sizeof(struct md_ctl_request)];
 	int fd, err = 0;
@@ -196,7 +198,7 @@ static int notify_mdtrace(int sig)
 		}
 	}
 	if (err == 0) {
-		make_request(req, CTL_OP_SIGNAL, (uint32_t)sig);
+		make_request(req, op, arg);
 		err = send_all(fd, req, sizeof(req));
 	}
 	if (err == 0) {
@@ -212,6 +214,11 @@ static int notify_mdtrace(int sig)
 	}
 	close(fd);
 	return err;
+}
+
+static int notify_mdtrace(int sig)
+{
+	return notify_op(CTL_OP_SIGNAL, (uint32_t)sig);
 }
 
 static void signal_handler(int sig, siginfo_t *info, void *ucontext)
@@ -303,6 +310,7 @@ void md_ctl_init(const struct md_config *cfg)
 		g_ctl_addrlen = (socklen_t)len;
 		memcpy(g_ctl_name, name, strlen(name) + 1);
 	}
+	g_exit_check = len > 0 && getenv(ENV_EXIT_CHECK) != NULL;
 	__atomic_store_n(&g_ctl_ready, 1, __ATOMIC_RELEASE);
 
 	/* Android's order: PointerData, RecordData, LogAllocatorStats, then Unreachable. */
@@ -455,6 +463,28 @@ __attribute__((destructor)) static void md_ctl_fini(void)
 	    !(g_ctl_options & MD_LOG_ALLOCATOR_STATS_ON_EXIT))
 		return;
 	log_allocator_stats();
+}
+
+/*
+ * The check for unreachable memory at exit (--unreachable-first and
+ * --unreachable-only): mdtrace takes it now, while every thread of the
+ * process still runs, and waits for none of them; at its exit stop,
+ * exit_group has ended the other threads and their registers are gone.
+ * Priority 101 runs it after the shim's other destructors (batch_exit
+ * hands the exiting thread's last calls over first), so the live table is
+ * the one the report finds; a process that ends by _exit or a signal has
+ * its check at the exit stop only.
+ */
+__attribute__((destructor(101))) static void md_ctl_exit_check(void)
+{
+	int err;
+
+	if (!__atomic_load_n(&g_ctl_ready, __ATOMIC_ACQUIRE) || !g_exit_check)
+		return;
+	err = notify_op(CTL_OP_EXITING, 0);
+	if (err != 0)
+		md_log('E', "the check for unreachable memory at exit was not passed to mdtrace (" ENV_CTL "=%s): %s",
+		       g_ctl_name, strerror(err));
 }
 
 /* ---- get_malloc_leak_info ---- */

@@ -15,10 +15,13 @@
  * At exit, the threads killed by exit_group have no registers left: the
  * block a register only held (1004) is unreachable then.
  *
+ * The lost block (1012) holds LOST_TEXT, for the check's contents.
+ *
  * It prints "ready" once all is in place, then waits for a line on its
  * standard input; then it exits (exit(0) from main: main's frame, the
  * threads' stacks and registers are still there), or with "join" lets its
- * threads end first.
+ * threads end first. With "late" it first prints "started" and waits for a
+ * line before it allocates anything, for a tracer to attach meanwhile.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -31,6 +34,7 @@
 
 #define THREADS 3
 #define KEY 0x5a5a5a5a5a5a5a5aULL
+#define LOST_TEXT "lost: nothing points here any more"
 
 void *g_global;
 char *g_interior;
@@ -133,6 +137,14 @@ __attribute__((noinline)) static void make_big(void)
 	escape(lost);
 }
 
+__attribute__((noinline)) static void make_lost(void)
+{
+	char *lost = malloc(1012);
+
+	strcpy(lost, LOST_TEXT);
+	escape(lost);
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t th[THREADS + 1];
@@ -140,6 +152,12 @@ int main(int argc, char **argv)
 	char line[16];
 	int join = argc > 1 && strcmp(argv[1], "join") == 0;
 
+	if (argc > 1 && strcmp(argv[1], "late") == 0) {
+		printf("started\n");
+		fflush(stdout);
+		if (fgets(line, sizeof(line), stdin) == NULL)
+			return 1;
+	}
 	if (pipe(g_pipe) != 0)
 		return 1;
 	pthread_barrier_init(&g_ready, NULL, THREADS + 2);
@@ -149,7 +167,7 @@ int main(int argc, char **argv)
 	make_cycle();
 	make_chain();
 	make_big();
-	escape(malloc(1012));
+	make_lost();
 	on_stack = malloc(1013);
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&th[i], NULL, stack_thread, NULL);

@@ -2,7 +2,6 @@ package unreach
 
 import (
 	"encoding/binary"
-	"sort"
 )
 
 // wordSize is the size of a pointer in the processes checked (LP64).
@@ -65,19 +64,70 @@ type heap struct {
 	img  *Image
 	seg  []int // index of the Heap segment that holds each block, -1 if none
 	mark []bool
+	// lo and hi bound the addresses inside blocks: most words are
+	// not addresses of the heap, and are let go without a search.
+	lo, hi uint64
+	// regions index the blocks of the memory read by page; unread are
+	// the blocks outside it, by address.
+	regions []region
+	unread  []int
 }
+
+// region is a range of the heap read, with the blocks in it indexed by
+// page: a word that points into it is looked up among the blocks of its
+// page rather than among them all, which costs a cache miss a step.
+type region struct {
+	start, end uint64
+	// first[p] is the index of the first block that ends past the start
+	// of page p of the region (one more than there are pages).
+	first []int32
+}
+
+// regionGap is the largest gap between two pieces of the heap read that
+// one region covers: its index costs 4 bytes a page.
+const regionGap = 1 << 20
+
+// pageShift is log2 of the size of a page of a region's index.
+const pageShift = 12
 
 func newHeap(img *Image) *heap {
 	h := &heap{img: img, seg: make([]int, len(img.Blocks)), mark: make([]bool, len(img.Blocks))}
+	bs := img.Blocks
+	if len(bs) > 0 {
+		h.lo = bs[0].Ptr
+	}
 	j := 0
-	for i := range img.Blocks {
-		b := &img.Blocks[i]
+	for i := range bs {
+		b := &bs[i]
+		h.hi = max(h.hi, b.end())
 		for j < len(img.Heap) && img.Heap[j].End() <= b.Ptr {
 			j++
 		}
 		h.seg[i] = -1
 		if j < len(img.Heap) && img.Heap[j].Addr <= b.Ptr && b.Ptr+b.Size <= img.Heap[j].End() {
 			h.seg[i] = j
+		} else {
+			h.unread = append(h.unread, i)
+		}
+	}
+	for _, s := range img.Heap {
+		if n := len(h.regions); n > 0 && s.Addr <= h.regions[n-1].end+regionGap {
+			h.regions[n-1].end = max(h.regions[n-1].end, s.End())
+			continue
+		}
+		h.regions = append(h.regions, region{start: s.Addr, end: s.End()})
+	}
+	i := 0
+	for r := range h.regions {
+		reg := &h.regions[r]
+		pages := (reg.end - reg.start + 1<<pageShift - 1) >> pageShift
+		reg.first = make([]int32, pages+1)
+		for p := range reg.first {
+			at := reg.start + uint64(p)<<pageShift
+			for i < len(bs) && bs[i].end() <= at {
+				i++
+			}
+			reg.first[p] = int32(i)
 		}
 	}
 	return h
@@ -85,9 +135,69 @@ func newHeap(img *Image) *heap {
 
 // find returns the block v points into, or -1.
 func (h *heap) find(v uint64) int {
+	if v < h.lo || v >= h.hi {
+		return -1
+	}
+	rs := h.regions
+	lo, hi := 0, len(rs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if rs[m].start > v {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if r := lo - 1; r >= 0 && v < rs[r].end {
+		// The block that holds v, if any, is among those from the
+		// first that ends past its page's start to the first that
+		// ends past the next page's start.
+		reg := &rs[r]
+		p := (v - reg.start) >> pageShift
+		return h.holder(v, int(reg.first[p]), min(int(reg.first[p+1])+1, len(h.img.Blocks)))
+	}
+	return h.unreadHolder(v)
+}
+
+// holder returns the block that holds v among blocks [a, b) of the
+// regions' blocks, or -1.
+func (h *heap) holder(v uint64, a, b int) int {
 	bs := h.img.Blocks
-	i := sort.Search(len(bs), func(i int) bool { return bs[i].Ptr > v }) - 1
-	if i < 0 || v >= bs[i].end() || v == bs[i].NotRef {
+	// The last block that starts at or before v, by a binary search
+	// written out: it runs for every word that may be an address.
+	lo, hi := a, b
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bs[m].Ptr > v {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == a || v >= bs[lo-1].end() || v == bs[lo-1].NotRef {
+		return -1
+	}
+	return lo - 1
+}
+
+// unreadHolder returns the block that holds v among the blocks not read,
+// or -1.
+func (h *heap) unreadHolder(v uint64) int {
+	bs, idx := h.img.Blocks, h.unread
+	lo, hi := 0, len(idx)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bs[idx[m]].Ptr > v {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == 0 {
+		return -1
+	}
+	i := idx[lo-1]
+	if v >= bs[i].end() || v == bs[i].NotRef {
 		return -1
 	}
 	return i

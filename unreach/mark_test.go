@@ -3,6 +3,7 @@ package unreach
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"slices"
 	"testing"
 )
@@ -228,5 +229,64 @@ func TestSummarize(t *testing.T) {
 	}
 	if r := Summarize(&f.img, res, folded, 1, func(i int) []uint64 { return traces[i] }, func(int) []byte { return nil }); len(r.Leaks) != 1 {
 		t.Errorf("limit 1: %d leaks", len(r.Leaks))
+	}
+}
+
+// TestFindIndexed: the lookup by page of the regions read finds the block
+// that holds each address as a search of every block does, for blocks in
+// the memory read, outside it, across a region's end, and of size 0.
+func TestFindIndexed(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for round := range 50 {
+		img := &Image{}
+		addr := uint64(0x10000 + rng.Intn(4096))
+		for range 200 {
+			size := uint64(rng.Intn(3 * 4096))
+			if rng.Intn(10) == 0 {
+				size = 0
+			}
+			img.Blocks = append(img.Blocks, Block{Ptr: addr, Size: size})
+			addr += max(size, 1) + uint64(rng.Intn(64))
+			if rng.Intn(20) == 0 {
+				addr += uint64(rng.Intn(4 << 20))
+			}
+		}
+		// Pieces of memory read: runs of blocks, some left out, some
+		// cut short inside a block.
+		for i := 0; i < len(img.Blocks); {
+			j := i + 1 + rng.Intn(10)
+			j = min(j, len(img.Blocks))
+			if rng.Intn(4) > 0 {
+				start, end := img.Blocks[i].Ptr-16, img.Blocks[j-1].end()
+				if rng.Intn(5) == 0 {
+					end -= uint64(rng.Intn(int(img.Blocks[j-1].end() - img.Blocks[j-1].Ptr)))
+				}
+				img.Heap = append(img.Heap, Segment{Addr: start, Data: make([]byte, end-start)})
+			}
+			i = j
+		}
+		h := newHeap(img)
+		naive := func(v uint64) int {
+			for i := range img.Blocks {
+				if b := &img.Blocks[i]; b.Ptr <= v && v < b.end() {
+					return i
+				}
+			}
+			return -1
+		}
+		for range 2000 {
+			v := img.Blocks[0].Ptr - 100 + uint64(rng.Int63n(int64(addr-img.Blocks[0].Ptr+200)))
+			if got, want := h.find(v), naive(v); got != want {
+				t.Fatalf("round %d: find(%#x) = %d, want %d", round, v, got, want)
+			}
+		}
+		for i := range img.Blocks {
+			b := &img.Blocks[i]
+			for _, v := range []uint64{b.Ptr, b.end() - 1, b.end()} {
+				if got, want := h.find(v), naive(v); got != want {
+					t.Fatalf("round %d: find(%#x) = %d, want %d (block %d at %#x, %d bytes)", round, v, got, want, i, b.Ptr, b.Size)
+				}
+			}
+		}
 	}
 }

@@ -18,9 +18,10 @@ import (
 // wrote; anything else is a command to launch ("mdtrace -- report" launches
 // a program named report).
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"report": runReport,
-	"diff":   runDiff,
-	"replay": runReplay,
+	"report":      runReport,
+	"diff":        runDiff,
+	"replay":      runReplay,
+	"unreachable": runUnreachable,
 }
 
 const reportUsage = `usage: mdtrace report [--symbols DIR] [--debug-dir DIR] [--format text|folded|pprof] [--top N] [-o FILE] DUMP

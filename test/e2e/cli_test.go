@@ -185,6 +185,10 @@ func TestBadInput(t *testing.T) {
 		{"sample-bytes with verify_pointers", []string{"--sample-bytes", "4096", "-o", "backtrace verify_pointers", "--", "true"}, 2, "mdtrace: option verify_pointers needs every allocator call: it cannot be used with --sample-bytes\n"},
 		{"no-batch with -p", []string{"--no-batch", "-p", "1"}, 2, "mdtrace: --no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload\nRun 'mdtrace --help' for usage.\n"},
 		{"no-batch without the shim", []string{"--no-batch", "--no-preload", "--", "true"}, 2, "mdtrace: --no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload\nRun 'mdtrace --help' for usage.\n"},
+		{"unreachable-only without leak_track", []string{"--unreachable-only", "-o", "backtrace", "--", "true"}, 2, "mdtrace: --unreachable-only is about the leak report at exit: it needs the leak_track option\n"},
+		{"unreachable-first without leak_track", []string{"--unreachable-first", "-o", "backtrace", "--", "true"}, 2, "mdtrace: --unreachable-first is about the leak report at exit: it needs the leak_track option\n"},
+		{"unreachable-first and -only", []string{"--unreachable-first", "--unreachable-only", "--", "true"}, 2, "mdtrace: --unreachable-first and --unreachable-only: choose one (the second leaves the reachable blocks out)\n"},
+		{"unreachable-contents without the signal", []string{"--unreachable-contents", "--", "true"}, 2, "mdtrace: --unreachable-contents is about the checks of signal 48: it needs the check_unreachable_on_signal option (mdtrace unreachable --contents asks for a check with contents)\n"},
 		{"log in a missing directory", []string{"--log", dir + "/no/such/log", "--", "true"}, 1, ""},
 	}
 	// kthreadd is PID 2 where mdtrace sees the host's PIDs.
