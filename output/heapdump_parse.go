@@ -199,6 +199,9 @@ func ParseHeapDump(r io.Reader) (*ParsedHeapDump, error) {
 	for {
 		s, err := h.next()
 		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, &ParseError{Line: h.line + 1, Err: errors.New("unexpected end of file, missing MAPS")}
+			}
 			return nil, err
 		}
 		if s == "MAPS" {

@@ -23,9 +23,15 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"replay": runReplay,
 }
 
-const reportUsage = `usage: mdtrace report [--symbols DIR] [--debug-dir DIR] [--format text|folded|pprof] [--top N] [-o FILE] DUMP
+const reportUsage = `usage: mdtrace report [--symbols DIR] [--debug-dir DIR] [--format text|folded|pprof|html]
+                      [--top N] [--tree caller|callee [--min-percent P]] [-o FILE] DUMP
 Reads an Android Native Heap Dump (v1.0, v1.1 or v1.2: mdtrace's, or a device's) and writes its totals and its
-allocations by backtrace, symbolized; "folded" writes flame graph input, "pprof" a profile for go tool pprof.
+allocations by backtrace, symbolized; "folded" writes flame graph input, "pprof" a profile for go tool pprof,
+"html" one self-contained page: a flame graph of the live bytes (click a frame to zoom, search by function).
+--tree writes the text report as a tree, one function a line with its bytes, share and allocations, each
+indented under the one before it on the backtraces: "caller" from the outermost functions (_start) down to the
+ones that allocate, "callee" from the functions that allocate up to their callers; a node's children under
+--min-percent of the bytes each are added up on one line.
 `
 
 const diffUsage = `usage: mdtrace diff [--symbols DIR] [--debug-dir DIR] [--top N] OLD NEW
@@ -87,18 +93,35 @@ func usageError(stderr io.Writer, err error, usage string) int {
 
 func runReport(args []string, stdout, stderr io.Writer) int {
 	f := newDumpFlags("report", reportUsage, 50)
-	format := f.fs.String("format", "text", "`text`, folded or pprof")
+	format := f.fs.String("format", "text", "`text`, folded, pprof or html")
 	out := f.fs.StringP("output", "o", "", "write to `FILE` instead of standard output")
+	tree := f.fs.String("tree", "", "write the text report as a tree by `caller` or by callee")
+	minPercent := f.fs.Float64("min-percent", 1, "with --tree, add up on one line a node's children under `P` percent of the bytes each")
 	if status, done := f.parse(args, stdout, stderr); done {
 		return status
 	}
 	if f.fs.NArg() != 1 {
 		return usageError(stderr, errors.New("report reads one heap dump"), reportUsage)
 	}
+	switch {
+	case *tree != "" && *tree != "caller" && *tree != "callee":
+		return usageError(stderr, fmt.Errorf("unknown --tree %q: caller or callee", *tree), reportUsage)
+	case *tree != "" && *format != "text":
+		return usageError(stderr, fmt.Errorf("--tree is a text report's: not with --format %s", *format), reportUsage)
+	case f.fs.Changed("min-percent") && *tree == "":
+		return usageError(stderr, errors.New("--min-percent goes with --tree"), reportUsage)
+	case *minPercent < 0 || *minPercent > 100:
+		return usageError(stderr, fmt.Errorf("--min-percent %g: not between 0 and 100", *minPercent), reportUsage)
+	}
 	var write func(io.Writer, *dumps.Dump) error
 	switch *format {
 	case "text":
 		write = func(w io.Writer, d *dumps.Dump) error { return dumps.WriteText(w, d, f.top) }
+		if *tree != "" {
+			write = func(w io.Writer, d *dumps.Dump) error { return dumps.WriteTree(w, d, *tree == "callee", *minPercent) }
+		}
+	case "html":
+		write = dumps.WriteHTML
 	case "folded":
 		write = dumps.WriteFolded
 	case "pprof":
@@ -107,7 +130,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		}
 		write = func(w io.Writer, d *dumps.Dump) error { return dumps.Profile(d).Write(w) }
 	default:
-		return usageError(stderr, fmt.Errorf("unknown --format %q: text, folded or pprof", *format), reportUsage)
+		return usageError(stderr, fmt.Errorf("unknown --format %q: text, folded, pprof or html", *format), reportUsage)
 	}
 	d, err := dumps.Read(f.fs.Arg(0), f.symbolizer())
 	if err != nil {
