@@ -110,7 +110,7 @@ var helpUsage = []helpItem{
 	{"mdtrace [flags] -- COMMAND [ARGS]", "launch a command under malloc debug"},
 	{"mdtrace [flags] --program NAME", "trace every process that runs NAME from now on"},
 	{"mdtrace --all", "audit every process"},
-	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
+	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, as a tree, folded, pprof or an HTML flame graph (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
 }
