@@ -53,7 +53,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 // writeTotals writes the lines that open a text report: the dump and its
 // totals.
 func writeTotals(bw *bufio.Writer, d *Dump) {
-	fmt.Fprintf(bw, "%s: Android Native Heap Dump %s, %d records, backtrace_size %d\n", d.Path, d.Version, len(d.Records), d.BacktraceSize)
+	fmt.Fprintf(bw, "%s: Android Native Heap Dump %s, %d records, backtrace_size %d\n", d.Path, d.Version, d.RecordCount, d.BacktraceSize)
 	fmt.Fprintf(bw, "Total: %d bytes in %d allocations, %d backtraces", d.Bytes, d.Allocs, len(d.Sites))
 	if d.ZygoteAllocs > 0 {
 		fmt.Fprintf(bw, " (the zygote's: %d bytes in %d allocations)", d.ZygoteBytes, d.ZygoteAllocs)

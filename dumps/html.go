@@ -37,7 +37,7 @@ func WriteHTML(w io.Writer, d *Dump) error {
 	height := (depth + 1) * frameHeight
 	path := esc(d.Path)
 	fmt.Fprintf(bw, htmlHead, path)
-	fmt.Fprintf(bw, "<p>%s: Android Native Heap Dump %s, %d records, backtrace_size %d<br>\n", path, esc(d.Version), len(d.Records), d.BacktraceSize)
+	fmt.Fprintf(bw, "<p>%s: Android Native Heap Dump %s, %d records, backtrace_size %d<br>\n", path, esc(d.Version), d.RecordCount, d.BacktraceSize)
 	fmt.Fprintf(bw, "Live: %d bytes in %d allocations, %d backtraces", d.Bytes, d.Allocs, len(d.Sites))
 	if d.ZygoteAllocs > 0 {
 		fmt.Fprintf(bw, " (the zygote's: %d bytes in %d allocations)", d.ZygoteBytes, d.ZygoteAllocs)

@@ -173,6 +173,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 	if maps != nil {
 		d.Maps = maps.Raw
 	}
+	d.Progress = s.progress(p, "heap dump", "records", path, len(d.Records))
 	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
 	if err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)
