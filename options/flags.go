@@ -45,6 +45,9 @@ type Flags struct {
 	// UnreachableOnly limits the leak_track report at exit to the blocks
 	// that nothing in the process points to any more.
 	UnreachableOnly bool
+	// Stats writes heaptrack-like statistics of each process's calls at
+	// its exit, on standard error.
+	Stats bool
 	// NoBatch makes the shim report each call at its probe sites rather
 	// than a thread's calls a batch at a time.
 	NoBatch bool
@@ -113,6 +116,7 @@ var helpUsage = []helpItem{
 	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, as a tree, folded, pprof or an HTML flame graph (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
+	{"mdtrace stats RECORDS", "heaptrack-like statistics of a record_allocs file's calls (stats -h; --stats for a run's)"},
 }
 
 var helpExamples = []helpItem{
@@ -202,6 +206,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
+	fs.BoolVar(&f.Stats, "stats", false, "at each process's exit, write statistics of its allocator calls on standard error, as heaptrack_print does: allocations and bytes, the peak of the live heap and when, temporary allocations, sizes by powers of two, and (with the backtrace option) the call sites that allocate the most and that hold the most at their peak; every call reaches a probe (slower, as record_allocs)")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))

@@ -81,7 +81,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 	}
 	s.ctl = srv
 	env = append(env, srv.Env())
-	if s.cfg.Has(options.RecordAllocs) {
+	if s.cfg.Has(options.RecordAllocs) || s.flags.Stats {
 		// The probe sites get the start time of every call.
 		env = append(env, abi.EnvRecord+"=1")
 	}

@@ -30,8 +30,11 @@ func (s *session) finish(p *proc) {
 	}
 	p.finished = true
 	s.syncErrors()
-	if s.rec != nil && s.cfg.RecordAllocsOnExit {
+	if s.rec != nil && s.rec.keep && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
+	}
+	if s.flags.Stats {
+		s.writeStats(p)
 	}
 	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.ctl == nil {
 		// A preloaded shim logs glibc's statistics itself.

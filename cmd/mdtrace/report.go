@@ -21,6 +21,7 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"report": runReport,
 	"diff":   runDiff,
 	"replay": runReplay,
+	"stats":  runStats,
 }
 
 const reportUsage = `usage: mdtrace report [--symbols DIR] [--debug-dir DIR] [--format text|folded|pprof|html]
