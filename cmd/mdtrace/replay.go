@@ -26,7 +26,8 @@ const replayUsage = `usage: mdtrace replay [--allocator LIB] RECORDS
 Replays the allocator calls of a record_allocs file (mdtrace's or a device's, with or without times), each
 recorded thread on a thread of its own, as Android's memory_replay does, and reports the calls by kind, the
 peak of live bytes, the time spent in the allocator and the peak RSS. --allocator preloads another allocator
-(such as libjemalloc.so.2) to compare allocators on the same trace.
+(such as libjemalloc.so.2) to compare allocators on the same trace. The calls are staged in an unnamed temporary
+file under $TMPDIR (56 bytes a call), not in memory.
 `
 
 // The input of mdreplay (replay/mdreplay.h): a header, then one op per
