@@ -50,12 +50,15 @@ static __always_inline bool insert_block(u64 ptr, u64 size, u64 stack_id)
 
 /*
  * Adds a live allocation made by the current thread, with its backtrace
- * taken as at says.
+ * taken as at says; returns the backtrace's id (0: none), for its record.
  */
-static __always_inline void add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
-				      const struct thread_state *ts)
+static __always_inline u64 add_alloc(struct pt_regs *ctx, u64 ptr, u64 size, u32 at,
+				     const struct thread_state *ts)
 {
-	insert_block(ptr, size, backtrace_for(live_size(size)) ? take_stack(ctx, at, ts) : 0);
+	u64 stack_id = backtrace_for(live_size(size)) ? take_stack(ctx, at, ts) : 0;
+
+	insert_block(ptr, size, stack_id);
+	return stack_id;
 }
 
 /*

@@ -98,8 +98,8 @@ SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, u64 ret)
 {
 	struct thread_state *ts;
-	u64 size, ptr = ret, n;
-	u32 call;
+	u64 size, ptr = ret, n, rsize, rarg = 0, end;
+	u32 call, type;
 
 	if (ignored())
 		return 0;
@@ -119,36 +119,49 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		return 0;
 	case CALL_MALLOC:
 		size = ts->args[0];
-		emit(RECORD_MALLOC, ptr, size, 0, ts->start_ns);
+		type = RECORD_MALLOC;
+		rsize = size;
 		break;
 	case CALL_NEW_ALIGNED:
 		size = ts->args[0];
-		emit(RECORD_MEMALIGN, ptr, size, ts->args[1], ts->start_ns);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = ts->args[1];
 		break;
 	case CALL_VALLOC:
 		size = ts->args[0];
-		emit(RECORD_MEMALIGN, ptr, size, page_size, ts->start_ns);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = page_size;
 		break;
 	case CALL_CALLOC:
 		size = ts->args[0] * ts->args[1];
-		emit(RECORD_CALLOC, ptr, ts->args[1], ts->args[0], ts->start_ns);
+		type = RECORD_CALLOC;
+		rsize = ts->args[1];
+		rarg = ts->args[0];
 		break;
 	case CALL_MEMALIGN:
 		size = ts->args[1];
-		emit(RECORD_MEMALIGN, ptr, size, ts->args[0], ts->start_ns);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = ts->args[0];
 		break;
 	case CALL_PVALLOC:
 		size = (ts->args[0] + page_size - 1) & ~(page_size - 1);
 		if (size == 0)
 			size = page_size;
-		emit(RECORD_MEMALIGN, ptr, size, page_size, ts->start_ns);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = page_size;
 		break;
 	case CALL_POSIX_MEMALIGN:
 		ptr = 0;
 		if (ret == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)ts->args[0]) != 0)
 			ptr = 0;
 		size = ts->args[2];
-		emit(RECORD_MEMALIGN, ptr, size, ts->args[1], ts->start_ns);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = ts->args[1];
 		break;
 	case CALL_REALLOC:
 	case CALL_REALLOCARRAY:
@@ -164,21 +177,29 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 				size = ~0ULL;
 			}
 		}
-		/* An overflowing reallocarray never reaches realloc: no record. */
-		if (size != ~0ULL)
-			emit_present(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present);
 		if (ptr == 0) {
+			/* An overflowing reallocarray never reaches realloc: no record. */
+			if (size != ~0ULL)
+				emit_present(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present);
 			/* realloc(p, 0) freed p; a failed realloc keeps it. */
 			if (size != 0 && ts->old_valid)
 				keep_block(ts->args[0], &ts->old);
 			return 0;
 		}
-		break;
+		end = recording() ? bpf_ktime_get_ns() : 0;
+		emit_stack(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present,
+			   add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts), end);
+		return 0;
 	default:
 		return 0;
 	}
-	if (ptr)
-		add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts);
+	if (!ptr) {
+		emit(type, ptr, rsize, rarg, ts->start_ns);
+		return 0;
+	}
+	/* The record carries the new block's backtrace, and the call's end before the walk. */
+	end = recording() ? bpf_ktime_get_ns() : 0;
+	emit_stack(type, ptr, rsize, rarg, ts->start_ns, 0, add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts), end);
 	return 0;
 }
 
@@ -191,8 +212,8 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 SEC("uprobe")
 int alloc_site(struct pt_regs *ctx)
 {
-	u64 ptr = PT_REGS_PARM1(ctx), size;
-	u32 call = PT_REGS_PARM2(ctx);
+	u64 ptr = PT_REGS_PARM1(ctx), size, rsize, rarg = 0, end;
+	u32 call = PT_REGS_PARM2(ctx), type;
 	u64 a0 = PT_REGS_PARM3(ctx), a1 = PT_REGS_PARM4(ctx), start = PT_REGS_PARM5(ctx);
 	u64 present = ctx->r9; /* the sixth argument: this bpf_tracing.h has no PT_REGS_PARM6 */
 	struct thread_state *ts;
@@ -226,38 +247,53 @@ int alloc_site(struct pt_regs *ctx)
 		return 0;
 	case CALL_MALLOC:
 		size = a0;
-		emit(RECORD_MALLOC, ptr, size, 0, start);
+		type = RECORD_MALLOC;
+		rsize = size;
 		break;
 	case CALL_CALLOC:
 		size = a0 * a1;
-		emit(RECORD_CALLOC, ptr, a1, a0, start);
+		type = RECORD_CALLOC;
+		rsize = a1;
+		rarg = a0;
 		break;
 	case CALL_MEMALIGN:
 		size = a1;
-		emit(RECORD_MEMALIGN, ptr, size, a0, start);
+		type = RECORD_MEMALIGN;
+		rsize = size;
+		rarg = a0;
 		break;
 	case CALL_REALLOC:
 		size = a1;
-		emit_present(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0);
-		if (a0 == 0)
-			break;
-		ts = thread_state();
-		if (!ts)
-			break;
-		/* realloc(p, 0) freed p; a failed realloc keeps it. */
-		if (ptr == 0 && size != 0 && ts->old_valid)
-			keep_block(a0, &ts->old);
-		else if (ptr == 0 && size != 0 && (ts->old_epoch || ts->old_gone))
-			realloc_failed_batched(a0, ts);
-		ts->old_valid = 0;
-		ts->old_epoch = 0;
-		ts->old_gone = 0;
-		break;
+		if (!ptr)
+			emit_present(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0);
+		if (a0 != 0) {
+			ts = thread_state();
+			if (ts) {
+				/* realloc(p, 0) freed p; a failed realloc keeps it. */
+				if (ptr == 0 && size != 0 && ts->old_valid)
+					keep_block(a0, &ts->old);
+				else if (ptr == 0 && size != 0 && (ts->old_epoch || ts->old_gone))
+					realloc_failed_batched(a0, ts);
+				ts->old_valid = 0;
+				ts->old_epoch = 0;
+				ts->old_gone = 0;
+			}
+		}
+		if (ptr) {
+			end = recording() ? bpf_ktime_get_ns() : 0;
+			emit_stack(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0, add_alloc(ctx, ptr, size, AT_SITE, 0), end);
+		}
+		return 0;
 	default:
 		return 0;
 	}
-	if (ptr)
-		add_alloc(ctx, ptr, size, AT_SITE, 0);
+	if (!ptr) {
+		emit(type, ptr, rsize, rarg, start);
+		return 0;
+	}
+	/* The record carries the new block's backtrace, and the call's end before the walk. */
+	end = recording() ? bpf_ktime_get_ns() : 0;
+	emit_stack(type, ptr, rsize, rarg, start, 0, add_alloc(ctx, ptr, size, AT_SITE, 0), end);
 	return 0;
 }
 

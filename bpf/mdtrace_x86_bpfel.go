@@ -91,6 +91,7 @@ type MdtraceRecordEvent struct {
 	Size    uint64
 	Arg     uint64
 	Present uint64
+	StackId uint64
 	Tid     uint32
 	Type    uint32
 	Tgid    uint32

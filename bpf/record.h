@@ -16,6 +16,7 @@ struct record_event {
 	u64 size;     /* size asked for (calloc: element size) */
 	u64 arg;      /* calloc: count; memalign: alignment; realloc: old pointer */
 	u64 present;  /* free and realloc: the old block's PRESENT_BYTES plus one; 0: none */
+	u64 stack_id; /* a new block's backtrace in the stacks map (--stats); 0: none */
 	u32 tid;
 	u32 type; /* enum record_type (abi/mdtrace_abi.h) */
 	u32 tgid; /* the process, whose record file the call goes to */
@@ -31,12 +32,23 @@ struct {
 	__uint(max_entries, 1 << 24);
 } records SEC(".maps");
 
-static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns, u64 present)
+/* Whether calls are being recorded: the probes send records. */
+static __always_inline bool recording(void)
+{
+	return record && record_on;
+}
+
+/*
+ * Sends the record of a call that ended at end_ns (0: now), with the
+ * backtrace of the block it made, if any.
+ */
+static __always_inline void emit_stack(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns, u64 present, u64 stack_id,
+				       u64 end_ns)
 {
 	struct record_event *e;
 	u64 pid_tgid;
 
-	if (!record || !record_on)
+	if (!recording())
 		return;
 	e = bpf_ringbuf_reserve(&records, sizeof(*e), 0);
 	if (!e) {
@@ -44,11 +56,12 @@ static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u
 		return;
 	}
 	e->start_ns = start_ns;
-	e->end_ns = bpf_ktime_get_ns();
+	e->end_ns = end_ns ? end_ns : bpf_ktime_get_ns();
 	e->ptr = ptr;
 	e->size = size;
 	e->arg = arg;
 	e->present = present;
+	e->stack_id = stack_id;
 	pid_tgid = bpf_get_current_pid_tgid();
 	e->tid = (u32)pid_tgid;
 	e->tgid = pid_tgid >> 32;
@@ -64,9 +77,14 @@ static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u
 				      BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
+static __always_inline void emit_present(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns, u64 present)
+{
+	emit_stack(type, ptr, size, arg, start_ns, present, 0, 0);
+}
+
 static __always_inline void emit(u32 type, u64 ptr, u64 size, u64 arg, u64 start_ns)
 {
-	emit_present(type, ptr, size, arg, start_ns, 0);
+	emit_stack(type, ptr, size, arg, start_ns, 0, 0, 0);
 }
 
 /* The most pages a block's PRESENT_BYTES looks at: past them, none is written. */

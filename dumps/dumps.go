@@ -6,6 +6,7 @@ package dumps
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -17,13 +18,15 @@ import (
 )
 
 // Dump is a heap dump read, with its maps parsed and its frames
-// symbolized.
+// symbolized; its records are added up by backtrace (Sites), not kept.
 type Dump struct {
 	Path string
 	*output.ParsedHeapDump
 	Maps *stacks.Maps
 	// Sites are the allocations by backtrace, the most bytes first.
 	Sites []Site
+	// RecordCount is the number of records of the dump.
+	RecordCount int
 	// Bytes and Allocs are the totals of the records.
 	Bytes, Allocs uint64
 	// Zygote are the bytes and allocations of the zygote's blocks.
@@ -42,6 +45,14 @@ type Site struct {
 // bt_info line, when the dump has them (backtrace_full), names its frames
 // in place of sym.
 func Read(path string, sym *stacks.Symbolizer) (*Dump, error) {
+	return ReadProgress(path, sym, nil)
+}
+
+// ReadProgress is Read telling progress, when set, how far it is: every
+// output.ProgressStep records "reading" (of the header's count), then
+// every output.ProgressStep backtraces "naming" their frames. The dump is
+// read a record at a time: what it keeps is one Site a backtrace.
+func ReadProgress(path string, sym *stacks.Symbolizer, progress func(phase string, done, total int)) (*Dump, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -50,25 +61,21 @@ func Read(path string, sym *stacks.Symbolizer) (*Dump, error) {
 	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	p, err := output.ParseHeapDump(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	d := &Dump{Path: path, ParsedHeapDump: p}
-	if d.Maps, err = stacks.ParseMaps([]byte(p.Maps)); err != nil {
-		return nil, fmt.Errorf("%s: the MAPS section: %w", path, err)
-	}
+	d := &Dump{Path: path}
 	bySite := map[string]*Site{}
-	for i := range p.Records {
-		r := &p.Records[i]
-		key := fmt.Sprint(r.Frames)
-		s := bySite[key]
+	var key []byte
+	record := func(r *output.ParsedRecord) error {
+		key = key[:0]
+		for _, pc := range r.Frames {
+			key = binary.LittleEndian.AppendUint64(key, pc)
+		}
+		s := bySite[string(key)]
 		if s == nil {
 			s = &Site{PCs: r.Frames}
 			if r.HasBtInfo {
 				s.Frames = btInfoFrames(r.Frames, r.BtInfo)
 			}
-			bySite[key] = s
+			bySite[string(key)] = s
 		}
 		s.Bytes += r.Size * r.Num
 		s.Allocs += r.Num
@@ -78,7 +85,21 @@ func Read(path string, sym *stacks.Symbolizer) (*Dump, error) {
 			d.ZygoteBytes += r.Size * r.Num
 			d.ZygoteAllocs += r.Num
 		}
+		return nil
 	}
+	var reading func(done, total int)
+	if progress != nil {
+		reading = func(done, total int) { progress("reading", done, total) }
+	}
+	p, n, err := output.ScanHeapDump(f, record, reading)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	d.ParsedHeapDump, d.RecordCount = p, n
+	if d.Maps, err = stacks.ParseMaps([]byte(p.Maps)); err != nil {
+		return nil, fmt.Errorf("%s: the MAPS section: %w", path, err)
+	}
+	d.Sites = make([]Site, 0, len(bySite))
 	for _, s := range bySite {
 		if s.Frames == nil {
 			// A dump's process is gone, or on another machine: its
@@ -86,6 +107,9 @@ func Read(path string, sym *stacks.Symbolizer) (*Dump, error) {
 			s.Frames = sym.Symbolize(0, d.Maps, s.PCs)
 		}
 		d.Sites = append(d.Sites, *s)
+		if progress != nil && len(d.Sites)%output.ProgressStep == 0 {
+			progress("naming", len(d.Sites), len(bySite))
+		}
 	}
 	slices.SortFunc(d.Sites, func(a, b Site) int {
 		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {

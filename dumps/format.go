@@ -20,12 +20,8 @@ import (
 // allocation's own frame (self) and anywhere in its backtrace (total).
 func WriteText(w io.Writer, d *Dump, top int) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s: Android Native Heap Dump %s, %d records, backtrace_size %d\n", d.Path, d.Version, len(d.Records), d.BacktraceSize)
-	fmt.Fprintf(bw, "Total: %d bytes in %d allocations, %d backtraces", d.Bytes, d.Allocs, len(d.Sites))
-	if d.ZygoteAllocs > 0 {
-		fmt.Fprintf(bw, " (the zygote's: %d bytes in %d allocations)", d.ZygoteBytes, d.ZygoteAllocs)
-	}
-	bw.WriteString("\n\nAllocations by backtrace, the most bytes first:\n")
+	writeTotals(bw, d)
+	bw.WriteString("\nAllocations by backtrace, the most bytes first:\n")
 	sites := d.Sites
 	if top > 0 && len(sites) > top {
 		sites = sites[:top]
@@ -52,6 +48,17 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 		fmt.Fprintf(bw, "%12d %5.1f%% %12d %5.1f%%  %s\n", f.self, percent(f.self, d.Bytes), f.total, percent(f.total, d.Bytes), f.name)
 	}
 	return bw.Flush()
+}
+
+// writeTotals writes the lines that open a text report: the dump and its
+// totals.
+func writeTotals(bw *bufio.Writer, d *Dump) {
+	fmt.Fprintf(bw, "%s: Android Native Heap Dump %s, %d records, backtrace_size %d\n", d.Path, d.Version, d.RecordCount, d.BacktraceSize)
+	fmt.Fprintf(bw, "Total: %d bytes in %d allocations, %d backtraces", d.Bytes, d.Allocs, len(d.Sites))
+	if d.ZygoteAllocs > 0 {
+		fmt.Fprintf(bw, " (the zygote's: %d bytes in %d allocations)", d.ZygoteBytes, d.ZygoteAllocs)
+	}
+	bw.WriteString("\n")
 }
 
 func percent(a, b uint64) float64 {

@@ -52,6 +52,9 @@ type Flags struct {
 	// to the checks of check_unreachable_on_signal, as libmemunreachable's
 	// log_contents does.
 	UnreachableContents bool
+	// Stats writes heaptrack-like statistics of each process's calls at
+	// its exit, on standard error.
+	Stats bool
 	// NoBatch makes the shim report each call at its probe sites rather
 	// than a thread's calls a batch at a time.
 	NoBatch bool
@@ -117,10 +120,11 @@ var helpUsage = []helpItem{
 	{"mdtrace [flags] -- COMMAND [ARGS]", "launch a command under malloc debug"},
 	{"mdtrace [flags] --program NAME", "trace every process that runs NAME from now on"},
 	{"mdtrace --all", "audit every process"},
-	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, folded or pprof (report -h)"},
+	{"mdtrace report [flags] DUMP", "read a heap dump: by backtrace, as a tree, folded, pprof or an HTML flame graph (report -h)"},
 	{"mdtrace diff [flags] OLD NEW", "growth by backtrace between two heap dumps (diff -h)"},
 	{"mdtrace replay [--allocator LIB] RECORDS", "replay a record_allocs file's calls: time, peak bytes and RSS (replay -h)"},
 	{"mdtrace unreachable [--contents] -p PID", "check a process that an mdtrace traces for unreachable memory now (unreachable -h)"},
+	{"mdtrace stats RECORDS", "heaptrack-like statistics of a record_allocs file's calls (stats -h; --stats for a run's)"},
 }
 
 var helpExamples = []helpItem{
@@ -217,6 +221,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
 	fs.BoolVar(&f.UnreachableFirst, "unreachable-first", false, "with leak_track, check at exit which leaked blocks the process can still reach: list first those that nothing points to any more, then those still reachable from its globals, stacks, registers and TLS, each group under a line that counts it")
 	fs.BoolVar(&f.UnreachableContents, "unreachable-contents", false, "with check_unreachable_on_signal, log the first 32 bytes of each unreachable block in hex and ASCII, as libmemunreachable's log_contents does")
+	fs.BoolVar(&f.Stats, "stats", false, "at each process's exit, write statistics of its allocator calls on standard error, as heaptrack_print does: allocations and bytes, the peak of the live heap and when, temporary allocations, sizes by powers of two, and (with the backtrace option) the call sites that allocate the most and that hold the most at their peak; every call reaches a probe (slower, as record_allocs)")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))

@@ -40,6 +40,9 @@ type HeapDump struct {
 	// returns) share one bt_info line, so BtInfo must resolve the same pcs
 	// the same way throughout a dump.
 	BtInfo func([]uint64) []stacks.Frame
+	// Progress, when set, is told every ProgressStep records how far the
+	// dump is ("writing"), then once "written".
+	Progress func(phase string, done, total int)
 }
 
 // framesKey identifies a record's frames by their memory: records made from
@@ -114,6 +117,9 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 				btInfo[k] = string(b[start:])
 			}
 		}
+		if d.Progress != nil && i > 0 && i%ProgressStep == 0 {
+			d.Progress("writing", i, len(d.Records))
+		}
 		if len(b) >= 32<<10 {
 			if _, err := bw.Write(b); err != nil {
 				return err
@@ -141,7 +147,13 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if d.Progress != nil {
+		d.Progress("written", len(d.Records), len(d.Records))
+	}
+	return nil
 }
 
 // appendRecord appends "z Z  sz %8d  num    N  bt FRAMES\n".

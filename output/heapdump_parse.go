@@ -22,7 +22,7 @@ type ParsedHeapDump struct {
 	// BacktraceSize is the "Backtrace size" of the header.
 	BacktraceSize int
 	// Records are the allocation records, as many as the header's
-	// "Allocation records".
+	// "Allocation records" (ParseHeapDump; ScanHeapDump keeps none).
 	Records []ParsedRecord
 	// Maps is the text between the "MAPS" and "END" lines, each line
 	// ended by a newline.
@@ -131,89 +131,139 @@ func (h *heapDumpReader) field(prefix string) (uint64, error) {
 // anything after the END line is ignored. Errors of format are *ParseError
 // values that name the offending line.
 func ParseHeapDump(r io.Reader) (*ParsedHeapDump, error) {
-	h := &heapDumpReader{r: bufio.NewReader(r)}
+	var records []ParsedRecord
+	d, _, err := ScanHeapDump(r, func(rec *ParsedRecord) error {
+		records = append(records, *rec)
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.Records = records
+	return d, nil
+}
+
+// ScanHeapDump reads a heap dump as ParseHeapDump does, but hands each
+// record to record, with its bt_info line, instead of keeping it: a dump
+// of millions of records is read in the memory of one. The dump it
+// returns has no Records; n is how many were read. progress,
+// when set, is told every ProgressStep records how many were read of the
+// header's count. An error of record ends the reading and is returned.
+func ScanHeapDump(r io.Reader, record func(*ParsedRecord) error, progress func(done, total int)) (d *ParsedHeapDump, n int, err error) {
+	d, n, err = scanHeapDump(r, record, progress)
+	if err != nil {
+		return nil, 0, err
+	}
+	return d, n, nil
+}
+
+func scanHeapDump(r io.Reader, record func(*ParsedRecord) error, progress func(done, total int)) (*ParsedHeapDump, int, error) {
+	h := &heapDumpReader{r: bufio.NewReaderSize(r, 256<<10)}
 	d := &ParsedHeapDump{}
 
 	s, err := h.next()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	v, ok := strings.CutPrefix(s, heapDumpMagic)
 	if !ok {
-		return nil, h.errorf("not an Android Native Heap Dump: %q", s)
+		return nil, 0, h.errorf("not an Android Native Heap Dump: %q", s)
 	}
 	switch v {
 	case "v1.0", "v1.1", "v1.2":
 		d.Version = v
 	default:
-		return nil, h.errorf("unsupported heap dump version %q", v)
+		return nil, 0, h.errorf("unsupported heap dump version %q", v)
 	}
 	if err := h.expect(""); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	s, err = h.next()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if fp, ok := strings.CutPrefix(s, fingerprintPrefix); ok {
 		fp, ok = strings.CutSuffix(fp, "'")
 		if !ok {
-			return nil, h.errorf("fingerprint without closing quote: %q", s)
+			return nil, 0, h.errorf("fingerprint without closing quote: %q", s)
 		}
 		d.Fingerprint = fp
 		if err := h.expect(""); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		s, err = h.next()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	} else if d.Version == "v1.2" {
-		return nil, h.errorf("got %q, want the build fingerprint of a v1.2 dump", s)
+		return nil, 0, h.errorf("got %q, want the build fingerprint of a v1.2 dump", s)
 	}
 
 	total, ok := strings.CutPrefix(s, totalPrefix)
 	if !ok {
-		return nil, h.errorf("got %q, want %q followed by a number", s, totalPrefix)
+		return nil, 0, h.errorf("got %q, want %q followed by a number", s, totalPrefix)
 	}
 	if d.TotalMemory, err = strconv.ParseUint(total, 10, 64); err != nil {
-		return nil, h.errorf("bad number in %q: %w", s, err)
+		return nil, 0, h.errorf("bad number in %q: %w", s, err)
 	}
 	nrec, err := h.field(recordsPrefix)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	btSize, err := h.field(btSizePrefix)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if btSize > math.MaxInt {
-		return nil, h.errorf("backtrace size %d out of range", btSize)
+		return nil, 0, h.errorf("backtrace size %d out of range", btSize)
 	}
 	d.BacktraceSize = int(btSize)
 	if err := h.expect(""); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
+	// A record is handed over when the line after it is read: it may be
+	// its bt_info line.
+	var (
+		last    ParsedRecord
+		pending bool
+		count   int
+	)
+	flush := func() error {
+		if !pending {
+			return nil
+		}
+		pending = false
+		count++
+		if progress != nil && count%ProgressStep == 0 {
+			progress(count, int(min(nrec, math.MaxInt)))
+		}
+		return record(&last)
+	}
 	for {
 		s, err := h.next()
 		if err != nil {
-			return nil, err
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, 0, &ParseError{Line: h.line + 1, Err: errors.New("unexpected end of file, missing MAPS")}
+			}
+			return nil, 0, err
 		}
 		if s == "MAPS" {
-			if uint64(len(d.Records)) != nrec {
-				return nil, h.errorf("%d allocation records before MAPS, header says %d", len(d.Records), nrec)
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
+			if uint64(count) != nrec {
+				return nil, 0, h.errorf("%d allocation records before MAPS, header says %d", count, nrec)
 			}
 			break
 		}
 		if info, ok := strings.CutPrefix(strings.TrimLeft(s, " "), "bt_info"); ok && (info == "" || info[0] == ' ') {
-			if len(d.Records) == 0 {
-				return nil, h.errorf("bt_info line before any record")
+			if !pending {
+				return nil, 0, h.errorf("bt_info line before any record")
 			}
-			last := &d.Records[len(d.Records)-1]
 			if last.HasBtInfo {
-				return nil, h.errorf("second bt_info line for one record")
+				return nil, 0, h.errorf("second bt_info line for one record")
 			}
 			last.HasBtInfo = true
 			last.BtInfo = strings.TrimSpace(info)
@@ -221,12 +271,15 @@ func ParseHeapDump(r io.Reader) (*ParsedHeapDump, error) {
 		}
 		rec, err := parseRecord(s)
 		if err != nil {
-			return nil, h.errorf("bad allocation record %q: %w", s, err)
+			return nil, 0, h.errorf("bad allocation record %q: %w", s, err)
 		}
 		if d.Version == "v1.0" {
 			rec.Num = 1
 		}
-		d.Records = append(d.Records, rec)
+		if err := flush(); err != nil {
+			return nil, 0, err
+		}
+		last, pending = rec, true
 	}
 
 	var maps strings.Builder
@@ -234,9 +287,9 @@ func ParseHeapDump(r io.Reader) (*ParsedHeapDump, error) {
 		s, err := h.next()
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, &ParseError{Line: h.line + 1, Err: errors.New("unexpected end of file, missing END")}
+				return nil, 0, &ParseError{Line: h.line + 1, Err: errors.New("unexpected end of file, missing END")}
 			}
-			return nil, err
+			return nil, 0, err
 		}
 		if s == "END" {
 			break
@@ -245,7 +298,7 @@ func ParseHeapDump(r io.Reader) (*ParsedHeapDump, error) {
 		maps.WriteByte('\n')
 	}
 	d.Maps = maps.String()
-	return d, nil
+	return d, count, nil
 }
 
 // parseRecord parses "z Z sz SIZE num NUM bt [FRAME...]".

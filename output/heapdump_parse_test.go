@@ -174,7 +174,7 @@ func TestParseHeapDumpErrors(t *testing.T) {
 		{"bt_info first", head + counts + "  bt_info {}\n", 9, "bt_info line before any record"},
 		{"two bt_info", head + counts + "z 0 sz 8 num 1 bt 1\n  bt_info\n  bt_info\n", 11, "second bt_info"},
 		{"count mismatch", head + counts + "MAPS\nEND\n", 9, "0 allocation records before MAPS, header says 1"},
-		{"no MAPS", head + counts + "z 0 sz 8 num 1 bt 1\n", 10, "unexpected EOF"},
+		{"no MAPS", head + counts + "z 0 sz 8 num 1 bt 1\n", 10, "unexpected end of file, missing MAPS"},
 		{"no END", head + counts + "z 0 sz 8 num 1 bt 1\nMAPS\nmap line\n", 12, "missing END"},
 	}
 	for _, tt := range tests {

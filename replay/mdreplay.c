@@ -217,24 +217,36 @@ static void dispatch(struct thread *t, const struct md_op *op)
 	pthread_mutex_unlock(&t->mu);
 }
 
+// The calls are read a buffer at a time: a read a call would cost the
+// dispatcher a system call for each, and hold back the threads it feeds.
+static char inbuf[1 << 16];
+static size_t inpos, inlen;
+
 // read_full reads exactly n bytes; it returns 0 at the end of the input
 // before any byte, and exits on a short read.
 static int read_full(void *buf, size_t n)
 {
 	size_t got = 0;
 	while (got < n) {
-		ssize_t r = read(0, (char *)buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die("reading the calls");
-		if (r == 0) {
-			if (got == 0)
-				return 0;
-			fprintf(stderr, "mdreplay: the calls end in the middle of one\n");
-			exit(1);
+		if (inpos == inlen) {
+			ssize_t r = read(0, inbuf, sizeof(inbuf));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				die("reading the calls");
+			if (r == 0) {
+				if (got == 0)
+					return 0;
+				fprintf(stderr, "mdreplay: the calls end in the middle of one\n");
+				exit(1);
+			}
+			inpos = 0;
+			inlen = (size_t)r;
 		}
-		got += (size_t)r;
+		size_t take = n - got < inlen - inpos ? n - got : inlen - inpos;
+		memcpy((char *)buf + got, inbuf + inpos, take);
+		inpos += take;
+		got += take;
 	}
 	return 1;
 }

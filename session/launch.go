@@ -83,7 +83,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		// The check at exit, from the shim's last destructor.
 		env = append(env, abi.EnvExitCheck+"=1")
 	}
-	if s.cfg.Has(options.RecordAllocs) {
+	if s.cfg.Has(options.RecordAllocs) || s.flags.Stats {
 		// The probe sites get the start time of every call.
 		env = append(env, abi.EnvRecord+"=1")
 	}

@@ -92,6 +92,9 @@ func (s *session) execed(pid int) {
 	s.probes.Execed(pid)
 	p.hist.Reset()
 	prog := tracer.ProgName(pid)
+	if s.rec != nil {
+		s.rec.execStats(pid, prog)
+	}
 	s.pmu.Lock()
 	p.prog = prog
 	s.pmu.Unlock()
@@ -124,6 +127,9 @@ func (s *session) forked(parent, child int, vfork bool) {
 	s.pmu.Unlock()
 	if err := s.probes.Fork(parent, child, !vfork); err != nil {
 		s.notice("%v", err)
+	}
+	if s.rec != nil {
+		s.rec.forkStats(parent, child, vfork)
 	}
 	// The probes stay through an exec of a program on the same
 	// allocator: a vfork child is probed now too.

@@ -15,14 +15,24 @@ import (
 
 	"github.com/mdtrace/mdtrace/output"
 	"github.com/mdtrace/mdtrace/record"
+	"github.com/mdtrace/mdtrace/stats"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
 // recorder keeps the records of record_allocs: it reads them from the
 // probes' ring buffer as they come, keeps at most max of them, and writes
-// them in Android's format on request. It is safe for concurrent use.
+// them in Android's format on request; with --stats it adds every one up
+// into its process's statistics. It is safe for concurrent use.
 type recorder struct {
 	s *session
+	// keep is set with record_allocs: the records are kept for the
+	// record files.
+	keep bool
+	// stats are the statistics of each process, with --stats, each fed
+	// by its Orderer.
+	stats map[int32]*stats.Orderer
+	// statsNotes are what each process's statistics miss.
+	statsNotes map[int32][]string
 	// mode is the permissions of the files written (--file-mode).
 	mode os.FileMode
 	rd   *tracer.EventReader[tracer.Record]
@@ -41,12 +51,16 @@ type recorder struct {
 	spillFailed bool
 }
 
-func newRecorder(s *session, max uint64) (*recorder, error) {
+func newRecorder(s *session, max uint64, keep, withStats bool) (*recorder, error) {
 	rd, err := s.probes.Records()
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{s: s, mode: s.flags.FileMode, rd: rd, max: max, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
+	r := &recorder{s: s, keep: keep, mode: s.flags.FileMode, rd: rd, max: max, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
+	if withStats {
+		r.stats = map[int32]*stats.Orderer{}
+		r.statsNotes = map[int32][]string{}
+	}
 	var ev tracer.Record
 	r.sync, r.stop = pump(func(deadline time.Time) (*tracer.Record, error) {
 		err := rd.Next(deadline, &ev)
@@ -58,10 +72,33 @@ func newRecorder(s *session, max uint64) (*recorder, error) {
 func (r *recorder) add(ev *tracer.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stats != nil {
+		o := r.stats[int32(ev.Tgid)]
+		if o == nil {
+			o = stats.NewOrderer(stats.New())
+			r.stats[int32(ev.Tgid)] = o
+		}
+		// Records come in the order the probes send them, at the end
+		// of each call: a call that started statsWindow before this
+		// one ended has sent its own.
+		var watermark uint64
+		if ev.EndNs > statsWindow {
+			watermark = ev.EndNs - statsWindow
+		}
+		o.Push(stats.Call{TID: int32(ev.Tid), Type: output.RecordType(ev.Type), Ptr: ev.Ptr, Size: ev.Size, Arg: ev.Arg,
+			StartNS: ev.StartNs, EndNS: ev.EndNs, Stack: ev.StackId}, watermark)
+	}
+	if !r.keep {
+		return
+	}
 	if r.recs.Len() >= r.max {
 		if !r.full {
 			r.full = true
-			r.s.probes.SetRecording(false)
+			if r.stats == nil {
+				// Statistics need every call: with them the records
+				// still come, and are dropped here.
+				r.s.probes.SetRecording(false)
+			}
 			r.s.log.Infof(r.s.pid, r.s.pid, "Maximum number of records added, all new operations will be dropped.")
 		}
 		return
@@ -143,6 +180,68 @@ func (r *recorder) WriteProcess(path string, pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.write(path, int32(pid))
+}
+
+// statsWindow is how long the statistics hold a call back, in case a call
+// that took effect before it comes later: as long as a call of the
+// traced process may last.
+const statsWindow = uint64(250 * time.Millisecond)
+
+// takeStats returns the statistics of process pid, every record already
+// sent added, and forgets them; nil if it made no call. late counts the
+// calls taken out of order, which came more than statsWindow late.
+func (r *recorder) takeStats(pid int) (st *stats.Stats, late uint64, notes []string) {
+	r.sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	notes = r.statsNotes[int32(pid)]
+	delete(r.statsNotes, int32(pid))
+	o := r.stats[int32(pid)]
+	if o == nil {
+		return nil, 0, notes
+	}
+	delete(r.stats, int32(pid))
+	o.Flush()
+	return o.Stats(), o.Late, notes
+}
+
+// forkStats starts the statistics of a child forked by parent, held
+// before it runs: a fork child's heap is a copy of its parent's, a vfork
+// child's is its parent's, and none of its blocks is its own.
+func (r *recorder) forkStats(parent, child int, vfork bool) {
+	if r.stats == nil {
+		return
+	}
+	r.sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.stats[int32(parent)]
+	if o == nil || vfork {
+		return
+	}
+	// The parent is stopped in fork: its calls before it are all sent.
+	o.Flush()
+	r.stats[int32(child)] = stats.NewOrderer(o.Stats().Fork())
+}
+
+// execStats starts the statistics of process pid again: it executed a
+// new program, and its old image's blocks are gone with it.
+func (r *recorder) execStats(pid int, prog string) {
+	if r.stats == nil {
+		return
+	}
+	r.sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.stats[int32(pid)]
+	if o == nil {
+		return
+	}
+	o.Flush()
+	if n := o.Stats().Calls(); n > 0 {
+		r.statsNotes[int32(pid)] = append(r.statsNotes[int32(pid)], fmt.Sprintf("the statistics are of the program it executed last, %s: the %d calls before are not counted", prog, n))
+	}
+	delete(r.stats, int32(pid))
 }
 
 // Close stops the recorder.

@@ -30,8 +30,11 @@ func (s *session) finish(p *proc) {
 	}
 	p.finished = true
 	s.syncErrors()
-	if s.rec != nil && s.cfg.RecordAllocsOnExit {
+	if s.rec != nil && s.rec.keep && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
+	}
+	if s.flags.Stats {
+		s.writeStats(p)
 	}
 	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.shim == "" {
 		// A preloaded shim logs glibc's statistics itself.
@@ -198,6 +201,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 	if maps != nil {
 		d.Maps = maps.Raw
 	}
+	d.Progress = s.progress(p, "heap dump", "records", path, len(d.Records))
 	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
 	if err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)

@@ -166,7 +166,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
 		BacktraceOff:      !s.btOn,
 		MaxAllocs:         flags.MaxAllocs,
-		Record:            cfg.Has(options.RecordAllocs),
+		Record:            cfg.Has(options.RecordAllocs) || flags.Stats,
 		NoAllocBacktraces: !cfg.Has(options.Backtrace),
 		Verify:            verify,
 		// A launched command's every block is seen: unknown pointers
@@ -191,8 +191,8 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	defer probes.Close()
 	s.probes = probes
-	if cfg.Has(options.RecordAllocs) {
-		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries); err != nil {
+	if cfg.Has(options.RecordAllocs) || flags.Stats {
+		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries, cfg.Has(options.RecordAllocs), flags.Stats); err != nil {
 			return 1, err
 		}
 		defer s.rec.Close()

@@ -125,7 +125,7 @@ func (s *session) debugSignal(sig int, procs []*proc) bool {
 			s.dump(p, fmt.Sprintf("%s.%d.txt", s.cfg.BacktraceDumpPrefix, p.pid))
 		}
 	case options.RecordAllocsSignal:
-		if s.rec == nil {
+		if s.rec == nil || !s.rec.keep {
 			s.notice("signal %d ignored: writing records needs the record_allocs option", sig)
 			return false
 		}

@@ -4,12 +4,15 @@ package session
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/stats"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -112,4 +115,41 @@ func sizeName(n uint64) string {
 		return fmt.Sprintf("%dK", n>>10)
 	}
 	return fmt.Sprint(n)
+}
+
+// writeStats writes the statistics of process p's calls (--stats) on
+// standard error, with what they miss.
+func (s *session) writeStats(p *proc) {
+	st, late, notes := s.rec.takeStats(p.pid)
+	if st == nil {
+		fmt.Fprintf(s.stderr, "mdtrace: statistics of process %d (%s): no allocator call was seen\n", p.pid, p.prog)
+		return
+	}
+	opts := stats.Options{Top: 10, Notes: notes}
+	if s.flags.PID != 0 {
+		opts.Notes = append(opts.Notes, "mdtrace attached to a running process: only its calls since then count, and frees of its older blocks are not counted")
+	}
+	if lost := s.counters().RecordsLost; lost > 0 {
+		opts.Notes = append(opts.Notes, fmt.Sprintf("%d calls of the traced processes were lost (the record ring buffer was full): the figures miss them", lost))
+	}
+	if late > 0 {
+		opts.Notes = append(opts.Notes, fmt.Sprintf("%d calls came more than %v late and were taken out of order: the peak may be off by their blocks", late, time.Duration(statsWindow)))
+	}
+	if s.flags.SampleBytes > 0 {
+		opts.Notes = append(opts.Notes, "--sample-bytes: only the sampled allocations count")
+	}
+	if !s.cfg.Has(options.Backtrace) {
+		opts.NoSites = "no backtraces were taken (the backtrace option gives them)"
+	} else {
+		maps, err := stacks.ReadMaps(p.pid)
+		if err != nil {
+			maps = nil
+		}
+		frames := s.frames(p, maps)
+		opts.Frames = func(id uint64) []stacks.Frame { return frames(s.probes.Stack(id)) }
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "mdtrace: statistics of process %d (%s):\n", p.pid, p.prog)
+	st.Write(&b, opts)
+	io.WriteString(s.stderr, b.String())
 }

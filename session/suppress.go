@@ -109,20 +109,28 @@ func (s *session) writeLiveSites(p *proc, snap *leak.Snapshot, maps *stacks.Maps
 // error, redrawn in place, for a report long enough to take a while; nil
 // when standard error is not a terminal or the report is short.
 func (s *session) reportProgress(p *proc, blocks int) func(phase string, done, total int) {
-	f := s.stderr
-	if blocks < 2*output.ProgressStep || !output.IsTerminal(f) {
+	where := "the log"
+	if s.flags.Log != "" {
+		where = s.flags.Log
+	}
+	return s.progress(p, "leak report", "blocks", where, blocks)
+}
+
+// progress returns what tells a person at a terminal how far a report
+// (what) of process p, of n items (unit), is: phases "reading" or
+// "writing" as it goes, "written" at its end, which says where it went.
+// It is nil when standard error is not a terminal or the report is short.
+func (s *session) progress(p *proc, what, unit, where string, n int) func(phase string, done, total int) {
+	line := output.NewProgress(s.stderr, n, fmt.Sprintf("process %d", p.pid))
+	if line == nil {
 		return nil
 	}
 	return func(phase string, done, total int) {
 		if phase == "written" {
 			// The line goes: the report's bottom line follows.
-			where := "the log"
-			if s.flags.Log != "" {
-				where = s.flags.Log
-			}
-			fmt.Fprintf(f, "\r\x1b[Kmdtrace: process %d: leak report of %d blocks written to %s\n", p.pid, total, where)
+			line.Done("%s of %d %s written to %s", what, total, unit, where)
 			return
 		}
-		fmt.Fprintf(f, "\r\x1b[Kmdtrace: process %d: %s the leak report: %d of %d blocks", p.pid, phase, done, total)
+		line.Update("%s the %s: %d of %d %s", phase, what, done, total, unit)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // in a heap, of a size from 1 to 4096, with the times of the call.
 func recordSource(tb testing.TB, p *Probes) *ebpf.Program {
 	tb.Helper()
-	const ev = -64 // struct record_event on the stack
+	const ev = -72 // struct record_event on the stack
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type:    ebpf.SocketFilter,
 		License: "GPL",
@@ -44,18 +44,19 @@ func recordSource(tb testing.TB, p *Probes) *ebpf.Program {
 			asm.Mov.Imm(asm.R0, 0),
 			asm.StoreMem(asm.RFP, ev+32, asm.R0, asm.DWord), // arg
 			asm.StoreMem(asm.RFP, ev+40, asm.R0, asm.DWord), // present
-			asm.StoreImm(asm.RFP, ev+48, 4242, asm.Word),    // tid
+			asm.StoreMem(asm.RFP, ev+48, asm.R0, asm.DWord), // stack_id
+			asm.StoreImm(asm.RFP, ev+56, 4242, asm.Word),    // tid
 			asm.Mov.Reg(asm.R0, asm.R6),
 			asm.And.Imm(asm.R0, 1),
 			asm.Mul.Imm(asm.R0, abi.RecordFree-abi.RecordMalloc),
 			asm.Add.Imm(asm.R0, abi.RecordMalloc),
-			asm.StoreMem(asm.RFP, ev+52, asm.R0, asm.Word), // type
-			asm.StoreImm(asm.RFP, ev+56, 4242, asm.Word),   // tgid
-			asm.StoreImm(asm.RFP, ev+60, 0, asm.Word),      // pad
+			asm.StoreMem(asm.RFP, ev+60, asm.R0, asm.Word), // type
+			asm.StoreImm(asm.RFP, ev+64, 4242, asm.Word),   // tgid
+			asm.StoreImm(asm.RFP, ev+68, 0, asm.Word),      // pad
 			asm.LoadMapPtr(asm.R1, p.objs.Records.FD()),
 			asm.Mov.Reg(asm.R2, asm.RFP),
 			asm.Add.Imm(asm.R2, ev),
-			asm.Mov.Imm(asm.R3, 64),
+			asm.Mov.Imm(asm.R3, 72),
 			asm.Mov.Imm(asm.R4, 1), // BPF_RB_NO_WAKEUP
 			asm.FnRingbufOutput.Call(),
 			asm.Mov.Imm(asm.R0, 0),

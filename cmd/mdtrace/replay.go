@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,7 +26,8 @@ const replayUsage = `usage: mdtrace replay [--allocator LIB] RECORDS
 Replays the allocator calls of a record_allocs file (mdtrace's or a device's, with or without times), each
 recorded thread on a thread of its own, as Android's memory_replay does, and reports the calls by kind, the
 peak of live bytes, the time spent in the allocator and the peak RSS. --allocator preloads another allocator
-(such as libjemalloc.so.2) to compare allocators on the same trace.
+(such as libjemalloc.so.2) to compare allocators on the same trace. The calls are staged in an unnamed temporary
+file under $TMPDIR (56 bytes a call), not in memory.
 `
 
 // The input of mdreplay (replay/mdreplay.h): a header, then one op per
@@ -44,9 +44,13 @@ const (
 // replayName is the file name of the replayer, installed beside mdtrace.
 const replayName = "mdreplay"
 
-// replayOps is a trace turned into mdreplay's input.
+// replayOps is a trace turned into mdreplay's input, staged in a
+// temporary file (56 bytes a call) that no name leads to, so that a trace
+// of millions of calls costs mdtrace the memory of its live blocks, not of
+// its calls, and mdreplay reads its calls from the file itself.
 type replayOps struct {
-	buf bytes.Buffer
+	file *os.File
+	w    *bufio.Writer
 	// threads counts the thread indexes: a TID seen again after its
 	// thread_done is a new thread. seq is the number of calls of each.
 	threads int
@@ -73,11 +77,23 @@ type replayPtr struct {
 	size   uint64
 }
 
-func newReplayOps() *replayOps {
-	o := &replayOps{tids: map[int32]uint32{}, live: map[uint64]replayPtr{}}
-	o.buf.Write(make([]byte, 24)) // the header, written last
-	return o
+func newReplayOps() (*replayOps, error) {
+	f, err := os.CreateTemp("", "mdtrace-replay-*")
+	if err != nil {
+		return nil, fmt.Errorf("staging the calls to replay: %w", err)
+	}
+	// Nothing is left behind, whatever happens next.
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("staging the calls to replay: %w", err)
+	}
+	o := &replayOps{file: f, w: bufio.NewWriterSize(f, 1<<20), tids: map[int32]uint32{}, live: map[uint64]replayPtr{}}
+	o.w.Write(make([]byte, 24)) // the header, written last
+	return o, nil
 }
+
+// close releases the staged calls.
+func (o *replayOps) close() { o.file.Close() }
 
 // thread returns the index of tid's current thread.
 func (o *replayOps) thread(tid int32) uint32 {
@@ -180,49 +196,88 @@ func (o *replayOps) add(r *output.Record, line int) error {
 	le.PutUint64(op[32:], oldID)
 	le.PutUint64(op[40:], size)
 	le.PutUint64(op[48:], arg)
-	o.buf.Write(op[:])
+	o.w.Write(op[:])
 	return nil
 }
 
-// readReplayOps reads a record_allocs file into mdreplay's input.
-func readReplayOps(path string) (*replayOps, error) {
+// readReplayOps reads a record_allocs file into mdreplay's input, telling
+// p how far it is.
+func readReplayOps(path string, p *progress) (*replayOps, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	o := newReplayOps()
+	var size int64
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	} else {
+		size = fi.Size()
+	}
+	o, err := newReplayOps()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.read(f, path, size, p); err != nil {
+		o.close()
+		return nil, err
+	}
+	return o, nil
+}
+
+func (o *replayOps) read(f io.Reader, path string, size int64, p *progress) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	n := 0
+	var pos int64
 	for sc.Scan() {
 		n++
+		pos += int64(len(sc.Bytes())) + 1
+		if n%output.ProgressStep == 0 && size > 0 {
+			p.update(n, "reading: %d lines, %d%% of the file", n, min(pos, size)*100/size)
+		}
 		r, err := output.ParseRecord(sc.Text())
 		if err != nil {
 			var pe *output.RecordParseError
 			if errors.As(err, &pe) {
 				pe.Line = n
 			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		if err := o.add(&r, n); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: reading line %d: %w", path, n+1, err)
+		return fmt.Errorf("%s: reading line %d: %w", path, n+1, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%s: no records", path)
+		return fmt.Errorf("%s: no records", path)
 	}
 	if o.ids > math.MaxInt64/8 || o.threads >= replayNoThread {
-		return nil, fmt.Errorf("%s: too many pointers or threads to replay", path)
+		return fmt.Errorf("%s: too many pointers or threads to replay", path)
 	}
-	b := o.buf.Bytes()
-	copy(b, replayMagic)
-	binary.LittleEndian.PutUint32(b[8:], uint32(o.threads))
-	binary.LittleEndian.PutUint64(b[16:], o.ids)
-	return o, nil
+	var h [24]byte
+	copy(h[:], replayMagic)
+	binary.LittleEndian.PutUint32(h[8:], uint32(o.threads))
+	binary.LittleEndian.PutUint64(h[16:], o.ids)
+	if err := o.w.Flush(); err != nil {
+		return fmt.Errorf("staging the calls to replay: %w", err)
+	}
+	if _, err := o.file.WriteAt(h[:], 0); err != nil {
+		return fmt.Errorf("staging the calls to replay: %w", err)
+	}
+	if _, err := o.file.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("staging the calls to replay: %w", err)
+	}
+	var calls uint64
+	for _, c := range o.count {
+		calls += c
+	}
+	p.done("%d lines read, %d calls of %d threads to replay", n, calls, o.threads)
+	return nil
 }
 
 // replayResult is what mdreplay measured.
@@ -343,11 +398,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	path := fs.Arg(0)
-	ops, err := readReplayOps(path)
+	ops, err := readReplayOps(path, &progress{w: stderr, prefix: path})
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}
+	defer ops.close()
 	res, err := runReplayer(replayer, lib, ops, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
@@ -378,7 +434,7 @@ func runReplayer(replayer, lib string, ops *replayOps, stderr io.Writer) (*repla
 	defer rd.Close()
 	cmd := exec.Command(replayer, "3")
 	cmd.Env = replayEnv(lib)
-	cmd.Stdin = bytes.NewReader(ops.buf.Bytes())
+	cmd.Stdin = ops.file
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr
 	cmd.ExtraFiles = []*os.File{wr}

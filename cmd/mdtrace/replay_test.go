@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,11 +30,15 @@ func TestReplayOps(t *testing.T) {
 	if err := os.WriteFile(path, []byte(trace), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := readReplayOps(path)
+	o, err := readReplayOps(path, &progress{w: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := o.buf.Bytes()
+	defer o.close()
+	b, err := io.ReadAll(o.file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if string(b[:8]) != replayMagic || binary.LittleEndian.Uint32(b[8:]) != 3 || binary.LittleEndian.Uint64(b[16:]) != 5 {
 		t.Fatalf("header %x: want 3 threads, 5 ids", b[:24])
 	}

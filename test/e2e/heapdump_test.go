@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -143,5 +144,75 @@ func TestFoldedStacksWithLines(t *testing.T) {
 	}
 	if n := strings.Count(folded, "\n"); n != 13 {
 		t.Errorf("%d folded stacks, want 13:\n%s", n, folded)
+	}
+}
+
+// TestDumpProgress: a heap dump of many records, written at exit, tells a
+// person at a terminal how far it is, on a line redrawn in place, and
+// where it wrote, as a long leak report does; so do report and diff
+// reading it, and they say where they wrote. Without a terminal, none of
+// them says anything on standard error.
+func TestDumpProgress(t *testing.T) {
+	needRoot(t)
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script (util-linux) to give mdtrace a terminal")
+	}
+	dir := t.TempDir()
+	onTerminal := func(command string) string {
+		t.Helper()
+		out, err := exec.Command(script, "-qec", command, "/dev/null").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", command, err, out)
+		}
+		return strings.ReplaceAll(string(out), "\r\x1b[K", "\n")
+	}
+	// 140,000 blocks live at exit, each its own record, from 137 call
+	// paths (32 frames tell them apart); calloc's array of them is one
+	// more.
+	text := onTerminal(fmt.Sprintf("%s -o 'backtrace=32 backtrace_dump_on_exit backtrace_dump_prefix=%s/h' -- %s 140000", mdtraceBin, dir, prog("manysites")))
+	dumps, _ := filepath.Glob(dir + "/h.*.exit.txt")
+	if len(dumps) != 1 {
+		t.Fatalf("dumps %v", dumps)
+	}
+	dump := dumps[0]
+	for _, want := range []string{
+		": writing the heap dump: 65536 of 140001 records\n",
+		": writing the heap dump: 131072 of 140001 records\n",
+		": heap dump of 140001 records written to " + dump + "\r\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, text)
+		}
+	}
+	out := filepath.Join(dir, "report.txt")
+	text = onTerminal(fmt.Sprintf("%s report -o %s %s", mdtraceBin, out, dump))
+	for _, want := range []string{
+		"mdtrace: " + dump + ": reading: 65536 of 140001 records\n",
+		"mdtrace: " + dump + ": reading: 131072 of 140001 records\n",
+		"mdtrace: " + dump + ": report of 140001 records, 138 backtraces written to " + out + "\r\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report's terminal output lacks %q:\n%q", want, text)
+		}
+	}
+	if report := readFile(t, out); !strings.Contains(report, "Total: 72764016 bytes in 140001 allocations, 138 backtraces\n") {
+		t.Errorf("report:\n%.400s", report)
+	}
+	text = onTerminal(fmt.Sprintf("%s diff -o %s/diff.txt %s %s", mdtraceBin, dir, dump, dump))
+	for _, want := range []string{
+		"mdtrace: " + dump + ": read 140001 records, 138 backtraces\r\n",
+		"mdtrace: diff of " + dump + " and " + dump + " written to " + dir + "/diff.txt\r\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("diff's terminal output lacks %q:\n%q", want, text)
+		}
+	}
+	r := runMdtrace(t, "-o", "backtrace backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/quiet", "--", prog("manysites"), "140000")
+	if r.code != 0 || strings.Contains(r.stderr, "heap dump of") || strings.Contains(r.stderr, "\r") {
+		t.Errorf("without a terminal: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r = runMdtrace(t, "report", "-o", out, dump); r.code != 0 || r.stderr != "" {
+		t.Errorf("report without a terminal: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }

@@ -266,3 +266,53 @@ func exitCode(err error) int {
 
 // libz is a shared library that defines no malloc.
 const libz = "/usr/lib/x86_64-linux-gnu/libz.so.1"
+
+// TestReplayProgress: replaying a long trace tells a person at a terminal
+// how far the reading is, once it has read 131,072 lines (the length of
+// the file is not known in lines), then how many calls it replays; without a
+// terminal, nothing on standard error. The calls are staged in a file no
+// name leads to: nothing is left in the temporary directory.
+func TestReplayProgress(t *testing.T) {
+	needRoot(t)
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script (util-linux) to give mdtrace a terminal")
+	}
+	dir := t.TempDir()
+	// 70,000 malloc/free pairs of two threads, in a device's format.
+	var b strings.Builder
+	for i := 0; i < 70000; i++ {
+		tid := 100 + i%2
+		fmt.Fprintf(&b, "%d: malloc 0x%x %d\n%d: free 0x%x\n", tid, 0x10000+16*i, 1+i%500, tid, 0x10000+16*i)
+	}
+	path := filepath.Join(dir, "records.txt")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o700)
+	cmd := exec.Command(script, "-qec", fmt.Sprintf("%s replay %s", mdtraceBin, path), "/dev/null")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	text := strings.ReplaceAll(string(out), "\r\x1b[K", "\n")
+	for _, want := range []string{
+		"mdtrace: " + path + ": reading: 131072 lines, 93% of the file\n",
+		"mdtrace: " + path + ": 140000 lines read, 140000 calls of 2 threads to replay\r\n",
+		"Replay of " + path + ": 2 threads, allocator ",
+		"  malloc:      70000\r\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, text)
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+	r := runMdtrace(t, "replay", path)
+	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "  free:        70000\n") {
+		t.Errorf("without a terminal: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

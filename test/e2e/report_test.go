@@ -89,6 +89,46 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestReportHTMLAndTree: the flame graph page of a dump mdtrace wrote
+// names each frame with its function, file, bytes, allocations and share,
+// loads nothing from outside, and is written private; the tree by callee
+// puts each allocating function first, its callers indented below it.
+func TestReportHTMLAndTree(t *testing.T) {
+	needRoot(t)
+	dump := leakyDump(t)
+	page := filepath.Join(t.TempDir(), "flame.html")
+	r := runMdtrace(t, "report", "--format", "html", "-o", page, dump)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("exit status %d; stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Stat(page); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the page: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	text := readFile(t, page)
+	for _, want := range []string{
+		"<title>leak_pvalloc\nin " + prog("leaky") + "\n4096 bytes in 1 allocations (25.29%)</title>",
+		"<title>main\nin " + prog("leaky") + "\n15181 bytes in 12 allocations (93.74%)</title>",
+		"<title>all\n16194 bytes in 13 allocations (100.00%)</title>",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if m := regexp.MustCompile(`(?i)(https?:|file:|\bsrc\s*=|\bhref\s*=|url\()`).FindString(text); m != "" {
+		t.Errorf("the page refers to something outside it: %q", m)
+	}
+	if n := strings.Count(text, `<g class="f"`); n != 18 {
+		t.Errorf("%d frames drawn; want 18: all, _start, __libc_start_main, __libc_start_call_main, main, leak_in_constructor and main's 12 leak_ functions", n)
+	}
+	r = runMdtrace(t, "report", "--tree", "callee", "--min-percent", "6.25", dump)
+	want := "       16194  100.0%        13  all\n" +
+		"        4096   25.3%         1    leak_pvalloc  [" + prog("leaky") + "]\n" +
+		"        4096   25.3%         1      main  [" + prog("leaky") + "]\n"
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.HasSuffix(r.stdout, "       10061   62.1%        10    [10 more, each under 6.25%]\n") {
+		t.Errorf("--tree callee: exit %d, want %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+}
+
 // TestReportDeviceDump: a dump taken elsewhere (its files at other paths,
 // as a device's /system/...) is symbolized from copies of its files under
 // --symbols DIR, as native_heapdump_viewer.py does; without them its frames
@@ -150,7 +190,12 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"report", filepath.Join(dir, "missing.txt")}, 1, "open " + dir + "/missing.txt: no such file or directory\n"},
 		{[]string{"report", dir}, 1, "not a regular file"},
 		{[]string{"report"}, 2, "mdtrace: report reads one heap dump\nusage: mdtrace report"},
-		{[]string{"report", "--format", "svg", "x"}, 2, "mdtrace: unknown --format \"svg\": text, folded or pprof\n"},
+		{[]string{"report", "--format", "svg", "x"}, 2, "mdtrace: unknown --format \"svg\": text, folded, pprof or html\n"},
+		{[]string{"report", "--tree", "up", "x"}, 2, "mdtrace: unknown --tree \"up\": caller or callee\n"},
+		{[]string{"report", "--tree", "caller", "--format", "html", "x"}, 2, "mdtrace: --tree is a text report's: not with --format html\n"},
+		{[]string{"report", "--min-percent", "2", "x"}, 2, "mdtrace: --min-percent goes with --tree\n"},
+		{[]string{"report", "--tree", "callee", "--min-percent", "101", "x"}, 2, "mdtrace: --min-percent 101: not between 0 and 100\n"},
+		{[]string{"report", "--format", "html", file("trunc2.txt", head+"z 0  sz 100  num 1  bt 1000\n")}, 1, "trunc2.txt: heap dump: line 10: unexpected end of file, missing MAPS\n"},
 		{[]string{"diff", "x"}, 2, "mdtrace: diff reads two heap dumps, the older first\n"},
 	} {
 		r := runMdtrace(t, tc.args...)
