@@ -63,6 +63,11 @@ type Flags struct {
 	FollowForks bool
 	// All audits every process that uses the system's libc.
 	All bool
+	// Duration ends --all's audit after it, with a summary; 0: at an
+	// interrupt.
+	Duration time.Duration
+	// Format is --all's summaries' form: "text" or "json".
+	Format string
 	// Program traces every process that executes a program whose file
 	// name contains it, from now on (Android's libc.debug.malloc.program).
 	Program string
@@ -211,8 +216,10 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace, else in ../lib/mdtrace from its folder, where make install puts it)")
-	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc: live blocks and bytes per process, on interrupt and every --interval")
+	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc (or a container's copy): the processes ranked by the live bytes they allocated since the audit began, with the backtrace option their top allocation sites, on interrupt, at --duration and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
+	fs.DurationVar(&f.Duration, "duration", 0, "with --all, end the audit after `DURATION` (e.g. 1m) with its summary")
+	fs.StringVar(&f.Format, "format", "text", "with --all, the summaries' `FORM`: text, or json (one object a summary, a line each)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
 	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands only)")
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
@@ -346,8 +353,12 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{"--user runs a command mdtrace launches as USER: not with -p, --program or --all"}
 	case f.All && (f.PID != 0 || len(f.Command) > 0 || fs.Changed("program")):
 		return nil, &UsageError{"--all audits every process: give neither -p, --program nor a command"}
-	case f.All && (fs.Changed("options") || len(fromFlags) > 0):
-		return nil, &UsageError{"--all takes no malloc debug options: it counts live blocks and bytes per process"}
+	case (fs.Changed("duration") || fs.Changed("format")) && !f.All:
+		return nil, &UsageError{"--duration and --format are for --all's audit"}
+	case f.Format != "text" && f.Format != "json":
+		return nil, &UsageError{fmt.Sprintf("invalid --format %q: text or json", f.Format)}
+	case f.Duration < 0:
+		return nil, &UsageError{fmt.Sprintf("invalid --duration %s", f.Duration)}
 	case f.Interval < 0:
 		return nil, &UsageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
 	case fs.Changed("sample-bytes") && f.SampleBytes == 0:
@@ -363,6 +374,21 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	case f.All && f.Top > 0:
 		return nil, &UsageError{"--top is for traced processes: --all prints its own summary"}
 	case f.All:
+		// Only the backtrace option means something to an audit: the
+		// sites of each process's growth. Without options, none.
+		if !fs.Changed("options") && len(fromFlags) == 0 {
+			f.Options = ""
+			return f, nil
+		}
+		cfg, err := ParseOptions(f.Options, "--all")
+		if err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+		for _, name := range cfg.Set {
+			if name != "backtrace" {
+				return nil, &UsageError{fmt.Sprintf("--all takes only the backtrace option (the sites of each process's growth), not %s", name)}
+			}
+		}
 		return f, nil
 	case fs.Changed("program") && (f.PID != 0 || len(f.Command) > 0):
 		return nil, &UsageError{"--program traces the processes that run NAME from now on: give neither -p nor a command"}

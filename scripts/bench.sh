@@ -458,6 +458,50 @@ attach_ready() {
 		"$(awk -v r="$med" 'BEGIN {print r != "" && r < 1 ? "PASS" : "MISS"}')"
 }
 attach_ready
+# What --all costs the host: a workload's wall time while `mdtrace --all`
+# (and --all --backtrace) audits every process, against its time alone, in
+# the same rounds. The audit's probes have no PID filter: every process's
+# malloc and free reach them.
+audit_cost() {
+	local name=$1 r mode t0 t1 m
+	shift
+	declare -A times=()
+	for ((r = 0; r < ROUNDS; r++)); do
+		for mode in native all allbt; do
+			sleep "$SETTLE"
+			m=""
+			if [[ $mode != native ]]; then
+				rm -f "$tmp/aready"
+				local extra=()
+				[[ $mode == allbt ]] && extra=(--backtrace)
+				bin/mdtrace --all "${extra[@]}" --ready-file "$tmp/aready" >/dev/null 2>&1 &
+				m=$!
+				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+			fi
+			t0=$EPOCHREALTIME
+			"$@" </dev/null >/dev/null 2>&1 || true
+			t1=$EPOCHREALTIME
+			if [[ -n $m ]]; then
+				kill -INT "$m" 2>/dev/null || true
+				wait "$m" 2>/dev/null || true
+			fi
+			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
+		done
+	done
+	local n a b
+	n=$(median <<<"${times[native]}")
+	a=$(median <<<"${times[all]}")
+	b=$(median <<<"${times[allbt]}")
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' "$name" "--all / alone, wall time" "$(ratio "$a" "$n")x" "<=" 1.05 \
+		"$(awk -v a="$a" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')"
+	printf '  %-9s %-44s %8s  (for information)\n' "$name" "--all --backtrace / alone, wall time" "$(ratio "$b" "$n")x"
+}
+if command -v sqlite3 >/dev/null 2>&1; then
+	audit_cost sqlite3 sh -c "sqlite3 -batch -init /dev/null :memory: < $sql"
+fi
+if [[ -x /usr/bin/python3 ]]; then
+	audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
+fi
 # The chain's cost per pair as the slope between two loop lengths, N and
 # 10 N pairs (N = SLOPE_N), so that what a tool's start-up and its first calls cost does
 # not count (heaptrack resolves symbols in the background as the loop runs).

@@ -25,24 +25,33 @@ import (
 // libc, as the loader resolves it for the shell.
 const auditShell = "/bin/sh"
 
-// auditTop is the number of processes a summary lists.
-const auditTop = 25
-
 // RunAll audits every process on the host that uses the system's libc, or
 // another copy of glibc's libc (a container's): uprobes without a PID
-// filter feed one live table, summed per process on an interrupt and every
-// --interval. Only blocks allocated since mdtrace started are known, and
-// only those of each process's current program: a process that executes
-// another program leaves its blocks behind.
+// filter feed one live table. On an interrupt, at --duration and every
+// --interval it ranks the processes by the live bytes they allocated since
+// the audit began, with the backtrace option each one's top allocation
+// sites (auditor). Only blocks allocated since mdtrace started are known,
+// and only those of each process's current program: a process that
+// executes another program leaves its blocks behind.
 func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if err := CheckPrivileges(); err != nil {
 		return 1, err
+	}
+	depth := 0
+	if flags.Options != "" {
+		cfg, err := options.ParseOptions(flags.Options, "--all")
+		if err != nil {
+			return 2, err
+		}
+		if cfg.Has(options.Backtrace) {
+			depth = cfg.BacktraceFrames
+		}
 	}
 	lib, err := tracer.AllocatorOfFile(auditShell, os.Environ())
 	if err != nil {
 		return 1, fmt.Errorf("finding the system's libc: %w", err)
 	}
-	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true})
+	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth})
 	if err != nil {
 		return 1, err
 	}
@@ -57,7 +66,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if err := probes.WatchAllExecs(); err != nil {
 		return 1, err
 	}
+	aud := newAuditor(probes, flags, depth)
 	libcs := newLibcFinder(lib)
+	libcs.onNew = aud.seen
 	if flags.ReadyFile != "" {
 		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
 			return 1, err
@@ -65,80 +76,43 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	fmt.Fprintf(stderr, "mdtrace: auditing every process that uses %s; interrupt for the summary\n", lib)
 	libcs.scan(probes, say)
-	start := time.Now()
-	// New processes are looked at for other copies of libc, and the gens
-	// of processes gone are dropped, this often.
+	// New processes are looked at for other copies of libc, and the
+	// processes gone keep their last figures, this often.
 	scan := time.NewTicker(libcScanInterval)
 	defer scan.Stop()
-	var tick <-chan time.Time
+	var tick, end <-chan time.Time
 	if flags.Interval > 0 {
 		t := time.NewTicker(flags.Interval)
 		defer t.Stop()
 		tick = t.C
 	}
+	if flags.Duration > 0 {
+		end = time.After(flags.Duration)
+	}
+	final := func() (int, error) {
+		probes.Detach()
+		aud.reap(libcs.alive)
+		aud.summary(stdout)
+		if c, err := probes.Counters(); err == nil {
+			for _, l := range lossLines(c, flags.MaxAllocs, depth) {
+				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
+			}
+		}
+		return 0, nil
+	}
 	for {
 		select {
 		case <-tick:
-			auditSummary(stdout, probes, start)
+			aud.summary(stdout)
 		case <-scan.C:
 			libcs.scan(probes, say)
+			aud.reap(libcs.alive)
 			probes.ForgetExited(processAlive)
+		case <-end:
+			return final()
 		case <-sigs:
-			probes.Detach()
-			auditSummary(stdout, probes, start)
-			if c, err := probes.Counters(); err == nil {
-				for _, l := range lossLines(c, flags.MaxAllocs, 0) {
-					fmt.Fprintf(stderr, "mdtrace: %s\n", l)
-				}
-			}
-			return 0, nil
+			return final()
 		}
-	}
-}
-
-// auditSummary prints the live blocks and bytes of the processes with the
-// most live bytes, and drops the tables of processes that have exited.
-func auditSummary(w io.Writer, probes *tracer.Probes, start time.Time) {
-	totals, err := probes.Totals()
-	if err != nil {
-		fmt.Fprintf(w, "mdtrace: %v\n", err)
-		return
-	}
-	type row struct {
-		pid int
-		tracer.Totals
-	}
-	var (
-		rows          []row
-		blocks, bytes uint64
-	)
-	for pid, t := range totals {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-			probes.Forget(pid)
-			continue
-		}
-		rows = append(rows, row{pid, t})
-		blocks += t.Blocks
-		bytes += t.Bytes
-	}
-	slices.SortFunc(rows, func(a, b row) int {
-		if a.Bytes != b.Bytes {
-			if a.Bytes > b.Bytes {
-				return -1
-			}
-			return 1
-		}
-		return a.pid - b.pid
-	})
-	fmt.Fprintf(w, "mdtrace: live heap allocated in the last %s, by process: %d processes, %d blocks, %d bytes\n",
-		time.Since(start).Round(time.Second), len(rows), blocks, bytes)
-	fmt.Fprintf(w, "%8s %10s %14s  %s\n", "PID", "BLOCKS", "BYTES", "PROGRAM")
-	for i, r := range rows {
-		if i == auditTop {
-			fmt.Fprintf(w, "%8s (%d more)\n", "...", len(rows)-auditTop)
-			break
-		}
-		fmt.Fprintf(w, "%8d %10d %14d  %s\n", r.pid, r.Blocks, r.Bytes, strings.TrimSpace(tracer.ProgName(r.pid)))
 	}
 }
 
@@ -150,9 +124,13 @@ const libcScanInterval = time.Second
 // file once, and the processes it has looked at.
 type libcFinder struct {
 	probed []os.FileInfo
-	// seen is each process looked at, with its program's file and start
+	// onNew, if not nil, is called for each process started or executed
+	// since the last scan; alive is every process of the last scan.
+	onNew func(pid int)
+	alive map[int]bool
+	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
-	seen map[int]procStamp
+	seenAt map[int]procStamp
 }
 
 type procStamp struct {
@@ -161,7 +139,7 @@ type procStamp struct {
 }
 
 func newLibcFinder(lib stacks.File) *libcFinder {
-	f := &libcFinder{seen: map[int]procStamp{}}
+	f := &libcFinder{seenAt: map[int]procStamp{}}
 	if fi, err := os.Stat(lib.Path); err == nil {
 		f.probed = append(f.probed, fi)
 	}
@@ -194,47 +172,71 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 		// Field 22 of /proc/PID/stat, the start time, is the 20th after
 		// the command's name.
 		stamp := procStamp{exe, st[19]}
-		if old, ok := f.seen[pid]; ok && os.SameFile(old.exe, exe) && old.start == stamp.start {
+		if old, ok := f.seenAt[pid]; ok && os.SameFile(old.exe, exe) && old.start == stamp.start {
 			continue
 		}
-		f.seen[pid] = stamp
+		f.seenAt[pid] = stamp
+		// Its unwind tables first: from the notice that its allocator
+		// is probed on, its backtraces go through its code.
+		if f.onNew != nil {
+			f.onNew(pid)
+		}
 		f.probeLibc(pid, probes, say)
 	}
-	for pid := range f.seen {
+	for pid := range f.seenAt {
 		if !alive[pid] {
-			delete(f.seen, pid)
+			delete(f.seenAt, pid)
 		}
 	}
+	f.alive = alive
 }
 
-// probeLibc probes the libc that process pid maps, when it is a file not
-// probed yet.
+// probeLibc probes the allocator of process pid when it is a file not
+// probed yet: a copy of libc (a container's), or another allocator that
+// the loader bound malloc to (jemalloc, tcmalloc, one linked into the
+// program), found as attach mode finds it.
 func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string)) {
+	file, err := tracer.AllocatorOfRunning(pid)
+	if err != nil {
+		// A kernel thread, a process gone, or one whose loader has not
+		// run yet: its libc, if it maps one.
+		var ok bool
+		if file, ok = mappedLibc(pid); !ok {
+			return
+		}
+	}
+	fi, err := os.Stat(file.Path)
+	if err != nil || slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
+		return
+	}
+	what := "libc"
+	if !strings.HasPrefix(filepath.Base(file.Name), "libc.so.") {
+		what = "allocator"
+	}
+	if err := partialAttach(probes.Attach(0, file), say); err != nil {
+		if errors.Is(err, tracer.ErrProcessGone) || !processAlive(pid) {
+			// Another process that maps it will say.
+			return
+		}
+		say(fmt.Sprintf("the %s of process %d (%s), %s, cannot be probed: %v; its processes are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
+		f.probed = append(f.probed, fi)
+		return
+	}
+	f.probed = append(f.probed, fi)
+	say(fmt.Sprintf("also auditing every process that uses the %s of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name))
+}
+
+// mappedLibc is the copy of libc process pid maps, if any.
+func mappedLibc(pid int) (stacks.File, bool) {
 	maps, err := stacks.ReadMaps(pid)
 	if err != nil {
-		return
+		return stacks.File{}, false
 	}
 	for i := range maps.Mappings {
 		m := &maps.Mappings[i]
-		if m.Inode == 0 || !strings.HasPrefix(filepath.Base(m.Name()), "libc.so.") {
-			continue
+		if m.Inode != 0 && strings.HasPrefix(filepath.Base(m.Name()), "libc.so.") {
+			return stacks.MappedFile(pid, m), true
 		}
-		file := stacks.MappedFile(pid, m)
-		fi, err := os.Stat(file.Path)
-		if err != nil || slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
-			return
-		}
-		if err := partialAttach(probes.Attach(0, file), say); err != nil {
-			if errors.Is(err, tracer.ErrProcessGone) || !processAlive(pid) {
-				// Another process that maps it will say.
-				return
-			}
-			say(fmt.Sprintf("the copy of libc of process %d (%s), %s, cannot be probed: %v; its processes are not counted", pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
-			f.probed = append(f.probed, fi)
-			return
-		}
-		f.probed = append(f.probed, fi)
-		say(fmt.Sprintf("also auditing every process that uses the libc of process %d (%s), %s, another file than the system's: allocations made with it before now are not counted", pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name))
-		return
 	}
+	return stacks.File{}, false
 }

@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // leakCounts returns, for each process in a log, the "+++ PROG leaked
@@ -310,11 +314,10 @@ func TestShimStressUnderMdtrace(t *testing.T) {
 func TestAll(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	m := start(t, mdtraceBin, "--all", "--interval", "300ms", "--ready-file", dir+"/ready")
+	m := start(t, mdtraceBin, "--all", "--format", "json", "--interval", "300ms", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	target := start(t, prog("leaky"), "hold")
 	target.expectLine(t, "leaky: done")
-	row := regexp.MustCompile(fmt.Sprintf(`(?m)^ +%d +(\d+) +(\d+)  (.*)$`, target.cmd.Process.Pid))
 	// The summary printed at the interrupt, while leaky holds its blocks;
 	// earlier ones may catch it starting up.
 	m.cmd.Process.Signal(syscall.SIGINT)
@@ -322,13 +325,17 @@ func TestAll(t *testing.T) {
 	if code := m.wait(t); code != 0 {
 		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	rows := row.FindAllStringSubmatch(string(out), -1)
-	if len(rows) == 0 {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a auditJSON
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == target.cmd.Process.Pid })
+	if i < 0 {
 		t.Fatalf("the test's process was never listed:\n%s", out)
 	}
-	got := rows[len(rows)-1]
-	if got[1] != "13" || got[2] != "16194" || got[3] != prog("leaky") {
-		t.Errorf("row %q, want 13 blocks, 16194 bytes, %s", got[0], prog("leaky"))
+	if r := a.Ranking[i]; r.AddedBlocks != 13 || r.AddedBytes != 16194 || r.Exe != prog("leaky") || r.Comm != "leaky" || r.Exited {
+		t.Errorf("row %+v, want 13 blocks, 16194 bytes, %s, leaky, not exited", r, prog("leaky"))
 	}
 	target.stdin.Close()
 	target.wait(t)
@@ -442,5 +449,124 @@ func TestSpawnedChildren(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// auditJSON is one summary of `mdtrace --all --format json`.
+type auditJSON struct {
+	Processes  int        `json:"processes"`
+	AddedBytes int64      `json:"added_bytes"`
+	Ranking    []auditRow `json:"ranking"`
+}
+
+type auditRow struct {
+	PID         int    `json:"pid"`
+	Comm        string `json:"comm"`
+	Exe         string `json:"exe"`
+	AddedBlocks int64  `json:"added_blocks"`
+	AddedBytes  int64  `json:"added_bytes"`
+	Exited      bool   `json:"exited"`
+	Sites       []struct {
+		Blocks int64 `json:"blocks"`
+		Bytes  int64 `json:"bytes"`
+		Frames []struct {
+			File     string `json:"file"`
+			Function string `json:"function"`
+		} `json:"frames"`
+	} `json:"sites"`
+}
+
+// TestAllAudit: `--all --backtrace --format json` ranks the processes by the
+// live bytes they added during the audit, with their top sites: one started
+// after the audit began, one in its own mount namespace, one that ends
+// during the audit (its figures at its end stay), and one linked with
+// jemalloc, whose allocator the audit finds and probes; --duration ends it.
+func TestAllAudit(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	haveJemalloc := true
+	if _, err := os.Stat(jemalloc); err != nil {
+		haveJemalloc = false
+	}
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--all", "--backtrace", "--format", "json", "--duration", "8s", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	held := start(t, prog("leaky"), "hold")
+	held.expectLine(t, "leaky: done")
+	inNS := start(t, "unshare", "-m", "--propagation", "private", prog("leaky"), "hold")
+	inNS.expectLine(t, "leaky: done")
+	ended := start(t, prog("leaky"))
+	ended.wait(t)
+	var je *background
+	if haveJemalloc {
+		je = start(t, prog("otheralloc_jemalloc"))
+		je.expectLine(t, "ready")
+		notice := fmt.Sprintf("mdtrace: also auditing every process that uses the allocator of process %d (%s), %s,", je.cmd.Process.Pid, prog("otheralloc_jemalloc"), jemalloc)
+		for i := 0; !strings.Contains(m.stderr.String(), notice); i++ {
+			if i == 100 {
+				t.Fatalf("stderr lacks %q:\n%s", notice, m.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		io.WriteString(je.stdin, "go\n")
+		je.expectLine(t, "done")
+	}
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a auditJSON
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	type want struct {
+		pid           int
+		blocks, bytes int64
+		exited        bool
+		leaf          string
+	}
+	wants := []want{
+		{held.cmd.Process.Pid, 13, 16194, false, ""},
+		{inNS.cmd.Process.Pid, 13, 16194, false, ""},
+		{ended.cmd.Process.Pid, 13, 16194, true, ""},
+	}
+	if haveJemalloc {
+		// Three leaks, the blocks from before the probes freed; it
+		// allocated them after its allocator was probed, and with its
+		// unwind tables loaded: the largest site reaches main.
+		wants = append(wants, want{je.cmd.Process.Pid, 3, 6006, false, "other_leak_realloc"})
+	}
+	for _, w := range wants {
+		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == w.pid })
+		if i < 0 {
+			t.Errorf("process %d is not in the ranking:\n%s", w.pid, lines[len(lines)-1])
+			continue
+		}
+		r := a.Ranking[i]
+		if r.AddedBlocks != w.blocks || r.AddedBytes != w.bytes || r.Exited != w.exited || len(r.Sites) == 0 {
+			t.Errorf("process %d: %d blocks, %d bytes, exited %v, %d sites; want %d, %d, %v, some", w.pid, r.AddedBlocks, r.AddedBytes, r.Exited, len(r.Sites), w.blocks, w.bytes, w.exited)
+			continue
+		}
+		if w.leaf == "" {
+			continue
+		}
+		var chain []string
+		for _, f := range r.Sites[0].Frames {
+			chain = append(chain, f.Function)
+		}
+		if len(chain) == 0 || chain[0] != w.leaf || !slices.Contains(chain, "main") {
+			t.Errorf("process %d: the largest site's functions %v, want %s first and main", w.pid, chain, w.leaf)
+		}
+	}
+	held.stdin.Close()
+	inNS.stdin.Close()
+	held.wait(t)
+	inNS.wait(t)
+	if je != nil {
+		je.stdin.Close()
+		je.wait(t)
 	}
 }

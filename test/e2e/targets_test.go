@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -435,7 +436,7 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	if err := copyFile(systemLibc, libc); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
 	}
-	m := start(t, mdtraceBin, "--all", "--ready-file", dir+"/ready")
+	m := start(t, mdtraceBin, "--all", "--format", "json", "--ready-file", dir+"/ready")
 	waitReady(t, m, dir+"/ready")
 	contained := func(name, extra string, args ...string) (*background, string) {
 		mnt := filepath.Join(dir, name)
@@ -451,7 +452,7 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	own, ownPath := contained("otheralloc_own_libc", fmt.Sprintf("&& mount --bind %s %s ", libc, systemLibc))
 	own.expectLine(t, "ready")
 	ownPID := own.cmd.Process.Pid
-	notice := fmt.Sprintf("mdtrace: also auditing every process that uses the libc of process %d (%s), %s, another file than the system's: allocations made with it before now are not counted\n", ownPID, ownPath, systemLibc)
+	notice := fmt.Sprintf("mdtrace: also auditing every process that uses the libc of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted\n", ownPID, ownPath, systemLibc)
 	for i := 0; !strings.Contains(m.stderr.String(), notice); i++ {
 		if i == 100 {
 			t.Fatalf("stderr lacks %q:\n%s", notice, m.stderr.String())
@@ -465,14 +466,20 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	if code := m.wait(t); code != 0 {
 		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	for _, want := range []string{
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a auditJSON
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	for _, want := range []auditRow{
 		// leaky's 13 blocks, as TestAll counts them, without the shell's.
-		fmt.Sprintf("%8d %10d %14d  %s\n", shared.cmd.Process.Pid, 13, 16194, sharedPath),
+		{PID: shared.cmd.Process.Pid, AddedBlocks: 13, AddedBytes: 16194, Exe: sharedPath},
 		// otheralloc's three leaks; its blocks from before were freed.
-		fmt.Sprintf("%8d %10d %14d  %s\n", ownPID, 3, 6006, ownPath),
+		{PID: ownPID, AddedBlocks: 3, AddedBytes: 6006, Exe: ownPath},
 	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("summary lacks the row %q:\n%s", want, out)
+		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == want.PID })
+		if i < 0 || a.Ranking[i].AddedBlocks != want.AddedBlocks || a.Ranking[i].AddedBytes != want.AddedBytes || a.Ranking[i].Exe != want.Exe {
+			t.Errorf("no row of process %d with %d blocks, %d bytes, %s:\n%s", want.PID, want.AddedBlocks, want.AddedBytes, want.Exe, lines[len(lines)-1])
 		}
 	}
 	shared.stdin.Close()

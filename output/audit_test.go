@@ -1,0 +1,82 @@
+package output
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+func testAudit() *Audit {
+	named := func(pcs []uint64) []stacks.Frame {
+		fs := make([]stacks.Frame, len(pcs))
+		for i, pc := range pcs {
+			fs[i] = stacks.Frame{PC: pc, RelPC: pc - 0x1000, MapName: "/usr/bin/server", Func: "_ZN5Cache6insertEv", FuncOff: 4}
+		}
+		return fs
+	}
+	return &Audit{
+		Elapsed: 61*time.Second + 400*time.Millisecond,
+		Processes: []AuditProcess{
+			{PID: 10, Comm: "server", Exe: "/usr/bin/server", Cgroup: "/system.slice/server.service", Added: leak.Site{Blocks: 3, Bytes: 3000},
+				Sites: []leak.Site{{StackID: 8, Frames: []uint64{0x1100, 0x1200}, Bytes: 2000, Blocks: 2}, {Bytes: 1000, Blocks: 1}}, NSites: 2, Frames: named},
+			{PID: 11, Comm: "worker-1", Exe: "/usr/bin/python3.11", Cgroup: "/", Added: leak.Site{Blocks: 2, Bytes: 64}, Exited: true,
+				Sites: []leak.Site{{StackID: 9, Frames: []uint64{0x2100}, Bytes: 64, Blocks: 2}}, NSites: 1,
+				Resolved: [][]stacks.Frame{{{PC: 0x2100, RelPC: 0x100, MapName: "/usr/lib/libc.so.6", Func: "strdup", FuncOff: 9}}}},
+			{PID: 12, Comm: "sh", Exe: "/usr/bin/dash", Added: leak.Site{Blocks: 1, Bytes: 8}},
+		},
+		Total:     leak.Site{Blocks: 6, Bytes: 3072},
+		Shown:     2,
+		Sites:     5,
+		Dropped:   1,
+		KeptExits: 1000,
+		Losses:    []string{"2 allocations not tracked: the live table was full"},
+	}
+}
+
+func TestWriteAuditText(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteAuditText(&b, testAudit()); err != nil {
+		t.Fatal(err)
+	}
+	want := `mdtrace: live heap allocated in the last 1m1s, by process: 3 processes, 6 blocks, 3072 bytes
+     PID     BLOCKS          BYTES  PROGRAM
+      10          3           3000  /usr/bin/server cgroup /system.slice/server.service
+      11          2             64  /usr/bin/python3.11 (worker-1) [exited]
+     ... (1 more)
+mdtrace: 1 process that ended during the audit not listed: only the 1000 largest are kept
+mdtrace: process 10 (server): 3000 bytes in 3 allocations added, the 2 backtraces with the most bytes of 2:
+2000 bytes in 2 allocations:
+          #00  pc 0000000000000100  /usr/bin/server (Cache::insert()+4)
+          #01  pc 0000000000000200  /usr/bin/server (Cache::insert()+4)
+1000 bytes in 1 allocations:
+          [no backtrace]
+mdtrace: process 11 (worker-1): 64 bytes in 2 allocations added, the 1 backtraces with the most bytes of 1:
+64 bytes in 2 allocations:
+          #00  pc 0000000000000100  /usr/lib/libc.so.6 (strdup+9)
+mdtrace: 2 allocations not tracked: the live table was full
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestWriteAuditJSON(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteAuditJSON(&b, testAudit(), time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"time":"2026-11-26T10:00:00Z","elapsed_seconds":61.4,"processes":3,"added_blocks":6,"added_bytes":3072,"ranking":[` +
+		`{"pid":10,"comm":"server","exe":"/usr/bin/server","cgroup":"/system.slice/server.service","added_blocks":3,"added_bytes":3000,"exited":false,"sites":[` +
+		`{"blocks":2,"bytes":2000,"frames":[{"pc":"0x1100","rel_pc":"0x100","file":"/usr/bin/server","function":"Cache::insert()","offset":4},{"pc":"0x1200","rel_pc":"0x200","file":"/usr/bin/server","function":"Cache::insert()","offset":4}]},` +
+		`{"blocks":1,"bytes":1000,"frames":[]}],"sites_total":2},` +
+		`{"pid":11,"comm":"worker-1","exe":"/usr/bin/python3.11","cgroup":"/","added_blocks":2,"added_bytes":64,"exited":true,"sites":[` +
+		`{"blocks":2,"bytes":64,"frames":[{"pc":"0x2100","rel_pc":"0x100","file":"/usr/lib/libc.so.6","function":"strdup","offset":9}]}],"sites_total":1},` +
+		`{"pid":12,"comm":"sh","exe":"/usr/bin/dash","added_blocks":1,"added_bytes":8,"exited":false}],` +
+		`"exited_not_kept":1,"losses":["2 allocations not tracked: the live table was full"]}` + "\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,287 @@
+//go:build linux
+
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mdtrace/mdtrace/leak"
+	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+const (
+	// auditTop is the number of processes a text summary lists.
+	auditTop = 25
+	// auditSites is the number of allocation sites given for each
+	// process a summary lists, with the backtrace option.
+	auditSites = 5
+	// auditKeptExits bounds the processes that ended during the audit
+	// whose figures are kept: the largest; the others are counted.
+	auditKeptExits = 1000
+	// auditUnseenScans is how many scans apart the table is read for
+	// processes that ended before a scan saw them.
+	auditUnseenScans = 10
+)
+
+// auditor keeps what --all knows of each process: its names and cgroup,
+// read when it is first seen (or executes a program), its maps (with the
+// backtrace option, to name its frames after it ends), and the final
+// figures of the processes that ended.
+type auditor struct {
+	probes *tracer.Probes
+	flags  *options.Flags
+	depth  int
+	sym    *stacks.Symbolizer
+	start  time.Time
+	procs  map[int]*auditProc
+	// exited are the figures of the processes that ended, the largest
+	// auditKeptExits; dropped counts the others.
+	exited  []output.AuditProcess
+	dropped int
+	scans   int
+}
+
+type auditProc struct {
+	pid               int
+	comm, exe, cgroup string
+	maps              *stacks.Maps
+	hist              stacks.MapsHistory
+}
+
+func newAuditor(probes *tracer.Probes, flags *options.Flags, depth int) *auditor {
+	a := &auditor{probes: probes, flags: flags, depth: depth, start: time.Now(), procs: map[int]*auditProc{}}
+	if depth > 0 {
+		a.sym = stacks.NewSymbolizer()
+		a.sym.DebugDirs = flags.DebugDirs
+	}
+	return a
+}
+
+// seen notes process pid, new or executing another program: its names,
+// cgroup and, with backtraces, its maps and unwind tables.
+func (a *auditor) seen(pid int) {
+	p := &auditProc{pid: pid, comm: readComm(pid), cgroup: readCgroup(pid)}
+	p.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if a.depth > 0 {
+		if maps, err := stacks.ReadMaps(pid); err == nil {
+			p.maps = maps
+			p.hist.Add(maps)
+		}
+		// Its stacks go through code without frame pointers; a process
+		// gone meanwhile has nothing to walk.
+		a.probes.LoadUnwind(pid)
+	}
+	a.procs[pid] = p
+}
+
+// refresh rereads the maps of a live process before its frames are named:
+// it may have loaded libraries since it was first seen.
+func (a *auditor) refresh(p *auditProc) {
+	if a.depth == 0 {
+		return
+	}
+	if maps, err := stacks.ReadMaps(p.pid); err == nil {
+		p.maps = maps
+		p.hist.Add(maps)
+	}
+}
+
+// figures are process pid's added blocks and bytes and, with backtraces,
+// its sites.
+func (a *auditor) figures(pid int, t tracer.Totals, p *auditProc) output.AuditProcess {
+	ap := output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}}
+	if p != nil {
+		ap.Comm, ap.Exe, ap.Cgroup = p.comm, p.exe, p.cgroup
+	}
+	if a.depth == 0 || t.Blocks == 0 {
+		return ap
+	}
+	snap, err := a.probes.Snapshot(pid)
+	if err != nil {
+		return ap
+	}
+	sites, _ := snap.Sites()
+	ap.Sites, ap.NSites = sites[:min(auditSites, len(sites))], len(sites)
+	if p != nil && p.maps != nil {
+		maps, hist := p.maps, &p.hist
+		ap.Frames = func(pcs []uint64) []stacks.Frame { return a.sym.SymbolizeWithHistory(pid, maps, hist, pcs) }
+	}
+	return ap
+}
+
+// reap keeps the final figures of the processes that ended (not in alive),
+// their frames named now, while their maps are known, and drops their
+// blocks from the table.
+func (a *auditor) reap(alive map[int]bool) {
+	var gone []int
+	for pid := range a.procs {
+		if !alive[pid] && !processAlive(pid) {
+			gone = append(gone, pid)
+		}
+	}
+	// Reading the whole table costs: it is read when a known process
+	// ended, and every auditUnseenScans scans for processes that ended
+	// before a scan saw them (their blocks are in the table, their names
+	// unknown).
+	a.scans++
+	if len(gone) == 0 && a.scans%auditUnseenScans != 0 {
+		return
+	}
+	totals, err := a.probes.Totals()
+	if err != nil {
+		return
+	}
+	for pid := range totals {
+		if _, ok := a.procs[pid]; !ok && !alive[pid] && !processAlive(pid) {
+			gone = append(gone, pid)
+		}
+	}
+	for _, pid := range gone {
+		p := a.procs[pid]
+		delete(a.procs, pid)
+		t := totals[pid]
+		if t.Blocks > 0 {
+			ap := a.figures(pid, t, p)
+			ap.Exited = true
+			if p == nil {
+				ap.Comm = "ended before it was looked at"
+			}
+			ap.Resolved = make([][]stacks.Frame, len(ap.Sites))
+			for i, s := range ap.Sites {
+				if len(s.Frames) > 0 {
+					ap.Resolved[i] = output.Resolve(s.Frames, ap.Frames)
+				}
+			}
+			ap.Frames = nil
+			a.keepExited(ap)
+		}
+		a.probes.Forget(pid)
+	}
+}
+
+// keepExited keeps ap among the largest auditKeptExits ended processes.
+func (a *auditor) keepExited(ap output.AuditProcess) {
+	a.exited = append(a.exited, ap)
+	if len(a.exited) <= auditKeptExits {
+		return
+	}
+	slices.SortStableFunc(a.exited, byAdded)
+	a.exited = a.exited[:auditKeptExits]
+	a.dropped++
+}
+
+// byAdded ranks processes by the bytes, then the blocks, they added, then
+// by PID.
+func byAdded(x, y output.AuditProcess) int {
+	switch {
+	case x.Added.Bytes != y.Added.Bytes:
+		if x.Added.Bytes > y.Added.Bytes {
+			return -1
+		}
+		return 1
+	case x.Added.Blocks != y.Added.Blocks:
+		if x.Added.Blocks > y.Added.Blocks {
+			return -1
+		}
+		return 1
+	}
+	return x.PID - y.PID
+}
+
+// summary writes the ranking of the live processes and the ended ones.
+func (a *auditor) summary(w io.Writer) {
+	totals, err := a.probes.Totals()
+	if err != nil {
+		fmt.Fprintf(w, "mdtrace: %v\n", err)
+		return
+	}
+	aud := &output.Audit{Elapsed: time.Since(a.start), Shown: auditTop, Dropped: a.dropped, KeptExits: auditKeptExits}
+	if a.depth > 0 {
+		aud.Sites = auditSites
+	}
+	for pid, t := range totals {
+		p := a.procs[pid]
+		if p == nil && !processAlive(pid) {
+			// Gone since the last scan: reap keeps its figures.
+			continue
+		}
+		aud.Processes = append(aud.Processes, output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}})
+	}
+	aud.Processes = append(aud.Processes, a.exited...)
+	slices.SortStableFunc(aud.Processes, byAdded)
+	// Names, sites and frames for the processes listed: all of them in
+	// JSON, the first auditTop in text.
+	listed := len(aud.Processes)
+	if a.flags.Format != "json" {
+		listed = min(listed, auditTop)
+	}
+	for i := range aud.Processes {
+		ap := &aud.Processes[i]
+		aud.Total.Blocks += ap.Added.Blocks
+		aud.Total.Bytes += ap.Added.Bytes
+		if ap.Exited || i >= listed {
+			continue
+		}
+		p := a.procs[ap.PID]
+		if p == nil {
+			// Not scanned yet: seen now.
+			a.seen(ap.PID)
+			p = a.procs[ap.PID]
+		} else {
+			a.refresh(p)
+		}
+		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes}, p)
+	}
+	var err2 error
+	if a.flags.Format == "json" {
+		err2 = output.WriteAuditJSON(w, aud, time.Now())
+	} else {
+		err2 = output.WriteAuditText(w, aud)
+	}
+	if err2 != nil {
+		fmt.Fprintf(os.Stderr, "mdtrace: writing the summary: %v\n", err2)
+	}
+}
+
+// readComm is process pid's command name, "" if it is gone.
+func readComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// readCgroup is process pid's cgroup in the unified hierarchy (the "0::"
+// line), or else its first hierarchy's; "" if unknown.
+func readCgroup(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return ""
+	}
+	first := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			return f[2]
+		}
+		if first == "" {
+			first = f[2]
+		}
+	}
+	return first
+}
