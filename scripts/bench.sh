@@ -189,6 +189,22 @@ sample() {
 			echo fail
 		fi
 		;;
+	python3 | cc1plus)
+		# Whole runs of Debian's own programs, wall clock: python3 on
+		# $py_script; gcc's C++ compiler proper on a preprocessed
+		# translation unit of the standard library's containers.
+		local args=(/usr/bin/python3 -c "$py_script")
+		if [[ $wl == cc1plus ]]; then
+			args=("$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null)
+		fi
+		t0=$EPOCHREALTIME
+		if run_config "$cfg" "${args[@]}" </dev/null >"$tmp/out.$cfg" 2>"$tmp/err.$cfg"; then
+			t1=$EPOCHREALTIME
+			awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", (b - a) * 1000}'
+		else
+			echo fail
+		fi
+		;;
 	sqlite3 | true)
 		# sqlite3's timer gives each statement's CPU time (user and
 		# system, which holds the probes'): their sum, in
@@ -226,13 +242,15 @@ declare -A fast=([native]=1 [shimsites]=1 [shimsample]=1 [shim]=1 [jenative]=1)
 declare -A med  # WORKLOAD/CONFIG: median
 declare -A runs # WORKLOAD/CONFIG: the measurements, in round order
 declare -A why # WORKLOAD/CONFIG: why there is none
-declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [newpairs]="ns/pair" [chain]="ns/pair" [chainfp]="ns/pair" [sqlite3]="ms" [procs]="ms/child")
+declare -A unit=([pairs]="ns/pair" [pairs_mt]="ns/pair" [newpairs]="ns/pair" [chain]="ns/pair" [chainfp]="ns/pair" [sqlite3]="ms" [procs]="ms/child" [python3]="ms" [cc1plus]="ms")
 declare -A title=(
 	[chain]="testdata/chain_gcc_o2 $N: pairs 14 frames deep, -O2 without frame pointers (native: $FAST_N)"
 	[chainfp]="testdata/chain_o0 $N: the same chain with frame pointers, -O0 (native: $FAST_N)"
 	[pairs]="testdata/pairs $N: malloc/free pairs (rows without probes: $FAST_N)"
 	[pairs_mt]="testdata/pairs_mt $N $THREADS: pairs in $THREADS threads, wall clock (rows without probes: $FAST_N)"
 	[sqlite3]="sqlite3 < $sql: whole run (wall clock)"
+	[python3]="Debian's python3 building, serializing and parsing 20000 dicts: whole run (wall clock)"
+	[cc1plus]="gcc's cc1plus -O1 on a preprocessed unit of <map>, <string>, <vector>, <iostream>: whole run (wall clock)"
 	[procs]="sh running /bin/true $PROCS times: wall clock per child, mdtrace's start and exit included"
 	[newpairs]="testdata/newpairs $N: C++ new/delete and new[]/delete[] pairs (rows without probes: $FAST_N)"
 )
@@ -240,7 +258,7 @@ declare -A title=(
 # delete under glibc's libstdc++ (new calls malloc; without the shim its
 # operator new has a probe of its own for backtraces) and under jemalloc
 # (its own operators, probed as allocation functions).
-declare -A only=([newpairs]="native attach sites nobatch jenative jeattach" [chain]="native attach sites nobatch heaptrack" [chainfp]="native attach sites nobatch heaptrack")
+declare -A only=([python3]="native attach sites nobatch sample64k heaptrack memcheck" [cc1plus]="native attach sites nobatch sample64k heaptrack memcheck" [newpairs]="native attach sites nobatch jenative jeattach" [chain]="native attach sites nobatch heaptrack" [chainfp]="native attach sites nobatch heaptrack")
 
 # bench WORKLOAD: measures every configuration and prints the table.
 bench() {
@@ -384,7 +402,23 @@ if command -v sqlite3 >/dev/null 2>&1; then
 else
 	echo "sqlite3 not installed: its workload is skipped"
 fi
-for wl in "${workloads[@]}" newpairs chain chainfp procs; do
+# The real programs: Debian's python3, and gcc's C++ compiler proper on a
+# unit preprocessed here once.
+py_script='import json; d = [{"k%d" % i: [i, str(i), {"x": i * 2.5}]} for i in range(20000)]; s = json.dumps(d); assert len(json.loads(s)) == 20000'
+cc1plus=$(ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1plus 2>/dev/null | tail -1)
+realprogs=()
+if [[ -x /usr/bin/python3 ]]; then
+	realprogs+=(python3)
+else
+	echo "python3 not installed: its workload is skipped"
+fi
+if [[ -n $cc1plus ]] && printf '#include <map>\n#include <string>\n#include <vector>\n#include <iostream>\nint main() { std::map<std::string, std::vector<int>> m; m["a"].push_back(1); std::cout << m.size(); }\n' |
+	g++ -E -x c++ - -o "$tmp/unit.ii" 2>/dev/null; then
+	realprogs+=(cc1plus)
+else
+	echo "g++ and its cc1plus not installed: their workload is skipped"
+fi
+for wl in "${workloads[@]}" "${realprogs[@]}" newpairs chain chainfp procs; do
 	bench "$wl"
 done
 echo
@@ -414,6 +448,14 @@ done
 for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
 		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
+done
+# The real programs, side by side: each mode and tool against the native
+# run, and launch mode against heaptrack, whole runs (start-up included).
+for wl in "${realprogs[@]}"; do
+	for cfg in attach sites nobatch sample64k heaptrack memcheck; do
+		printf '  %-9s %-44s %8s  (for information)\n' "$wl" "${label[$cfg]} / native" "$(paired "${runs[$wl/$cfg]:-}" "${runs[$wl/native]:-}")x"
+	done
+	target "$wl" "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
 done
 # Unwinding without frame pointers: the same modes on the same chain with
 # and without frame pointers, and against heaptrack, which unwinds each
