@@ -70,6 +70,9 @@ func (s *session) rememberLibrary(lib tracer.Library) bool {
 		return false
 	}
 	p.hist.AddLibrary(path, lib.Base)
+	if s.shim != "" && filepath.Base(path) == filepath.Base(s.shim) {
+		s.shimLoaded(p)
+	}
 	if tracer.MaybeCxxRuntime(path) {
 		// The loader names it in the process's root.
 		if f, err := stacks.ResolveFile(lib.PID, path); err == nil {
@@ -112,5 +115,23 @@ func (s *session) rememberMaps(p *proc) {
 		if tracer.MaybeCxxRuntime(m.Path) {
 			s.probeRuntime(p, stacks.MappedFile(p.pid, &m))
 		}
+	}
+}
+
+// shimLoaded gives the shim a process has just loaded (a program it
+// executed, whose shim starts from the options' state) the state of
+// backtraces that signal 45 left, when it toggled them since the start.
+// What the program allocates before the loader's notice is read keeps the
+// options' state.
+func (s *session) shimLoaded(p *proc) {
+	if !s.cfg.BacktraceEnableOnSignal {
+		return
+	}
+	on := s.btOn.Load()
+	if on == (s.cfg.BacktraceEnabled || !s.cfg.BacktraceEnableOnSignal) {
+		return
+	}
+	if err := tracer.SetShimBacktrace(p.pid, s.shim, on); err != nil {
+		s.notice("toggling backtraces: %v", err)
 	}
 }

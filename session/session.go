@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,8 +55,8 @@ type session struct {
 	rec               *recorder // record_allocs
 	proc              *tracer.Process
 
-	// mu serializes the reports and guards the procs' finished flags
-	// and btOn; pmu, taken after mu if both are, guards procs and each
+	// mu serializes the reports and guards the procs' finished flags;
+	// pmu, taken after mu if both are, guards procs and each
 	// proc's prog and libs. The library watcher takes only pmu, so a
 	// report can wait for it while holding mu.
 	mu    sync.Mutex
@@ -70,8 +71,10 @@ type session struct {
 	// programPaths are, in program mode, the paths that the processes
 	// matched executed (their parent's, for forks), under pmu.
 	programPaths map[int]string
-	btOn         bool
-	start        time.Time // when tracing began
+	// btOn is whether backtraces are on (signal 45 toggles them); the
+	// library watcher reads it too, which takes no mu.
+	btOn  atomic.Bool
+	start time.Time // when tracing began
 	// sigCount counts the malloc debug signals sent to mdtrace, which the
 	// Go runtime merges when they come faster than mdtrace takes them (nil
 	// if it could not be loaded); sigSeen are the counts already acted on,
@@ -159,12 +162,12 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		depth = options.DefaultBacktraceFrames
 	}
 	s.depth = depth
-	s.btOn = cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal
+	s.btOn.Store(cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal)
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
 		StackDepth:        depth,
 		BacktraceMinSize:  cfg.BacktraceMinSizeBytes,
 		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
-		BacktraceOff:      !s.btOn,
+		BacktraceOff:      !s.btOn.Load(),
 		MaxAllocs:         flags.MaxAllocs,
 		Record:            cfg.Has(options.RecordAllocs) || flags.Stats,
 		NoAllocBacktraces: !cfg.Has(options.Backtrace),

@@ -135,10 +135,8 @@ func (s *session) debugSignal(sig int, procs []*proc) bool {
 			s.notice("signal %d ignored: toggling backtraces needs the backtrace_enable_on_signal option", sig)
 			return false
 		}
-		s.mu.Lock()
-		s.btOn = !s.btOn
-		on := s.btOn
-		s.mu.Unlock()
+		on := !s.btOn.Load()
+		s.btOn.Store(on)
 		if err := s.probes.SetBacktrace(on); err != nil {
 			s.notice("toggling backtraces: %v", err)
 		}

@@ -119,6 +119,47 @@ func TestSignal45AtNextAllocation(t *testing.T) {
 	}
 }
 
+// TestSignal45AcrossExec: backtraces toggled on by signal 45 stay on in a
+// program a traced process executes afterwards, whose shim starts from the
+// options' state: mdtrace gives it the toggled one when the loader says it
+// is loaded. The block the program leaks once it has said "ready" has its
+// backtrace in every launch mode.
+func TestSignal45AcrossExec(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := start(t, mdtraceBin, modeFlag(mode.flag), "-o", "backtrace_enable_on_signal leak_track backtrace_dump_prefix="+dir+"/h",
+				"--log", dir+"/log", "--ready-file", dir+"/ready", "--", "sh", "-c", "read line && exec "+prog("toggle"))
+			waitFile(t, dir+"/ready")
+			pid := strings.TrimSpace(readFile(t, dir+"/ready"))
+			// 45 comes before 47: once the dump is there, backtraces are on.
+			m.cmd.Process.Signal(syscall.Signal(options.BacktraceEnableSignal))
+			m.cmd.Process.Signal(syscall.Signal(options.BacktraceDumpSignal))
+			waitFile(t, fmt.Sprintf("%s/h.%s.txt", dir, pid))
+			io.WriteString(m.stdin, "exec\n")
+			m.expectLine(t, "ready")
+			// The loader's notice of the new program's libraries is read
+			// within milliseconds; its shim then has the toggled state.
+			time.Sleep(200 * time.Millisecond)
+			io.WriteString(m.stdin, "go\n")
+			m.expectLine(t, "done")
+			m.stdin.Close()
+			if code := m.wait(t); code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			report := normalizeLeakReport(t, logMessages(t, readFile(t, dir+"/log"), ""), prog("toggle"))
+			want := "+++ testdata/toggle leaked block of size 2222 at 0xPTR (leak 1 of 2)\n" +
+				"Backtrace at time of allocation:\n" +
+				"          #00  pc PC  toggle (leak_after+OFF)\n" +
+				"          #01  pc PC  toggle (main+OFF)\n"
+			if !strings.Contains(report, want) {
+				t.Errorf("leak report:\n%s\nwant in it:\n%s", report, want)
+			}
+		})
+	}
+}
+
 // signalsActedOn counts, in a log, the signals sig that mdtrace acted on:
 // each line of an action is one, but where a line says the signal came N
 // times, which is N.
