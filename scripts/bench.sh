@@ -38,7 +38,7 @@
 # building bin/mdbench; `make bench` does all of it)
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
-# the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3),
+# the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
 # THREADS (4), PROCS (100), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
@@ -620,12 +620,16 @@ done
 # heap dump gives the live blocks and bytes; the error is the estimate's
 # against the exact run's.
 echo
-echo "--sample-bytes estimates against exact tracing, testdata/sampled (24000 blocks, 13568000 bytes leaked), $ROUNDS runs each:"
+# The errors are signed: their mean, with its 95% confidence interval
+# (1.96 standard errors), says whether the estimate is biased; the mean of
+# their sizes says how far one run is off. SAMPLE_RUNS runs each.
+SAMPLE_RUNS=${SAMPLE_RUNS:-20}
+echo "--sample-bytes estimates against exact tracing, testdata/sampled (24000 blocks, 13568000 bytes leaked), $SAMPLE_RUNS runs each:"
 dump_totals() { awk '/^z / {n += $6; b += $4 * $6} END {print n + 0, b + 0}' "$1"; }
 exact=""
 for interval in 0 4096 65536; do
 	errs_n="" errs_b=""
-	for ((r = 0; r < ROUNDS; r++)); do
+	for ((r = 0; r < SAMPLE_RUNS; r++)); do
 		rm -f "$tmp"/est.*
 		flag=()
 		if ((interval > 0)); then
@@ -645,7 +649,14 @@ for interval in 0 4096 65536; do
 		echo "  exact tracing: $exact (blocks, bytes)"
 		continue
 	fi
-	summary() { tr ' ' '\n' | grep -v '^$' | awk '{s += ($1 < 0 ? -$1 : $1); if (($1 < 0 ? -$1 : $1) > m) m = ($1 < 0 ? -$1 : $1)} END {printf "mean |error| %.2f%%, max %.2f%%", s / NR, m}'; }
+	summary() {
+		tr ' ' '\n' | grep -v '^$' | awk '{
+			a = $1 < 0 ? -$1 : $1; s += a; if (a > m) m = a
+			sum += $1; sq += $1 * $1; n++
+		} END {
+			mean = sum / n; sd = n > 1 ? sqrt((sq - n * mean * mean) / (n - 1)) : 0
+			printf "mean |error| %.2f%%, max %.2f%%, mean error %+.2f%% +- %.2f%% (95%%)", s / n, m, mean, 1.96 * sd / sqrt(n) }'
+	}
 	echo "  --sample-bytes $interval: blocks $(summary <<<"$errs_n"); bytes $(summary <<<"$errs_b")"
 done
 
