@@ -166,10 +166,12 @@ const (
 // power of two less one, BATCH_WORDS at least.
 const BatchMask = 1023
 
-// The flags of mdshim_site_batch, from the shim to the probes: REGISTER
-// tells them of a thread's new buffer, RETIRE of its end, INHERITED that a
-// fork child hands over calls made before the fork (its blocks are not a
-// zygote child's own).
+// How many frees the probes keep aside for one address, whose allocation
+// is still in a batch (bpf/batch.h): each under the address with its way
+// number in the low bits, which an allocation's address never has (every
+// allocator aligns blocks to 8 bytes at least).
+const OrphanWays = 8
+
 const (
 	BatchRegister  = 1
 	BatchRetire    = 2

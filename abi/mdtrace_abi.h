@@ -213,6 +213,14 @@ enum record_type {
  * fork child hands over calls made before the fork (its blocks are not a
  * zygote child's own).
  */
+/*
+ * How many frees the probes keep aside for one address, whose allocation
+ * is still in a batch (bpf/batch.h): each under the address with its way
+ * number in the low bits, which an allocation's address never has (every
+ * allocator aligns blocks to 8 bytes at least).
+ */
+#define ORPHAN_WAYS 8
+
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2
 #define BATCH_INHERITED 4

@@ -163,7 +163,6 @@ static __always_inline void pair_matched(struct batch_space *sp)
  * is kept under the block's key with a way number in the address's low
  * bits, which an allocation's address never has.
  */
-#define ORPHAN_WAYS 4
 
 static __always_inline struct alloc_key orphan_key(const struct alloc_key *key, u32 way)
 {

@@ -3,8 +3,10 @@
 package tracer
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -39,7 +41,7 @@ type pendingCall struct {
 // the probes keep aside for it, by address, with their epochs.
 type pendingCalls struct {
 	calls   []pendingCall
-	orphans map[uint64]uint64
+	orphans map[uint64][]uint64
 }
 
 // drained is the count of batches the probes drained at their threads' ends.
@@ -140,42 +142,87 @@ func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 
 // addPending applies the calls of a process's batches to its snapshot,
 // read after them. A batch's blocks stay allocated until the probes have
-// its frees, so a pending free's block cannot have been handed out again,
-// and a block freed while its allocation is pending is the same block: a
-// pending allocation and a pending free of one address cancel. A pending
-// allocation already in the snapshot was handed over meanwhile (a thread
-// ending); one whose free the probes kept aside (orphans) is gone.
+// its frees, so a pending free's block cannot have been handed out again:
+// a pending free of an address takes the pending allocation of that
+// address, whichever thread's batch holds it and in whatever order the
+// batches were read, and else the snapshot's block. A pending allocation
+// whose free the probes kept aside (orphans: written before the kept
+// free's epoch) is gone; one already in the snapshot was handed over
+// meanwhile (a thread ending). The same address can have two pending
+// allocations: one freed at the unbatched site (kept aside), then the
+// block's next life.
 func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 	calls := pending.calls
 	if len(calls) == 0 {
 		return
 	}
-	allocs := map[uint64]*pendingCall{}
-	frees := map[uint64]bool{}
+	allocs := map[uint64][]*pendingCall{}
+	frees := map[uint64]int{}
 	for i := range calls {
 		c := &calls[i]
-		switch {
-		case !c.free:
-			allocs[c.ptr] = c
-		case allocs[c.ptr] != nil:
-			delete(allocs, c.ptr)
-		default:
-			frees[c.ptr] = true
+		if c.free {
+			frees[c.ptr]++
+		} else {
+			allocs[c.ptr] = append(allocs[c.ptr], c)
+		}
+	}
+	// Kept frees and pending allocations cancel as the probes will
+	// cancel them: each allocation, the earliest first, against the
+	// earliest kept free after it (take_kept_free).
+	for ptr, kept := range pending.orphans {
+		list := allocs[ptr]
+		if len(list) == 0 {
+			continue
+		}
+		slices.Sort(kept)
+		slices.SortFunc(list, func(x, y *pendingCall) int { return cmp.Compare(x.epoch, y.epoch) })
+		left := list[:0:0]
+		used := make([]bool, len(kept))
+		for _, c := range list {
+			taken := false
+			for i, e := range kept {
+				if !used[i] && c.epoch < e {
+					used[i], taken = true, true
+					break
+				}
+			}
+			if !taken {
+				left = append(left, c)
+			}
+		}
+		allocs[ptr] = left
+	}
+	// A pending free takes the latest pending allocation of its address,
+	// else the snapshot's block.
+	freed := map[uint64]bool{}
+	for ptr, n := range frees {
+		for ; n > 0; n-- {
+			list := allocs[ptr]
+			if len(list) == 0 {
+				freed[ptr] = true
+				break
+			}
+			latest := 0
+			for i, c := range list {
+				if c.epoch >= list[latest].epoch {
+					latest = i
+				}
+			}
+			allocs[ptr] = append(list[:latest:latest], list[latest+1:]...)
 		}
 	}
 	kept := snap.Allocs[:0]
 	for _, a := range snap.Allocs {
-		if frees[a.Ptr] {
+		if freed[a.Ptr] {
 			continue
 		}
-		delete(allocs, a.Ptr)
+		// Handed over meanwhile: the snapshot has it.
+		if list := allocs[a.Ptr]; len(list) > 0 {
+			allocs[a.Ptr] = list[1:]
+		}
 		kept = append(kept, a)
 	}
 	snap.Allocs = kept
-	if len(allocs) == 0 {
-		return
-	}
-	orphans := pending.orphans
 	zygote := false
 	var one uint32
 	if p.objs.Zygotes.Lookup(uint32(snap.PID), &one) == nil {
@@ -183,10 +230,13 @@ func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 	}
 	var on uint32
 	btOn := p.objs.BacktraceOn.Get(&on) == nil && on != 0
-	for _, c := range allocs {
-		if e, ok := orphans[c.ptr]; ok && c.epoch < e {
-			continue
-		}
+	// By address: the map's order would change from one snapshot to the next.
+	var left []*pendingCall
+	for _, list := range allocs {
+		left = append(left, list...)
+	}
+	slices.SortFunc(left, func(x, y *pendingCall) int { return cmp.Compare(x.ptr, y.ptr) })
+	for _, c := range left {
 		a := leak.Alloc{Ptr: c.ptr, Size: c.size, Zygote: zygote}
 		if btOn && p.allocBacktraces && c.size >= p.btMin && c.size <= p.btMax && len(c.frames) > 0 {
 			a.StackID = stackHash(c.frames, c.cut)
@@ -223,11 +273,14 @@ func (p *Probes) keptFrees(pick func(*bpf.MdtraceAllocKey) bool) ([]bpf.MdtraceA
 
 // orphansOf returns the frees the probes keep aside for process tgid, by
 // address, with their epochs.
-func (p *Probes) orphansOf(tgid int) map[uint64]uint64 {
+func (p *Probes) orphansOf(tgid int) map[uint64][]uint64 {
 	keys, epochs := p.keptFrees(p.blocksOf(tgid))
-	out := make(map[uint64]uint64, len(keys))
+	out := make(map[uint64][]uint64, len(keys))
 	for i, k := range keys {
-		out[k.Ptr] = epochs[i]
+		// A block's kept frees are under its address with a way number
+		// in its low bits (bpf/batch.h, orphan_key).
+		ptr := k.Ptr &^ (abi.OrphanWays - 1)
+		out[ptr] = append(out[ptr], epochs[i])
 	}
 	return out
 }
