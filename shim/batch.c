@@ -88,13 +88,17 @@ static size_t (*g_usable_size)(void *);
 static __thread struct md_batch_thread *t_batch __attribute__((tls_model("initial-exec")));
 
 /*
- * A free of a block that the thread gave back to glibc itself, and that
- * no batched allocation of the thread has returned since, is most likely
- * a double free: glibc may catch it only at once (a fast bin's first
- * block, a chunk of another arena), so it goes to the unbatched site and
- * glibc at once. The blocks are kept by a hash of their address, the
- * newest in a slot winning; a block another thread got back from glibc
- * meanwhile and passed on merely goes unbatched.
+ * A free of a block that the thread took back with its allocation (pair())
+ * and gave to glibc at once, and that no batched allocation of the thread
+ * has returned since, is most likely a double free: glibc may catch it
+ * only at once (a fast bin's first block, a chunk of another arena), so it
+ * goes to the unbatched site and glibc at once. The blocks are kept by a
+ * hash of their address, the newest in a slot winning; a block another
+ * thread got back from glibc meanwhile and passed on merely goes
+ * unbatched. Blocks a hand-over gives back are not kept: those are the
+ * frees of blocks passed between threads, mostly, whose addresses come
+ * back to other threads, and each such free going unbatched would keep
+ * one more free aside in the probes.
  */
 static inline unsigned given_slot(const void *ptr)
 {
@@ -139,7 +143,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		 */
 		if (bt->keyed & (1ULL << i))
 			((uintptr_t *)bt->held[i])[1] = bt->word8[i];
-		give_back(bt, bt->held[i]);
+		md_real_free(bt->held[i]);
 	}
 	bt->nheld = 0;
 	bt->keyed = 0;
@@ -486,9 +490,9 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
  * free already (or that ends past the heap). A fast-bin block freed twice
  * is caught by glibc only when it is the bin's first, and a block of
  * another arena by checks of the arena's own: neither is checked here, but
- * a block the thread gave back itself is (given_slot()). A block that only
- * looks suspect (the program's data at offset 8 equal to a key) merely
- * goes unbatched.
+ * a block the thread took back with its allocation and freed is
+ * (given_slot()). A block that only looks suspect (the program's data at
+ * offset 8 equal to a key) merely goes unbatched.
  */
 static inline bool suspect(void *ptr)
 {
