@@ -92,3 +92,17 @@ func TestSortListMatchesStableSort(t *testing.T) {
 		}
 	}
 }
+
+// Sort puts the allocations in place in the stable sort's order, ties
+// (repeated pointers) included, and leaves no sort state in them.
+func TestSortInPlaceMatchesStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		s := randomSnapshot(rng, 1+rng.IntN(300))
+		want := s.stableOrder(false)
+		s.Sort()
+		if !slices.Equal(s.Allocs, want) {
+			t.Fatalf("Sort differs from the stable sort:\n got %v\nwant %v", s.Allocs, want)
+		}
+	}
+}
