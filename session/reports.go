@@ -103,6 +103,7 @@ func (s *session) finish(p *proc) {
 			Progress:     s.reportProgress(p, len(snap.Allocs)),
 			Reachable:    reachable,
 			ReachableToo: s.flags.UnreachableFirst,
+			MaxLeaks:     s.flags.MaxLeaks,
 		})
 		// The report's bottom line, and the run's for standard error.
 		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
