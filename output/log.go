@@ -130,8 +130,11 @@ const logBufferSize = 256 << 10
 // and writing them took as long as making them. A LogBuffer is for one
 // goroutine; Flush writes what it holds, and returns once it is written.
 type LogBuffer struct {
-	l   *Log
-	buf []byte
+	l *Log
+	// clock is the Log's when the LogBuffer was made, read without the
+	// Log's lock, which its writing goroutine holds while it writes.
+	clock func() time.Time
+	buf   []byte
 	// full takes the buffers to write to the writing goroutine, which
 	// gives them back on empty once written, and closes done as it ends;
 	// nil while no goroutine is writing.
@@ -152,14 +155,14 @@ const logBuffersInFlight = 3
 
 // Buffer returns a LogBuffer that writes to l.
 func (l *Log) Buffer() *LogBuffer {
-	return &LogBuffer{l: l}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return &LogBuffer{l: l, clock: l.clock}
 }
 
 // Errorf adds a message at error priority (E), as Log.Errorf logs it.
 func (b *LogBuffer) Errorf(pid, tid int, format string, args ...any) {
-	b.l.mu.Lock()
-	now := b.l.clock()
-	b.l.mu.Unlock()
+	now := b.clock()
 	b.buf = appendMessage(b.buf, appendHeader(nil, now, 'E', b.l.tag, pid, tid), fmt.Sprintf(format, args...))
 	b.spill()
 }
@@ -167,9 +170,7 @@ func (b *LogBuffer) Errorf(pid, tid int, format string, args ...any) {
 // Stamp reads the clock for the messages of process pid and thread tid
 // that Add adds until the next Stamp.
 func (b *LogBuffer) Stamp(pid, tid int) {
-	b.l.mu.Lock()
-	now := b.l.clock()
-	b.l.mu.Unlock()
+	now := b.clock()
 	ms := now.UnixMilli()
 	if b.headerReusable && ms == b.stamp && pid == b.pid && tid == b.tid {
 		return
