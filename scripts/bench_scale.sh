@@ -12,15 +12,22 @@
 # Medians of ROUNDS runs; each run's output removed and synced before
 # the next, so that writing back the last one does not slow it.
 #
+# And start-up: from mdtrace's start to the launched command's main
+# (testdata/manyleaks 0, which writes the time as it returns from main at
+# once), without options and with backtrace leak_track, against the same
+# program run natively. Medians of STARTS runs.
+#
 # Usage: scripts/bench_scale.sh   (as root, after make build testprogs;
 # make bench runs it at its end)
-# Environment: BLOCKS (1000000), FEW (1000), ROUNDS (3), SETTLE (0.3).
+# Environment: BLOCKS (1000000), FEW (1000), ROUNDS (3), STARTS (10),
+# SETTLE (0.3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C
 BLOCKS=${BLOCKS:-1000000}
 FEW=${FEW:-1000}
 ROUNDS=${ROUNDS:-3}
+STARTS=${STARTS:-10}
 SETTLE=${SETTLE:-0.3}
 for f in bin/mdtrace testdata/manyleaks; do
 	[[ -e $f ]] || { echo "bench_scale.sh: no $f: run make build testprogs" >&2; exit 1; }
@@ -84,4 +91,39 @@ for kind in leak dump; do
 	row "$what: process exit to mdtrace exit, s per 1M blocks" "$per_m" "<=" 1
 	row "  mdtrace's peak RSS beyond its fixed cost, B per block" "$per_b" "<=" 100
 	echo "    peak RSS $((k / 1024)) MB at $BLOCKS blocks, $((f / 1024)) MB at $FEW; exit to exit $s s (runs: $secs)"
+done
+
+# start_run [OPTIONS]: one launch, the ms from its start to the command's
+# main; natively without OPTIONS "native".
+start_run() {
+	local t0 ex
+	sleep "$SETTLE"
+	t0=$EPOCHREALTIME
+	if [[ ${1:-} == native ]]; then
+		testdata/manyleaks 0 2>"$tmp/err" || return 1
+	else
+		bin/mdtrace "$@" --log "$tmp/log" -- testdata/manyleaks 0 >/dev/null 2>"$tmp/err" || return 1
+	fi
+	ex=$(awk '/^exit / {print $2}' "$tmp/err")
+	awk -v a="$t0" -v b="$ex" 'BEGIN {printf "%.1f\n", (b - a) * 1000}'
+}
+
+echo
+echo "start-up: from the start to the launched command's main, ms, medians of $STARTS runs:"
+for cfg in native plain bt; do
+	times=""
+	for ((r = 0; r < STARTS; r++)); do
+		case $cfg in
+		native) t=$(start_run native) ;;
+		plain) t=$(start_run) ;;
+		bt) t=$(start_run -o "backtrace leak_track") ;;
+		esac
+		times+="$t "
+	done
+	m=$(median <<<"$times")
+	case $cfg in
+	native) printf '  %-58s %8s  (for information)\n' "natively" "$m" ;;
+	plain) row "mdtrace -- CMD" "$m" "<=" 20 ;;
+	bt) row "mdtrace -o \"backtrace leak_track\" -- CMD" "$m" "<=" 20 ;;
+	esac
 done
