@@ -200,6 +200,14 @@ func (s *session) exiting(pid int) {
 	if p == nil {
 		return
 	}
+	s.pmu.Lock()
+	first := pid == s.pid
+	s.pmu.Unlock()
+	if first {
+		// The first process's exit ends the run: its probes, which
+		// can fire no more, are closed while its reports are written.
+		s.probes.CloseLinks(pid)
+	}
 	s.finish(p)
 	s.probes.Release(pid)
 	if s.flags.Program != "" {
