@@ -231,14 +231,47 @@ func (w *leakWriter) write(snap *leak.Snapshot, marks []uint8, mark uint8) {
 		w.line = strconv.AppendUint(w.line, w.total, 10)
 		w.line = append(w.line, ')')
 		w.b.AddBytes(w.line)
-		if bt := w.bts.text(a); bt != "" {
-			w.b.Add("Backtrace at time of allocation:")
-			// A backtrace is one message, or with backtrace_full one
-			// message per frame: the same lines.
-			w.b.Add(bt)
-		}
+		w.backtrace(a)
 	}
 	w.summary()
+}
+
+// backtraceLine is the line before a leaked block's frames.
+const backtraceLine = "Backtrace at time of allocation:"
+
+// backtrace writes a leaked block's backtrace, if it has one. A backtrace
+// is one message, or with backtrace_full one message per frame: the same
+// lines. The lines of a cached backtrace are kept with their header while
+// it does not change (a millisecond, a thousand blocks or so), and copied
+// at once: formatting each block's lines had been most of the report's
+// own work.
+func (w *leakWriter) backtrace(a *leak.Alloc) {
+	bi := w.bts.get(a)
+	if bi.cached && bi.lines == nil && !bi.noLines && bi.text != "" {
+		// Room for its lines, or none: they are made each time then.
+		n := len(bi.text) + len(backtraceLine) + 1 + (strings.Count(bi.text, "\n")+1)*len(w.b.header)
+		if w.bts.linesKept+n <= maxCachedLines {
+			bi.lines = make([]byte, 0, n)
+			w.bts.linesKept += n
+		} else {
+			bi.noLines = true
+		}
+	}
+	if !bi.cached || bi.noLines {
+		if bt := w.bts.text(a); bt != "" {
+			w.b.Add(backtraceLine)
+			w.b.Add(bt)
+		}
+		return
+	}
+	if bi.text == "" {
+		return
+	}
+	if bi.linesGen != w.b.headerGen {
+		bi.lines = appendMessage(appendMessage(bi.lines[:0], w.b.header, backtraceLine), w.b.header, bi.text)
+		bi.linesGen = w.b.headerGen
+	}
+	w.b.addLines(bi.lines)
 }
 
 // keep counts a block beyond opts.MaxLeaks with the others of its
@@ -311,13 +344,17 @@ type backtraceCache struct {
 	// kept is how many bytes of formatted backtraces the cache holds:
 	// beyond maxCachedBacktraces, a backtrace is formatted again each
 	// time it is written, so that a report of millions of distinct
-	// backtraces stays within its memory.
-	kept int
+	// backtraces stays within its memory. linesKept is the same of their
+	// log lines (leakWriter.backtrace), up to maxCachedLines.
+	kept, linesKept int
 }
 
 // maxCachedBacktraces is how many bytes of formatted backtraces a report
-// keeps.
-const maxCachedBacktraces = 32 << 20
+// keeps, and maxCachedLines how many of their log lines.
+const (
+	maxCachedBacktraces = 32 << 20
+	maxCachedLines      = 16 << 20
+)
 
 type backtraceInfo struct {
 	suppressed bool
@@ -325,6 +362,11 @@ type backtraceInfo struct {
 	// each ended by a newline; "" without frames.
 	text   string
 	cached bool
+	// lines are its log lines, "Backtrace at time of allocation:" and
+	// the frames, with the header of the LogBuffer's headerGen linesGen.
+	lines    []byte
+	linesGen uint64
+	noLines  bool // no room was left for lines
 }
 
 func newBacktraceCache(snap *leak.Snapshot, frames func([]uint64) []stacks.Frame, full bool, suppress func([]stacks.Frame) bool) *backtraceCache {

@@ -247,3 +247,58 @@ func TestLeakReportMaxLeaks(t *testing.T) {
 		t.Errorf("%d suppression checks, want 4: one per backtrace and one for the blocks without", checked)
 	}
 }
+
+// TestLeakReportClockMoves: the lines of a block all carry the time read
+// for it, as the time moves on during the report, and say what they say
+// with a clock that stands still.
+func TestLeakReportClockMoves(t *testing.T) {
+	snap := &leak.Snapshot{PID: 9, Stacks: map[uint64][]uint64{1: {0x10, 0x20}, 2: {0x30}}, BacktraceSize: 16}
+	for i := range 60 {
+		snap.Allocs = append(snap.Allocs, leak.Alloc{Ptr: uint64(0x1000 + 16*i), Size: uint64(8 + i%5), StackID: uint64(i%3) % 3})
+	}
+	frames := func(pcs []uint64) []stacks.Frame {
+		var fs []stacks.Frame
+		for _, pc := range pcs {
+			fs = append(fs, stacks.Frame{PC: pc, RelPC: pc, MapName: "/bin/x", Func: "f", FuncOff: pc})
+		}
+		return fs
+	}
+	report := func(clock func() time.Time) string {
+		var buf bytes.Buffer
+		l := NewLog(&buf)
+		l.SetClock(clock)
+		LeakReport(l, "/bin/x", 9, 9, snap, frames)
+		return buf.String()
+	}
+	still := report(fixedClock)
+	now := fixedClock()
+	moving := report(func() time.Time {
+		now = now.Add(700 * time.Microsecond)
+		return now
+	})
+	const stampLen = len("04-15 12:35:33.304")
+	strip := func(s string) string {
+		var b strings.Builder
+		for line := range strings.Lines(s) {
+			b.WriteString(line[stampLen:])
+		}
+		return b.String()
+	}
+	if strip(moving) != strip(still) {
+		t.Fatalf("the report with a moving clock differs from the one with a clock that stands still:\n%s", moving)
+	}
+	stamps := map[string]bool{}
+	var blockStamp string
+	for line := range strings.Lines(moving) {
+		stamp := line[:stampLen]
+		stamps[stamp] = true
+		if strings.Contains(line, "+++ ") {
+			blockStamp = stamp
+		} else if stamp != blockStamp {
+			t.Fatalf("a line stamped %s in a block stamped %s: %q", stamp, blockStamp, line)
+		}
+	}
+	if len(stamps) < 20 {
+		t.Errorf("%d stamps in the report, want one a block or so", len(stamps))
+	}
+}

@@ -147,6 +147,9 @@ type LogBuffer struct {
 	stamp          int64 // the header's time, in milliseconds
 	pid, tid       int
 	headerReusable bool
+	// headerGen counts the headers made: what was formatted with one
+	// header can be used again while it is the same.
+	headerGen uint64
 }
 
 // logBuffersInFlight is how many buffers a LogBuffer may have: one filling,
@@ -177,6 +180,13 @@ func (b *LogBuffer) Stamp(pid, tid int) {
 	}
 	b.header = appendHeader(b.header[:0], now, 'E', b.l.tag, pid, tid)
 	b.stamp, b.pid, b.tid, b.headerReusable = ms, pid, tid, true
+	b.headerGen++
+}
+
+// addLines adds log lines made with the header of the last Stamp.
+func (b *LogBuffer) addLines(lines []byte) {
+	b.buf = append(b.buf, lines...)
+	b.spill()
 }
 
 // Add adds a message at error priority, as Errorf with "%s" does, stamped
