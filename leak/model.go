@@ -14,6 +14,11 @@ type Alloc struct {
 	// Zygote is set for allocations made by a process forked (without exec)
 	// from a traced process, after the fork.
 	Zygote bool
+	// While Snapshot.Sort runs, the length of the backtrace and the index
+	// in Snapshot.Allocs, which it sorts by; zero otherwise. They take
+	// room the fields above leave unused.
+	sortLen uint16
+	sortIdx uint32
 }
 
 // Snapshot is the live allocation table of one process at one moment.

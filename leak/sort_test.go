@@ -92,3 +92,22 @@ func TestSortListMatchesStableSort(t *testing.T) {
 		}
 	}
 }
+
+// Sort puts the allocations in place in the stable sort's order, ties
+// (repeated pointers) included, and leaves no sort state in them.
+func TestSortInPlaceMatchesStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 201 {
+		n := 1 + rng.IntN(300)
+		if i == 200 {
+			// Split between two goroutines.
+			n = 3 * parallelSortMin
+		}
+		s := randomSnapshot(rng, n)
+		want := s.stableOrder(false)
+		s.Sort()
+		if !slices.Equal(s.Allocs, want) {
+			t.Fatalf("Sort of %d allocations differs from the stable sort", n)
+		}
+	}
+}

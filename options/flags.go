@@ -48,6 +48,10 @@ type Flags struct {
 	// UnreachableFirst classifies the leak_track report at exit: the
 	// leaked blocks nothing points to first, then those still reachable.
 	UnreachableFirst bool
+	// MaxLeaks, when not 0, limits the leak_track report at exit to its
+	// first MaxLeaks blocks in Android's format; the rest are summed up by
+	// backtrace.
+	MaxLeaks uint64
 	// UnreachableContents adds the first bytes of each unreachable block
 	// to the checks of check_unreachable_on_signal, as libmemunreachable's
 	// log_contents does.
@@ -228,6 +232,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
 	fs.BoolVar(&f.UnreachableFirst, "unreachable-first", false, "with leak_track, check at exit which leaked blocks the process can still reach: list first those that nothing points to any more, then those still reachable from its globals, stacks, registers and TLS, each group under a line that counts it")
 	fs.BoolVar(&f.UnreachableContents, "unreachable-contents", false, "with check_unreachable_on_signal, log the first 32 bytes of each unreachable block in hex and ASCII, as libmemunreachable's log_contents does")
+	fs.Uint64Var(&f.MaxLeaks, "max-leaks", 0, "with leak_track, list the first `N` leaked blocks one by one in Android's format, and the rest by backtrace: how many blocks and bytes, and the backtrace once (0 lists them all; the bottom line counts them all)")
 	fs.BoolVar(&f.Stats, "stats", false, "at each process's exit, write statistics of its allocator calls on standard error, as heaptrack_print does: allocations and bytes, the peak of the live heap and when, temporary allocations, sizes by powers of two, and (with the backtrace option) the call sites that allocate the most and that hold the most at their peak; every call reaches a probe (slower, as record_allocs)")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
@@ -584,6 +589,8 @@ func CheckUnreachable(f *Flags, cfg *Config) error {
 		return errors.New("--unreachable-only is about the leak report at exit: it needs the leak_track option")
 	case f.UnreachableFirst && !cfg.Has(LeakTrack):
 		return errors.New("--unreachable-first is about the leak report at exit: it needs the leak_track option")
+	case f.MaxLeaks != 0 && !cfg.Has(LeakTrack):
+		return errors.New("--max-leaks is about the leak report at exit: it needs the leak_track option")
 	case f.UnreachableContents && !cfg.Has(CheckUnreachableOnSignal):
 		return errors.New("--unreachable-contents is about the checks of signal 48: it needs the check_unreachable_on_signal option (mdtrace unreachable --contents asks for a check with contents)")
 	}

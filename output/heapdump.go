@@ -30,6 +30,11 @@ type HeapDump struct {
 	// Records are the allocation records, normally a snapshot's
 	// UniqueList(false).
 	Records []leak.Record
+	// Snapshot, when set, stands for Records: the records are its
+	// UniqueList(false), made one by one as they are written instead of
+	// all at once (a record per block, 56 bytes, at worst). WriteHeapDump
+	// puts its Allocs in SortList order (leak.Snapshot.Sort).
+	Snapshot *leak.Snapshot
 	// Maps is the text of the process's /proc/PID/maps, written verbatim.
 	// Nil means that it could not be read.
 	Maps []byte
@@ -86,10 +91,15 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 	b = append(b, "Build fingerprint: '"...)
 	b = append(b, d.Fingerprint...)
 	b = append(b, "'\n\n"...)
+	records, total := len(d.Records), leak.TotalMemory(d.Records)
+	if d.Snapshot != nil {
+		d.Snapshot.Sort()
+		records, total = d.Snapshot.SortedTotals(false)
+	}
 	b = append(b, "Total memory: "...)
-	b = strconv.AppendUint(b, leak.TotalMemory(d.Records), 10)
+	b = strconv.AppendUint(b, total, 10)
 	b = append(b, "\nAllocation records: "...)
-	b = strconv.AppendInt(b, int64(len(d.Records)), 10)
+	b = strconv.AppendInt(b, int64(records), 10)
 	b = append(b, "\nBacktrace size: "...)
 	b = strconv.AppendInt(b, int64(d.BacktraceSize), 10)
 	b = append(b, "\n\n"...)
@@ -104,8 +114,8 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 		btInfo = map[framesKey]string{}
 		demangled = map[string]string{}
 	}
-	for i := range d.Records {
-		r := &d.Records[i]
+	i := 0
+	put := func(r *leak.Record) error {
 		b = appendRecord(b, r)
 		if d.BtInfo != nil && len(r.Frames) > 0 {
 			k := framesKey{&r.Frames[0], len(r.Frames)}
@@ -118,13 +128,28 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 			}
 		}
 		if d.Progress != nil && i > 0 && i%ProgressStep == 0 {
-			d.Progress("writing", i, len(d.Records))
+			d.Progress("writing", i, records)
 		}
+		i++
 		if len(b) >= 32<<10 {
 			if _, err := bw.Write(b); err != nil {
 				return err
 			}
 			b = b[:0]
+		}
+		return nil
+	}
+	if d.Snapshot != nil {
+		for r := range d.Snapshot.SortedRecords(false) {
+			if err := put(&r); err != nil {
+				return err
+			}
+		}
+	} else {
+		for i := range d.Records {
+			if err := put(&d.Records[i]); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -151,7 +176,7 @@ func WriteHeapDump(w io.Writer, d *HeapDump) error {
 		return err
 	}
 	if d.Progress != nil {
-		d.Progress("written", len(d.Records), len(d.Records))
+		d.Progress("written", records, records)
 	}
 	return nil
 }

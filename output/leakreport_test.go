@@ -2,6 +2,7 @@ package output
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +184,121 @@ func TestLeakReportFull(t *testing.T) {
 		"04-15 12:35:33.304  7412  7412 E malloc_debug:           #1  pc 0000000000000020  /system/bin/app\n"
 	if buf.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+// TestLeakReportMaxLeaks: with MaxLeaks, the first blocks are listed in
+// Android's format, numbered of all of them, and the rest are summed up by
+// backtrace, most bytes first, each backtrace once; the summary counts
+// them all. Each backtrace is resolved and checked against the
+// suppressions once, however many blocks have it.
+func TestLeakReportMaxLeaks(t *testing.T) {
+	snap := &leak.Snapshot{
+		PID: 7412,
+		Allocs: []leak.Alloc{
+			{Ptr: 0x1000, Size: 100, StackID: 1},
+			{Ptr: 0x2000, Size: 64, StackID: 2},
+			{Ptr: 0x3000, Size: 64, StackID: 1},
+			{Ptr: 0x4000, Size: 48, StackID: 2},
+			{Ptr: 0x5000, Size: 40, StackID: 1},
+			{Ptr: 0x6000, Size: 32, StackID: 2},
+			{Ptr: 0x7000, Size: 24},
+			{Ptr: 0x8000, Size: 24},
+			{Ptr: 0x9000, Size: 16, StackID: 3}, // suppressed
+			{Ptr: 0xa000, Size: 8, StackID: 3},  // suppressed
+			{Ptr: 0xb000, Size: 8, StackID: 2},
+		},
+		Stacks: map[uint64][]uint64{
+			1: {0x1100, 0x2200},
+			2: {0x1100, 0x3300},
+			3: {0x4400},
+		},
+		BacktraceSize: 16,
+	}
+	resolved := map[uint64]int{}
+	frames := func(pcs []uint64) []stacks.Frame {
+		resolved[pcs[len(pcs)-1]]++
+		var fs []stacks.Frame
+		for _, pc := range pcs {
+			fs = append(fs, stacks.Frame{PC: pc, RelPC: pc - 0x1000, MapName: "/usr/bin/prog", Func: fmt.Sprintf("f%x", pc), FuncOff: 4})
+		}
+		return fs
+	}
+	checked := 0
+	suppressed := func(fs []stacks.Frame) bool {
+		checked++
+		return len(fs) == 1 && fs[0].PC == 0x4400
+	}
+	var buf bytes.Buffer
+	l := NewLog(&buf)
+	l.SetClock(fixedClock)
+	sum := LeakReportWith(l, "/usr/bin/prog", 7412, 7412, snap, frames, LeakOptions{MaxLeaks: 3, Suppressed: suppressed})
+	l.Errorf(7412, 7412, "mdtrace: %s", sum)
+	checkGolden(t, "leak_report_max_leaks.txt", buf.Bytes())
+	if want := (LeakSummary{Blocks: 9, Bytes: 404, SuppressedBlocks: 2, SuppressedBytes: 24}); sum != want {
+		t.Errorf("summary %+v, want %+v", sum, want)
+	}
+	for pc, n := range resolved {
+		if n != 1 {
+			t.Errorf("the backtrace ending at %#x was resolved %d times, want once", pc, n)
+		}
+	}
+	if checked != 4 {
+		t.Errorf("%d suppression checks, want 4: one per backtrace and one for the blocks without", checked)
+	}
+}
+
+// TestLeakReportClockMoves: the lines of a block all carry the time read
+// for it, as the time moves on during the report, and say what they say
+// with a clock that stands still.
+func TestLeakReportClockMoves(t *testing.T) {
+	snap := &leak.Snapshot{PID: 9, Stacks: map[uint64][]uint64{1: {0x10, 0x20}, 2: {0x30}}, BacktraceSize: 16}
+	for i := range 60 {
+		snap.Allocs = append(snap.Allocs, leak.Alloc{Ptr: uint64(0x1000 + 16*i), Size: uint64(8 + i%5), StackID: uint64(i%3) % 3})
+	}
+	frames := func(pcs []uint64) []stacks.Frame {
+		var fs []stacks.Frame
+		for _, pc := range pcs {
+			fs = append(fs, stacks.Frame{PC: pc, RelPC: pc, MapName: "/bin/x", Func: "f", FuncOff: pc})
+		}
+		return fs
+	}
+	report := func(clock func() time.Time) string {
+		var buf bytes.Buffer
+		l := NewLog(&buf)
+		l.SetClock(clock)
+		LeakReport(l, "/bin/x", 9, 9, snap, frames)
+		return buf.String()
+	}
+	still := report(fixedClock)
+	now := fixedClock()
+	moving := report(func() time.Time {
+		now = now.Add(700 * time.Microsecond)
+		return now
+	})
+	const stampLen = len("04-15 12:35:33.304")
+	strip := func(s string) string {
+		var b strings.Builder
+		for line := range strings.Lines(s) {
+			b.WriteString(line[stampLen:])
+		}
+		return b.String()
+	}
+	if strip(moving) != strip(still) {
+		t.Fatalf("the report with a moving clock differs from the one with a clock that stands still:\n%s", moving)
+	}
+	stamps := map[string]bool{}
+	var blockStamp string
+	for line := range strings.Lines(moving) {
+		stamp := line[:stampLen]
+		stamps[stamp] = true
+		if strings.Contains(line, "+++ ") {
+			blockStamp = stamp
+		} else if stamp != blockStamp {
+			t.Fatalf("a line stamped %s in a block stamped %s: %q", stamp, blockStamp, line)
+		}
+	}
+	if len(stamps) < 20 {
+		t.Errorf("%d stamps in the report, want one a block or so", len(stamps))
 	}
 }

@@ -154,8 +154,9 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// TestLogBuffer: a LogBuffer writes the same lines as the Log would, in one
-// write per 64 KiB, and a message is never split between two writes.
+// TestLogBuffer: a LogBuffer writes the same lines as the Log would, by
+// Errorf or by Stamp and Add, in one write per 256 KiB, and a message is
+// never split between two writes.
 func TestLogBuffer(t *testing.T) {
 	var direct, buffered recordingWriter
 	dl, bl := NewLog(&direct), NewLog(&buffered)
@@ -166,13 +167,22 @@ func TestLogBuffer(t *testing.T) {
 	for i := range n {
 		msg := fmt.Sprintf("+++ leaked block %d\nBacktrace at time of allocation:\n          #00  pc %016x  /lib/x.so (f+%d)", i, i*16, i)
 		dl.Errorf(10, 11, "%s", msg)
-		b.Errorf(10, 11, "%s", msg)
-	}
-	if len(buffered.ends) == 0 {
-		t.Error("nothing written before the flush")
+		switch i % 3 {
+		case 0:
+			b.Errorf(10, 11, "%s", msg)
+		case 1:
+			b.Stamp(10, 11)
+			b.Add(msg)
+		default:
+			b.Stamp(10, 11)
+			b.AddBytes([]byte(msg))
+		}
 	}
 	b.Flush()
 	b.Flush() // nothing more to write
+	if len(buffered.ends) < 2 {
+		t.Errorf("buffered: %d writes of %d bytes, want them in pieces", len(buffered.ends), buffered.Len())
+	}
 	if buffered.String() != direct.String() {
 		t.Fatal("the buffered log differs from the direct one")
 	}

@@ -750,3 +750,8 @@ printf '  %-58s %12s  (for information)\n' "check for unreachable memory, s per 
 	"$(awk -v a="$read" -v b="$mark" 'BEGIN {if (a != "" && b != "") printf "%.2f s", a + b; else print "n/a"}')"
 echo "    the copy, the process stopped: ${read:-?} s; marking, folding, report: ${mark:-?} s ($(metric BenchmarkScan blocks) blocks of 32 to 2048 bytes, a word in eight a pointer to a random block: a worst case for the caches)"
 echo "  One sample each on this machine: figures vary by tens of percent between runs."
+
+# Exit reports of a million leaked blocks: time and memory (its own
+# script, which runs alone too).
+echo
+ROUNDS=$ROUNDS SETTLE=$SETTLE scripts/bench_scale.sh

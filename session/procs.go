@@ -36,11 +36,23 @@ func (s *session) ready(pid int) error {
 	s.pid = pid
 	s.procs[pid] = p
 	s.pmu.Unlock()
-	if err := s.attach(p, lib); err != nil {
+	// The unwind tables are made while the allocator is probed: both
+	// wait for RCU grace periods, 10 to 20 ms each here, which the
+	// process, held, waits for.
+	unwound := make(chan struct{})
+	go func() {
+		defer close(unwound)
+		s.loadUnwind(pid)
+	}()
+	err = s.attach(p, lib)
+	if err == nil {
+		s.probeRuntime(p, runtime)
+	}
+	<-unwound
+	if err != nil {
 		return err
 	}
-	s.probeRuntime(p, runtime)
-	s.watchImage(p)
+	s.watchLoader(p)
 	if s.flags.ReadyFile != "" {
 		if err := writeReadyFile(s.flags.ReadyFile, pid); err != nil {
 			return err
@@ -64,13 +76,18 @@ func (s *session) ready(pid int) error {
 // watchImage follows the libraries of the process's current program: its
 // loader's changes from now on, and its maps as they are.
 func (s *session) watchImage(p *proc) {
+	s.watchLoader(p)
+	s.loadUnwind(p.pid)
+}
+
+// watchLoader is watchImage but for the unwind tables.
+func (s *session) watchLoader(p *proc) {
 	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader.Name != "" {
 		if err := s.probes.WatchLibraries(p.pid, loader); err != nil {
 			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
 		}
 	}
 	s.rememberMaps(p)
-	s.loadUnwind(p.pid)
 }
 
 // loadUnwind gives the stack walk of process pid the unwind tables of the
@@ -182,6 +199,14 @@ func (s *session) exiting(pid int) {
 	p := s.traced(pid)
 	if p == nil {
 		return
+	}
+	s.pmu.Lock()
+	first := pid == s.pid
+	s.pmu.Unlock()
+	if first {
+		// The first process's exit ends the run: its probes, which
+		// can fire no more, are closed while its reports are written.
+		s.probes.CloseLinks(pid)
 	}
 	s.finish(p)
 	s.probes.Release(pid)

@@ -103,6 +103,7 @@ func (s *session) finish(p *proc) {
 			Progress:     s.reportProgress(p, len(snap.Allocs)),
 			Reachable:    reachable,
 			ReachableToo: s.flags.UnreachableFirst,
+			MaxLeaks:     s.flags.MaxLeaks,
 		})
 		// The report's bottom line, and the run's for standard error.
 		s.log.Errorf(p.pid, p.pid, "mdtrace: %s", sum)
@@ -193,7 +194,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 	d := &output.HeapDump{
 		Fingerprint:   output.BuildFingerprint(),
 		BacktraceSize: s.cfg.BacktraceFrames,
-		Records:       snap.UniqueList(false),
+		Snapshot:      snap,
 	}
 	if s.cfg.Has(options.BacktraceFull) {
 		d.BtInfo = s.frames(p, maps)
@@ -201,7 +202,7 @@ func (s *session) writeDump(p *proc, path string, snap *leak.Snapshot, maps *sta
 	if maps != nil {
 		d.Maps = maps.Raw
 	}
-	d.Progress = s.progress(p, "heap dump", "records", path, len(d.Records))
+	d.Progress = s.progress(p, "heap dump", "records", path, len(snap.Allocs))
 	s.log.Errorf(p.pid, p.pid, "Dumping to file: %s\n", path)
 	if err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
 		s.log.Errorf(p.pid, p.pid, "Unable to create file: %s", path)

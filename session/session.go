@@ -163,6 +163,15 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	s.depth = depth
 	s.btOn.Store(cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal)
+	// The signal counter's program is loaded beside the probes: each is
+	// tens of milliseconds that a launched command waits for. The count
+	// starts before the signals are caught (below): each one caught is
+	// counted.
+	counting := make(chan struct{})
+	go func() {
+		defer close(counting)
+		s.countSignals()
+	}()
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
 		StackDepth:        depth,
 		BacktraceMinSize:  cfg.BacktraceMinSizeBytes,
@@ -185,6 +194,10 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		// blocks would each be kept for an allocation that never comes.
 		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 	})
+	<-counting
+	if s.sigCount != nil {
+		defer s.sigCount.Close()
+	}
 	var verr *tracer.VerifierError
 	if errors.As(err, &verr) && cfg.Has(options.Verbose) {
 		fmt.Fprintln(stderr, verr.Log())
@@ -220,12 +233,6 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 
 	// Signals are caught from here on: none may kill mdtrace while a
 	// launched command is held stopped.
-	// The count starts before the signals are caught: each one caught
-	// is counted.
-	s.countSignals()
-	if s.sigCount != nil {
-		defer s.sigCount.Close()
-	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
 		syscall.Signal(options.BacktraceEnableSignal), syscall.Signal(options.RecordAllocsSignal),

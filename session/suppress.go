@@ -34,12 +34,12 @@ func Suppressions(f *options.Flags) ([]suppress.Rule, error) {
 // suppressions, nil when there are none. A rule may name a source file:
 // the frames' source files are looked up only where a file of the user's
 // has rules, the built-in ones naming functions alone.
-func (s *session) suppressed(p *proc, maps *stacks.Maps) func(*leak.Alloc, []stacks.Frame) bool {
+func (s *session) suppressed(p *proc, maps *stacks.Maps) func([]stacks.Frame) bool {
 	if len(s.rules) == 0 {
 		return nil
 	}
 	sources := len(s.flags.Suppressions) > 0
-	return func(_ *leak.Alloc, frames []stacks.Frame) bool {
+	return func(frames []stacks.Frame) bool {
 		fs := make([]suppress.Frame, len(frames))
 		for i, f := range frames {
 			fs[i] = suppress.Frame{Func: stacks.Demangle(f.Func), RawFunc: f.Func, File: f.MapName}
@@ -90,7 +90,7 @@ func (s *session) writeLiveSites(p *proc, snap *leak.Snapshot, maps *stacks.Maps
 	frames := s.frames(p, maps)
 	suppressed := s.suppressed(p, maps)
 	for _, site := range sites {
-		if suppressed != nil && len(site.Frames) > 0 && suppressed(nil, output.Resolve(site.Frames, frames)) {
+		if suppressed != nil && len(site.Frames) > 0 && suppressed(output.Resolve(site.Frames, frames)) {
 			v.Suppressed.Blocks += site.Blocks
 			v.Suppressed.Bytes += site.Bytes
 			continue

@@ -87,13 +87,15 @@ type unwindTables struct {
 	named  *ebpf.Map // unwind_files
 	exes   *ebpf.Map // unwind_exes
 	// room is the most entries all tables may have, used the entries
-	// they have, made the number of tables made.
+	// they have, made the number of tables made; lost counts the files
+	// whose tables did not fit. acct guards them, for tables made at once
+	// (prefetch).
+	acct             sync.Mutex
 	room, used, made uint32
+	lost             int
 	files            map[fileID]*unwindFile
 	// placed are the names given to the loader's notice, with their file.
 	placed map[string]bpf.MdtraceUnwindFile
-	// lost counts the files whose tables did not fit.
-	lost int
 }
 
 // LoadUnwind gives the stack walk of process pid the unwind tables of the
@@ -117,6 +119,26 @@ func (p *Probes) LoadUnwind(pid int) error {
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()
+	exe, exeErr := procExe(pid)
+	var libs []stacks.File
+	if exeErr == nil {
+		libs = loadedLibraries(pid, exe)
+	}
+	// Every table this process needs made at once, before they are
+	// placed one by one below.
+	var paths []string
+	for i := range maps.Mappings {
+		if m := &maps.Mappings[i]; len(m.Perms) >= 3 && m.Perms[2] == 'x' && strings.HasPrefix(m.Path, "/") {
+			paths = append(paths, stacks.MappedFile(pid, m).Path)
+		}
+	}
+	if exeErr == nil {
+		paths = append(paths, fmt.Sprintf("/proc/%d/exe", pid))
+		for _, lib := range libs {
+			paths = append(paths, lib.Path)
+		}
+	}
+	p.unwind.prefetch(paths)
 	var up bpf.MdtraceUnwindProc
 	n := 0
 	for i := range maps.Mappings {
@@ -144,9 +166,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 	// The executable, and the libraries the loader will load, for its
 	// notice to place at once (launch mode: only the executable and the
 	// loader are mapped yet).
-	if exe, err := procExe(pid); err == nil {
+	if exeErr == nil {
 		p.unwind.register(pid, "", p.unwind.file(fmt.Sprintf("/proc/%d/exe", pid)))
-		for _, lib := range loadedLibraries(pid, exe) {
+		for _, lib := range libs {
 			p.unwind.register(pid, lib.Name, p.unwind.file(lib.Path))
 		}
 	}
@@ -187,6 +209,50 @@ func (t *unwindTables) file(path string) *unwindFile {
 			return f
 		}
 	}
+	f := t.open(path)
+	if ok {
+		t.files[id] = f
+	}
+	return f
+}
+
+// prefetch makes the tables of the files of paths that have none yet, all
+// at once. Placing a table in unwind_tables, a map of maps, waits for an
+// RCU grace period, 10 to 20 ms here: one after the other, the tables of a
+// launched command's program, loader, shim and libc had been most of the
+// time before its first instruction. Called with t.mu held.
+func (t *unwindTables) prefetch(paths []string) {
+	type job struct {
+		id   fileID
+		path string
+		f    *unwindFile
+	}
+	var jobs []job
+	seen := map[fileID]bool{}
+	for _, path := range paths {
+		id, ok := statID(path)
+		if !ok || seen[id] {
+			continue
+		}
+		if _, done := t.files[id]; done {
+			continue
+		}
+		seen[id] = true
+		jobs = append(jobs, job{id: id, path: path})
+	}
+	var wg sync.WaitGroup
+	for i := range jobs {
+		wg.Go(func() { jobs[i].f = t.open(jobs[i].path) })
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		t.files[j.id] = j.f
+	}
+}
+
+// open reads the file at path and makes its table. Safe for concurrent
+// use.
+func (t *unwindTables) open(path string) *unwindFile {
 	f := &unwindFile{}
 	ef, err := elf.Open(path)
 	if err != nil {
@@ -206,9 +272,6 @@ func (t *unwindTables) file(path string) *unwindFile {
 		}
 	}
 	f.table, f.count = t.load(ef)
-	if ok {
-		t.files[id] = f
-	}
 	return f
 }
 
@@ -259,10 +322,6 @@ func (t *unwindTables) load(f *elf.File) (table, count uint32) {
 	if n == 0 || n > 1<<21 {
 		return 0, 0
 	}
-	if t.used+n > t.room || t.used+n < t.used || t.made+1 >= maxUnwindTables {
-		t.lost++
-		return 0, 0
-	}
 	keys := make([]uint32, n)
 	vals := make([]bpf.MdtraceUnwindEntry, n)
 	for i, e := range tab.Entries {
@@ -273,12 +332,30 @@ func (t *unwindTables) load(f *elf.File) (table, count uint32) {
 		keys[i] = uint32(i)
 		vals[i] = bpf.MdtraceUnwindEntry{Pc: uint32(e.PC), Rule: packRule(e.Rule)}
 	}
+	// The room and the table's number are taken first, so that tables
+	// made at once do not take the same. A table that cannot be made
+	// after all leaves its room and number unused.
+	t.acct.Lock()
+	if t.used+n > t.room || t.used+n < t.used || t.made+1 >= maxUnwindTables {
+		t.lost++
+		t.acct.Unlock()
+		return 0, 0
+	}
+	t.made++
+	t.used += n
+	table = t.made
+	t.acct.Unlock()
+	failed := func() (uint32, uint32) {
+		t.acct.Lock()
+		t.lost++
+		t.acct.Unlock()
+		return 0, 0
+	}
 	spec := t.inner.Copy()
 	spec.MaxEntries = n
 	m, err := ebpf.NewMap(spec)
 	if err != nil {
-		t.lost++
-		return 0, 0
+		return failed()
 	}
 	// The outer map holds the table from here; this descriptor goes.
 	defer m.Close()
@@ -286,17 +363,13 @@ func (t *unwindTables) load(f *elf.File) (table, count uint32) {
 		// Kernels without batch operations on arrays: one at a time.
 		for i := range keys {
 			if err := m.Put(keys[i], vals[i]); err != nil {
-				return 0, 0
+				return failed()
 			}
 		}
 	}
-	table = t.made + 1
 	if err := t.tables.Put(table, m); err != nil {
-		t.lost++
-		return 0, 0
+		return failed()
 	}
-	t.made++
-	t.used += n
 	return table, n
 }
 
@@ -318,7 +391,7 @@ func (p *Probes) UnwindTablesLost() int {
 	if p.unwind == nil {
 		return 0
 	}
-	p.unwind.mu.Lock()
-	defer p.unwind.mu.Unlock()
+	p.unwind.acct.Lock()
+	defer p.unwind.acct.Unlock()
 	return p.unwind.lost
 }
