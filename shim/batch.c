@@ -111,6 +111,32 @@ static inline void give_back(struct md_batch_thread *bt, void *ptr)
 	md_real_free(ptr);
 }
 
+/* glibc's chunk header: the size word's flags, and the largest chunk of a fast bin. */
+#define CHUNK_PREV_INUSE 1
+#define CHUNK_IS_MMAPPED 2
+#define CHUNK_NON_MAIN_ARENA 4
+#define CHUNK_FLAGS 7
+#define CHUNK_MAX_FAST 0x80
+
+/*
+ * give_back_held gives a block a hand-over held back to glibc, and keeps
+ * it as given back when glibc put it in a fast bin (its thread cache's bin
+ * full: the cache's key is not at offset 8), whose double free glibc
+ * catches only at once. Blocks that go to the thread cache, where a second
+ * free finds the key (suspect()), are most, and are not kept: those passed
+ * between threads come back to other threads. A fast chunk stays in the
+ * heap, so its words can be read after the free.
+ */
+static inline void give_back_held(struct md_batch_thread *bt, void *ptr)
+{
+	uintptr_t head = g_glibc ? ((const uintptr_t *)ptr)[-1] : CHUNK_IS_MMAPPED;
+
+	md_real_free(ptr);
+	if ((head & CHUNK_IS_MMAPPED) == 0 && (head & ~(uintptr_t)CHUNK_FLAGS) <= CHUNK_MAX_FAST &&
+	    __atomic_load_n(&((const uintptr_t *)ptr)[1], __ATOMIC_RELAXED) != g_tcache_key)
+		bt->given[given_slot(ptr)] = (uintptr_t)ptr;
+}
+
 static bool probed(void)
 {
 	return md_site_probed((const void *)(uintptr_t)mdshim_site_batch);
@@ -143,7 +169,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		 */
 		if (bt->keyed & (1ULL << i))
 			((uintptr_t *)bt->held[i])[1] = bt->word8[i];
-		md_real_free(bt->held[i]);
+		give_back_held(bt, bt->held[i]);
 	}
 	bt->nheld = 0;
 	bt->keyed = 0;
@@ -473,13 +499,6 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 	}
 	return false;
 }
-
-/* glibc's chunk header: the size word's flags, and the largest chunk of a fast bin. */
-#define CHUNK_PREV_INUSE 1
-#define CHUNK_IS_MMAPPED 2
-#define CHUNK_NON_MAIN_ARENA 4
-#define CHUNK_FLAGS 7
-#define CHUNK_MAX_FAST 0x80
 
 /*
  * suspect reports whether glibc's free could refuse ptr, a block of glibc's

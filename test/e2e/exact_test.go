@@ -108,6 +108,9 @@ func TestBadFreeNative(t *testing.T) {
 		// before its second free; a block of a thread's own arena, and
 		// the thread's TLS block (288 bytes) live.
 		{"double-fast", "before second free", 9}, {"double-thread", "before second free", 10},
+		// A fast bin's first block, its allocation and first free each
+		// handed over before the second free.
+		{"double-fast-old", "before second free", 9},
 	} {
 		code, stderr := runNative(t, "exact", c.arg)
 		want := 128 + int(syscall.SIGABRT)
@@ -146,7 +149,7 @@ func glibcMessage(arg string) string {
 		return "double free or corruption (!prev)\n"
 	case "double-mmap":
 		return ""
-	case "double-fast":
+	case "double-fast", "double-fast-old":
 		return "double free or corruption (fasttop)\n"
 	case "double-thread":
 		return "double free or corruption (out)\n"
