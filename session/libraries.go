@@ -32,6 +32,11 @@ func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
 			}
 			for pid := range changed {
 				s.loadUnwind(pid)
+				if p := s.traced(pid); p != nil && s.unheld {
+					// Kept for the reports once the process is
+					// gone, its maps with it.
+					s.rememberMaps(p)
+				}
 			}
 			clear(changed)
 		}
@@ -103,10 +108,20 @@ func (s *session) probeRuntime(p *proc, file stacks.File) {
 // rememberMaps adds the process's current maps to the history and parses
 // the files of new mappings while they are mapped.
 func (s *session) rememberMaps(p *proc) {
+	s.pmu.Lock()
+	gone := p.gone
+	s.pmu.Unlock()
+	if gone {
+		// Its PID may be another process's now.
+		return
+	}
 	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		return
 	}
+	s.pmu.Lock()
+	p.lastMaps = maps
+	s.pmu.Unlock()
 	for _, m := range p.hist.Add(maps) {
 		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
 		if tracer.MaybeCxxRuntime(m.Path) {

@@ -106,6 +106,9 @@ func (s *session) execed(pid int) {
 	if !slices.ContainsFunc(p.libs, func(f stacks.File) bool { return stacks.SameFile(f, lib) }) {
 		if err := s.attach(p, lib); err != nil {
 			s.notice("%v", err)
+		} else if s.unheld {
+			// Not held at its exec, it ran before the probes came.
+			s.notice("process %d executed %s, which uses another allocator (%s): mdtrace, which does not hold it, probed it as it ran, and missed its first allocations", pid, prog, lib)
 		}
 	}
 	s.probeRuntime(p, runtime)
@@ -182,6 +185,13 @@ func (s *session) exiting(pid int) {
 	p := s.traced(pid)
 	if p == nil {
 		return
+	}
+	if s.unheld {
+		// Gone already: its reports use the maps kept, and its PID,
+		// which may be reused, opens nothing.
+		s.pmu.Lock()
+		p.gone = true
+		s.pmu.Unlock()
 	}
 	s.finish(p)
 	s.probes.Release(pid)
