@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
@@ -102,6 +103,38 @@ func (s *session) probeRuntime(p *proc, file stacks.File) {
 	// A process that is gone has no more blocks to name.
 	if err := s.attach(p, file); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("process %d: %v; blocks from new keep the runtime's frame instead of new's caller", p.pid, err)
+	}
+}
+
+// keepMapsEvery is how often the maps of a process not held are read
+// again, besides at each change of its libraries.
+const keepMapsEvery = time.Second
+
+// keepMaps reads the maps of the traced processes every keepMapsEvery
+// until stop is called, for the reports written once a process not held
+// is gone (a heap dump lists its maps): a mapping made, or a heap grown,
+// since its last change of libraries is in them, unless it came in its
+// last second.
+func (s *session) keepMaps() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(keepMapsEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, p := range s.live() {
+					s.rememberMaps(p)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

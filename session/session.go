@@ -291,6 +291,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if err != nil {
 		return 1, err
 	}
+	if s.unheld {
+		defer s.keepMaps()()
+	}
 
 	interrupted := syscall.Signal(0)
 	var tick <-chan time.Time
