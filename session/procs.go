@@ -92,6 +92,11 @@ func (s *session) execed(pid int) {
 	s.probes.Execed(pid)
 	p.hist.Reset()
 	prog := tracer.ProgName(pid)
+	if s.unheld {
+		// Not held at its exec, the new program ran before mdtrace
+		// learned of it.
+		s.notice("process %d executed %s, and mdtrace, which does not hold it, learned of it as it ran: until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed", pid, prog)
+	}
 	if s.rec != nil {
 		s.rec.execStats(pid, prog)
 	}
@@ -106,9 +111,6 @@ func (s *session) execed(pid int) {
 	if !slices.ContainsFunc(p.libs, func(f stacks.File) bool { return stacks.SameFile(f, lib) }) {
 		if err := s.attach(p, lib); err != nil {
 			s.notice("%v", err)
-		} else if s.unheld {
-			// Not held at its exec, it ran before the probes came.
-			s.notice("process %d executed %s, which uses another allocator (%s): mdtrace, which does not hold it, probed it as it ran, and missed its first allocations", pid, prog, lib)
 		}
 	}
 	s.probeRuntime(p, runtime)
