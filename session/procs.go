@@ -95,7 +95,7 @@ func (s *session) execed(pid int) {
 	if s.unheld {
 		// Not held at its exec, the new program ran before mdtrace
 		// learned of it.
-		s.notice("process %d executed %s, and mdtrace, which does not hold it, learned of it as it ran: until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed", pid, prog)
+		s.notice("process %d executed %s, and mdtrace, which does not hold it (--hold would), learned of it as it ran: until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed", pid, prog)
 	}
 	if s.rec != nil {
 		s.rec.execStats(pid, prog)

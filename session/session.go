@@ -363,6 +363,9 @@ loop:
 // from the maps and files mdtrace kept.
 func (s *session) holdReasons() []string {
 	var why []string
+	if s.flags.Hold {
+		why = append(why, "--hold")
+	}
 	if s.flags.FollowForks {
 		why = append(why, "--follow-forks (its children are followed from their fork)")
 	}

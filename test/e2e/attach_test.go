@@ -341,3 +341,48 @@ func TestAttachMdtraceKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachUnheldExec: a process mdtrace does not hold that executes a
+// program is followed into it, later than a held one (--hold) would be,
+// which mdtrace says: the new program's leaks are reported under its name.
+func TestAttachUnheldExec(t *testing.T) {
+	needRoot(t)
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			dir := t.TempDir()
+			leaky := prog("leaky")
+			target := start(t, "sh", "-c", "echo ready; read x; exec "+leaky+" hold")
+			target.expectLine(t, "ready")
+			pid := fmt.Sprint(target.cmd.Process.Pid)
+			args := []string{"-p", pid, "-o", "backtrace leak_track", "--log", dir + "/log", "--ready-file", dir + "/ready"}
+			if hold {
+				args = append(args, "--hold")
+			}
+			m := start(t, mdtraceBin, args...)
+			waitReady(t, m, dir+"/ready")
+			io.WriteString(target.stdin, "go\n")
+			target.expectLine(t, "leaky: done")
+			// Long enough for mdtrace to see the exec as leaky runs.
+			time.Sleep(300 * time.Millisecond)
+			target.stdin.Close()
+			if code := target.wait(t); code != 0 {
+				t.Errorf("exit status %d", code)
+			}
+			if code := m.wait(t); code != 0 {
+				t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			stderr := m.stderr.String()
+			late := "mdtrace: process " + pid + " executed " + leaky + ", and mdtrace, which does not hold it (--hold would), learned of it as it ran: " +
+				"until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed\n"
+			held := "mdtrace: holding process " + pid + " with ptrace for --hold: debuggers and profilers cannot attach to it while mdtrace runs\n"
+			if strings.Contains(stderr, late) == hold || strings.Contains(stderr, held) != hold {
+				t.Errorf("mdtrace stderr:\n%s\nwant the line %q: %v, and %q: %v", stderr, late, !hold, held, hold)
+			}
+			for _, want := range []string{"mdtrace: 16194 bytes in 13 leaked allocations\n", "mdtrace: process " + pid + " (" + leaky + ") exited with status 0\n"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("mdtrace stderr:\n%s\nwant the line %q", stderr, want)
+				}
+			}
+		})
+	}
+}
