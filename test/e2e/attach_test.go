@@ -386,3 +386,46 @@ func TestAttachUnheldExec(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachBesideTracer: mdtrace -p traces a process that strace traces
+// already; held (--hold), it cannot, and says why.
+func TestAttachBesideTracer(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skipf("strace is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	strace := start(t, "strace", "-o", dir+"/strace", "-e", "trace=write", "-p", pid)
+	for i := 0; tracerPID(t, pid) != fmt.Sprint(strace.cmd.Process.Pid); i++ {
+		if i == 100 {
+			t.Fatalf("strace did not attach; its stderr:\n%s", strace.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := runMdtrace(t, "-p", pid, "--hold", "--leak-track")
+	want := "mdtrace: holding process " + pid + " with ptrace for --hold: debuggers and profilers cannot attach to it while mdtrace runs\n" +
+		"mdtrace: not permitted to trace process " + pid + ": it is traced by another debugger, or ptrace is restricted (needs CAP_SYS_PTRACE)\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("--hold beside strace: exit status %d, stderr:\n%s\nwant 1 and:\n%s", r.code, r.stderr, want)
+	}
+	m := start(t, mdtraceBin, "-p", pid, "--leak-track", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	strace.wait(t)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	for _, want := range []string{"mdtrace: 9006 bytes in 3 leaked allocations\n", "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"} {
+		if !strings.Contains(m.stderr.String(), want) {
+			t.Errorf("mdtrace stderr:\n%s\nwant the line %q", m.stderr.String(), want)
+		}
+	}
+}
