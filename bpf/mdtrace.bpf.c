@@ -22,6 +22,7 @@
 #include "batch.h"	/* the shim's batches */
 #include "libs.h"	/* the loader's list of libraries */
 #include "exec.h"	/* program mode's exec events */
+#include "watch.h"	/* the end of a process attached to without ptrace */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -331,6 +332,39 @@ int thread_exit(void *ctx)
 	if (!record || (u32)id == tgid || !bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	emit(RECORD_THREAD_DONE, 0, 0, 0, 0);
+	return 0;
+}
+
+/*
+ * A thread of a watched process ends. The kernel has set its exit code and
+ * counted it out of the live threads: the last one to end tells how the
+ * process ended, as its parent's wait will. That is the group's exit code
+ * when the process ended as a whole (exit_group, a fatal signal), the main
+ * thread's own otherwise (every thread called exit).
+ */
+SEC("raw_tp/sched_process_exit")
+int watch_exit(void *ctx)
+{
+	struct task_struct___exit *t = (void *)bpf_get_current_task_btf();
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	struct watch_state *w = bpf_map_lookup_elem(&watched, &tgid);
+	u32 code, group;
+
+	if (!w)
+		return 0;
+	if ((u32)id == tgid)
+		w->leader_code = t->exit_code;
+	if (t->signal->live.counter != 0)
+		return 0;
+	/* Both read apart: one load may not take the task's pointer and the map's. */
+	code = w->leader_code;
+	group = t->signal->group_exit_code;
+	barrier_var(group);
+	if (t->signal->flags & SIGNAL_GROUP_EXIT)
+		code = group;
+	w->code = code;
+	w->ended = 1;
 	return 0;
 }
 

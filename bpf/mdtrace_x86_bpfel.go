@@ -175,6 +175,14 @@ type MdtraceWalkBuf struct {
 	Truncated uint32
 }
 
+type MdtraceWatchState struct {
+	_          structs.HostLayout
+	LeaderCode uint32
+	Code       uint32
+	Ended      uint32
+	Pad        uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -206,6 +214,7 @@ const (
 	MdtraceMapUnwindProcs        = "unwind_procs"
 	MdtraceMapUnwindTables       = "unwind_tables"
 	MdtraceMapWalkScratch        = "walk_scratch"
+	MdtraceMapWatched            = "watched"
 	MdtraceMapZygotes            = "zygotes"
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
@@ -217,6 +226,7 @@ const (
 	MdtraceProgProgramExec       = "program_exec"
 	MdtraceProgProgramFork       = "program_fork"
 	MdtraceProgThreadExit        = "thread_exit"
+	MdtraceProgWatchExit         = "watch_exit"
 	MdtraceVarAbortOnError       = "abort_on_error"
 	MdtraceVarAllocBacktraces    = "alloc_backtraces"
 	MdtraceVarBacktraceOn        = "backtrace_on"
@@ -303,6 +313,7 @@ type MdtraceProgramSpecs struct {
 	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
 	ProgramFork      *ebpf.ProgramSpec `ebpf:"program_fork"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
+	WatchExit        *ebpf.ProgramSpec `ebpf:"watch_exit"`
 }
 
 // MdtraceMapSpecs contains maps before they are loaded into the kernel.
@@ -336,6 +347,7 @@ type MdtraceMapSpecs struct {
 	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
 	UnwindTables *ebpf.MapSpec `ebpf:"unwind_tables"`
 	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
+	Watched      *ebpf.MapSpec `ebpf:"watched"`
 	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
 }
 
@@ -424,6 +436,7 @@ type MdtraceMaps struct {
 	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
 	UnwindTables *ebpf.Map `ebpf:"unwind_tables"`
 	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
+	Watched      *ebpf.Map `ebpf:"watched"`
 	Zygotes      *ebpf.Map `ebpf:"zygotes"`
 }
 
@@ -456,6 +469,7 @@ func (m *MdtraceMaps) Close() error {
 		m.UnwindProcs,
 		m.UnwindTables,
 		m.WalkScratch,
+		m.Watched,
 		m.Zygotes,
 	)
 }
@@ -512,6 +526,7 @@ type MdtracePrograms struct {
 	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
 	ProgramFork      *ebpf.Program `ebpf:"program_fork"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
+	WatchExit        *ebpf.Program `ebpf:"watch_exit"`
 }
 
 func (p *MdtracePrograms) Close() error {
@@ -526,6 +541,7 @@ func (p *MdtracePrograms) Close() error {
 		p.ProgramExec,
 		p.ProgramFork,
 		p.ThreadExit,
+		p.WatchExit,
 	)
 }
 

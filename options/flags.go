@@ -65,6 +65,10 @@ type Flags struct {
 	// FollowForks traces the children an attached process forks from now
 	// on (launched commands' children always are).
 	FollowForks bool
+	// Hold holds an attached process with ptrace while it is traced, as
+	// a launched command is: its execs and its exit are seen as they
+	// happen.
+	Hold bool
 	// All audits every process that uses the system's libc.
 	All bool
 	// Duration ends --all's audit after it, with a summary; 0: at an
@@ -228,6 +232,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands only)")
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
+	fs.BoolVar(&f.Hold, "hold", false, "with -p, hold the process with ptrace while tracing it, as a launched command is: a program it executes is probed before it runs, and its exit reports read it at its exit; debuggers cannot attach beside mdtrace then")
 	fs.BoolVar(&f.NoPreload, "no-preload", false, "launch the command without the shim and probe its allocator itself (slower; not with guard, fill, free_track or expand_alloc)")
 	fs.BoolVar(&f.UnreachableOnly, "unreachable-only", false, "with leak_track, report at exit only the leaked blocks that nothing in the process points to any more (as libmemunreachable finds them), not those still reachable from its globals, stacks and registers")
 	fs.BoolVar(&f.UnreachableFirst, "unreachable-first", false, "with leak_track, check at exit which leaked blocks the process can still reach: list first those that nothing points to any more, then those still reachable from its globals, stacks, registers and TLS, each group under a line that counts it")
@@ -415,6 +420,8 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{"nothing to trace: give -p PID, --program NAME or a command after --"}
 	case f.FollowForks && f.PID == 0:
 		return nil, &UsageError{"--follow-forks is for -p: a launched command's children are always traced"}
+	case f.Hold && f.PID == 0:
+		return nil, &UsageError{"--hold is for -p: a launched command is always held, and --program holds each process"}
 	case f.NoPreload && f.PID != 0:
 		return nil, &UsageError{"--no-preload is for launched commands; with -p nothing is preloaded"}
 	case f.MaxAllocs == 0:

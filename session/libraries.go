@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
@@ -32,6 +33,11 @@ func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
 			}
 			for pid := range changed {
 				s.loadUnwind(pid)
+				if p := s.traced(pid); p != nil && s.unheld {
+					// Kept for the reports once the process is
+					// gone, its maps with it.
+					s.rememberMaps(p)
+				}
 			}
 			clear(changed)
 		}
@@ -103,13 +109,55 @@ func (s *session) probeRuntime(p *proc, file stacks.File) {
 	}
 }
 
+// keepMapsEvery is how often the maps of a process not held are read
+// again, besides at each change of its libraries.
+const keepMapsEvery = time.Second
+
+// keepMaps reads the maps of the traced processes every keepMapsEvery
+// until stop is called, for the reports written once a process not held
+// is gone (a heap dump lists its maps): a mapping made, or a heap grown,
+// since its last change of libraries is in them, unless it came in its
+// last second.
+func (s *session) keepMaps() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(keepMapsEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, p := range s.live() {
+					s.rememberMaps(p)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 // rememberMaps adds the process's current maps to the history and parses
 // the files of new mappings while they are mapped.
 func (s *session) rememberMaps(p *proc) {
+	s.pmu.Lock()
+	gone := p.gone
+	s.pmu.Unlock()
+	if gone {
+		// Its PID may be another process's now.
+		return
+	}
 	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		return
 	}
+	s.pmu.Lock()
+	p.lastMaps = maps
+	s.pmu.Unlock()
 	for _, m := range p.hist.Add(maps) {
 		s.sym.Symbolize(p.pid, maps, []uint64{m.Start})
 		if tracer.MaybeCxxRuntime(m.Path) {

@@ -109,6 +109,11 @@ func (s *session) execed(pid int) {
 	s.probes.Execed(pid)
 	p.hist.Reset()
 	prog := tracer.ProgName(pid)
+	if s.unheld {
+		// Not held at its exec, the new program ran before mdtrace
+		// learned of it.
+		s.notice("process %d executed %s, and mdtrace, which does not hold it (--hold would), learned of it as it ran: until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed", pid, prog)
+	}
 	if s.rec != nil {
 		s.rec.execStats(pid, prog)
 	}
@@ -207,6 +212,13 @@ func (s *session) exiting(pid int) {
 		// The first process's exit ends the run: its probes, which
 		// can fire no more, are closed while its reports are written.
 		s.probes.CloseLinks(pid)
+	}
+	if s.unheld {
+		// Gone already: its reports use the maps kept, and its PID,
+		// which may be reused, opens nothing.
+		s.pmu.Lock()
+		p.gone = true
+		s.pmu.Unlock()
 	}
 	s.finish(p)
 	s.probes.Release(pid)

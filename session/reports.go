@@ -136,7 +136,8 @@ func (s *session) finish(p *proc) {
 		if p.pid != s.pid {
 			path = fmt.Sprintf("%s.%d", path, p.pid)
 		}
-		line := func(pc uint64) (string, int, bool) { return s.sym.Line(p.pid, maps, pc) }
+		pid := s.symPID(p)
+		line := func(pc uint64) (string, int, bool) { return s.sym.Line(pid, maps, pc) }
 		err := output.WriteFileAtomic(path, s.flags.FileMode, func(w io.Writer) error {
 			return output.WriteFolded(w, snap, s.frames(p, maps), line)
 		})
@@ -155,17 +156,41 @@ func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
 	snap.SampleBytes = s.flags.SampleBytes
+	return snap, s.mapsOf(p), nil
+}
+
+// mapsOf returns the maps of process p: as they are, or, once it is gone
+// (not held at its exit), as last read; nil if they cannot be read.
+func (s *session) mapsOf(p *proc) *stacks.Maps {
+	s.pmu.Lock()
+	gone, last := p.gone, p.lastMaps
+	s.pmu.Unlock()
+	if gone {
+		return last
+	}
 	maps, err := stacks.ReadMaps(p.pid)
 	if err != nil {
 		// The process is gone: frames are printed with what is known.
-		maps = nil
+		return last
 	}
-	return snap, maps, nil
+	return maps
+}
+
+// symPID is the PID the symbolizer reads process p's files through: none
+// once it is gone, since its PID may be another process's.
+func (s *session) symPID(p *proc) int {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if p.gone {
+		return 0
+	}
+	return p.pid
 }
 
 func (s *session) frames(p *proc, maps *stacks.Maps) func([]uint64) []stacks.Frame {
+	pid := s.symPID(p)
 	return func(pcs []uint64) []stacks.Frame {
-		return s.sym.SymbolizeWithHistory(p.pid, maps, &p.hist, pcs)
+		return s.sym.SymbolizeWithHistory(pid, maps, &p.hist, pcs)
 	}
 }
 

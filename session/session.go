@@ -54,6 +54,9 @@ type session struct {
 	unknownSuppressed int
 	rec               *recorder // record_allocs
 	proc              *tracer.Process
+	// unheld is set when the attached process is not held with ptrace:
+	// its exit hook comes once it is gone.
+	unheld bool
 
 	// mu serializes the reports and guards the procs' finished flags;
 	// pmu, taken after mu if both are, guards procs and each
@@ -91,6 +94,10 @@ type proc struct {
 	libs     []stacks.File      // the allocator files probed
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
+	// lastMaps are the maps last read, for the reports written once a
+	// process not held is gone (gone), its maps with it.
+	lastMaps *stacks.Maps
+	gone     bool
 	// exitScan is the check for unreachable memory that the shim's last
 	// destructor asked for, while every thread still ran; nil if none.
 	exitScan *unreachScan
@@ -257,7 +264,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		hooks.Fork = s.forked
 	}
 	if flags.PID != 0 {
-		s.proc, err = tracer.Attach(flags.PID, hooks)
+		if why := s.holdReasons(); len(why) > 0 {
+			fmt.Fprintf(stderr, "mdtrace: holding process %d with ptrace for %s: debuggers and profilers cannot attach to it while mdtrace runs\n", flags.PID, strings.Join(why, "; "))
+			s.proc, err = tracer.Attach(flags.PID, hooks)
+		} else {
+			s.unheld = true
+			s.proc, err = tracer.AttachUnheld(flags.PID, hooks, probes)
+		}
 	} else {
 		var (
 			env   []string
@@ -287,6 +300,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	if err != nil {
 		return 1, err
+	}
+	if s.unheld {
+		defer s.keepMaps()()
 	}
 
 	interrupted := syscall.Signal(0)
@@ -350,6 +366,28 @@ loop:
 	return 0, nil
 }
 
+// holdReasons are the features that need an attached process held with
+// ptrace for as long as mdtrace runs, none if it need not be: its memory
+// at its exit, or its forks as they happen. Otherwise mdtrace holds no
+// ptrace on it, and the reports at its exit are written once it is gone,
+// from the maps and files mdtrace kept.
+func (s *session) holdReasons() []string {
+	var why []string
+	if s.flags.Hold {
+		why = append(why, "--hold")
+	}
+	if s.flags.FollowForks {
+		why = append(why, "--follow-forks (its children are followed from their fork)")
+	}
+	if s.exitCheck() {
+		why = append(why, "the check for unreachable memory at its exit (--unreachable-only, --unreachable-first), which reads its memory there")
+	}
+	if s.cfg.Has(options.AbortOnError) {
+		why = append(why, "abort_on_error (it is held at its exit until its error is written)")
+	}
+	return why
+}
+
 // CheckPrivileges verifies the capabilities mdtrace needs: CAP_BPF and
 // CAP_PERFMON (or CAP_SYS_ADMIN) to load programs and attach uprobes,
 // CAP_SYS_PTRACE to hold processes at their exit.
@@ -380,6 +418,8 @@ func CheckPrivileges() error {
 // endedLine says how process pid, running prog, ended.
 func endedLine(pid int, prog string, st tracer.ExitStatus) string {
 	switch {
+	case st.Unseen:
+		return fmt.Sprintf("process %d (%s) exited; mdtrace did not see its exit status", pid, prog)
 	case !st.Known:
 		return fmt.Sprintf("process %d (%s) exited; its parent took its exit status first", pid, prog)
 	case st.Signal != 0:

@@ -141,11 +141,7 @@ func (s *session) writeStats(p *proc) {
 	if !s.cfg.Has(options.Backtrace) {
 		opts.NoSites = "no backtraces were taken (the backtrace option gives them)"
 	} else {
-		maps, err := stacks.ReadMaps(p.pid)
-		if err != nil {
-			maps = nil
-		}
-		frames := s.frames(p, maps)
+		frames := s.frames(p, s.mapsOf(p))
 		opts.Frames = func(id uint64) []stacks.Frame { return frames(s.probes.Stack(id)) }
 	}
 	var b strings.Builder

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mdtrace/mdtrace/output"
-	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -108,8 +107,7 @@ func (s *session) logPointerError(e tracer.PointerError) {
 	if p == nil {
 		p = &proc{pid: pid}
 	}
-	maps, _ := stacks.ReadMaps(pid)
-	frames := s.frames(p, maps)
+	frames := s.frames(p, s.mapsOf(p))
 	s.log.Errorf(pid, tid, "%s", logDivider)
 	s.log.Errorf(pid, tid, "+++ ALLOCATION 0x%x %s", e.Ptr, what)
 	if pcs := s.probes.Stack(e.FreeStack); e.Freed != 0 && len(pcs) > 0 {

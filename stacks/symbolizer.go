@@ -122,9 +122,10 @@ func (s *Symbolizer) Stats() (parsed, hits int) {
 // While the process exists, files are opened through
 // /proc/PID/map_files/START-END, so that deleted or replaced files still
 // resolve; this needs CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) and ptrace
-// access to the process. Otherwise, and for pid <= 0, a file is opened by
-// its path unless the mapping says it was deleted; failing that, a file
-// already cached under the device and inode of the mapping is used. The
+// access to the process. For pid <= 0, a file already cached under the
+// device and inode of the mapping is used. Otherwise a file is opened by
+// its path unless the mapping says it was deleted; failing that, the file
+// cached under the device and inode of the mapping is used. The
 // vdso is read from /proc/PID/mem. Pass pid <= 0 once the process has
 // exited, since its pid may be reused.
 //
@@ -240,13 +241,24 @@ func (s *Symbolizer) lookupMapping(pid int, m *Mapping) (e *fileEntry, hit bool)
 	if e := s.parsedAtPath(m); e != nil {
 		return e, true
 	}
+	mk := mappingKey{m.Dev, m.Inode}
 	if pid > 0 {
 		fh, fi = openRegular(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
+	} else if m.Inode != 0 {
+		// The process is gone: the file parsed while it mapped it is
+		// the one, whatever its path leads to now in mdtrace's root (a
+		// file replaced, or another mount namespace's).
+		s.mu.Lock()
+		e := s.byMapping[mk]
+		s.mu.Unlock()
+		if e != nil {
+			<-e.done
+			return e, true
+		}
 	}
 	if fh == nil && strings.HasPrefix(m.Path, "/") && !m.Deleted() {
 		fh, fi = openRegular(m.Path)
 	}
-	mk := mappingKey{m.Dev, m.Inode}
 	if fh == nil {
 		if m.Inode == 0 {
 			return noFile, false

@@ -374,7 +374,7 @@ func (p *Probes) Detach() {
 		links = append(links, l...)
 	}
 	p.programLinks = nil
-	for _, l := range []*link.Link{&p.exitLink, &p.execLink, &p.drainLink} {
+	for _, l := range []*link.Link{&p.exitLink, &p.execLink, &p.drainLink, &p.watchLink} {
 		if *l != nil {
 			links = append(links, *l)
 			*l = nil

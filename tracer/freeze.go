@@ -336,6 +336,10 @@ type freezeReply struct {
 // exit, it freezes the process there, its main thread stopped at its exit.
 // Once p is done, it is the package's Freeze.
 func (p *Process) Freeze(pid int, fn func(*Frozen) error) (time.Duration, error) {
+	if p.watch != nil {
+		// Not traced: the freeze seizes the threads for its moment only.
+		return Freeze(pid, fn)
+	}
 	if unix.Gettid() == p.tracerTID {
 		// A hook, on the control goroutine.
 		mode := leaderUntraced

@@ -143,6 +143,7 @@ type Probes struct {
 	drainLink   link.Link // the thread exit probe that drains batches
 	drainKprobe bool      // drainLink is the kprobe on do_exit, not the tracepoint
 	execLink    link.Link // the exec tracepoint that keeps the gens map
+	watchLink   link.Link // the exit tracepoint that tells how a watched process ended
 	// programLinks are program mode's exec and fork tracepoints.
 	programLinks []link.Link
 

@@ -57,14 +57,19 @@ type ExitStatus struct {
 	// Signal is the signal that killed the process, 0 if none.
 	Signal syscall.Signal
 	// Known is false when the process was reaped by someone else (an
-	// attached process whose parent waited for it first).
-	Known bool
+	// attached process whose parent waited for it first), or, Unseen,
+	// when the end of a process not held was not seen.
+	Known  bool
+	Unseen bool
 }
 
 // Process is a process under mdtrace's control: launched by it, or
 // attached to. It is traced with ptrace (PTRACE_SEIZE) only to be held at
 // its exit while the reports are written; signals pass through unchanged
-// and job control (stop, continue) keeps working.
+// and job control (stop, continue) keeps working. A process attached to
+// with AttachUnheld is not traced at all: a pidfd tells its end, and a
+// Watcher its execs and exit status, so that debuggers can attach beside
+// mdtrace.
 //
 // All ptrace requests come from one goroutine locked to its OS thread, as
 // ptrace requires. Process methods are safe for concurrent use.
@@ -78,9 +83,13 @@ type Process struct {
 	followed int
 	launched bool
 	hooks    Hooks
-	detachq  chan chan error
-	adoptq   chan adoption
-	freezeq  chan freezeRequest
+	// watch, for a process not held, tells its execs and its exit
+	// status; pidfd tells its end.
+	watch   Watcher
+	pidfd   int
+	detachq chan chan error
+	adoptq  chan adoption
+	freezeq chan freezeRequest
 	// tracerTID is the OS thread of the control goroutine, the tracer;
 	// atStop is the tracee a hook is called at the stop of (its exit),
 	// 0 if none. lingering are threads a freeze seized that had not
@@ -139,6 +148,27 @@ func LaunchAs(argv []string, env []string, extra []*os.File, cred *syscall.Crede
 
 // Attach traces the running process pid and calls hooks.Ready.
 func Attach(pid int, hooks Hooks) (*Process, error) {
+	return attachWith(pid, hooks, nil)
+}
+
+// AttachUnheld calls hooks.Ready for the running process pid without
+// tracing it with ptrace: other tracers (debuggers, strace, profilers) can
+// attach beside mdtrace. w tells its execs, after the fact (hooks.Exec is
+// called while the new program runs), and how it ended: hooks.Exit is
+// called once it is gone, its memory, maps and files with it. Forks are
+// not followed (hooks.Fork must be nil), and Freeze seizes the threads
+// only while it runs.
+func AttachUnheld(pid int, hooks Hooks, w Watcher) (*Process, error) {
+	if hooks.Fork != nil {
+		return nil, errors.New("following forks needs ptrace")
+	}
+	if w == nil {
+		return nil, errors.New("no watcher for an unheld process")
+	}
+	return attachWith(pid, hooks, w)
+}
+
+func attachWith(pid int, hooks Hooks, w Watcher) (*Process, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("invalid PID %d", pid)
 	}
@@ -149,6 +179,7 @@ func Attach(pid int, hooks Hooks) (*Process, error) {
 		return nil, fmt.Errorf("PID %d is mdtrace itself", pid)
 	}
 	p := newProcess(hooks)
+	p.watch = w
 	started := make(chan error, 1)
 	go p.control(func() error { return p.attach(pid) }, started)
 	if err := <-started; err != nil {
@@ -159,7 +190,7 @@ func Attach(pid int, hooks Hooks) (*Process, error) {
 
 func newProcess(h Hooks) *Process {
 	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), adoptq: make(chan adoption),
-		freezeq: make(chan freezeRequest), done: make(chan struct{})}
+		freezeq: make(chan freezeRequest), done: make(chan struct{}), pidfd: -1}
 }
 
 // adoption is a request to follow a child that ptrace did not report.
@@ -268,7 +299,11 @@ func (p *Process) control(start func() error, started chan<- error) {
 		return
 	}
 	started <- nil
-	p.loop(sigchld)
+	if p.watch != nil {
+		p.watchLoop()
+	} else {
+		p.loop(sigchld)
+	}
 	close(p.done)
 }
 
@@ -344,6 +379,9 @@ func (p *Process) attach(pid int) error {
 		exe, _ := procExe(pid)
 		return fmt.Errorf("cannot trace process %d (%s): %w", pid, exe, errors.Unwrap(err))
 	}
+	if p.watch != nil {
+		return p.watchStart(pid)
+	}
 	err := ptrace(unix.PTRACE_SEIZE, pid, 0, p.options())
 	switch {
 	case errors.Is(err, unix.ESRCH):
@@ -370,11 +408,14 @@ func (p *Process) resume() error {
 // abort gives up on a process after a failed Ready: a launched command is
 // killed (it never ran), an attached one is left alone.
 func (p *Process) abort() {
-	if p.launched {
+	switch {
+	case p.launched:
 		p.kill()
-		return
+	case p.watch != nil:
+		p.unwatch()
+	default:
+		p.detachNow(p.PID, 0)
 	}
-	p.detachNow(p.PID, 0)
 }
 
 func (p *Process) kill() {

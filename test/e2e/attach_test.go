@@ -5,11 +5,14 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // attachToAttachee starts attachee with env added, traces it with
@@ -215,5 +218,214 @@ func TestBacktraceAloneShowsLive(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("stderr:\n%s\nwant:\n%s\nall of it:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), m.stderr.String())
+	}
+}
+
+// tracerPID returns the TracerPid of /proc/PID/status.
+func tracerPID(t *testing.T, pid string) string {
+	t.Helper()
+	for _, l := range strings.Split(readFile(t, "/proc/"+pid+"/status"), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:\t"); ok {
+			return v
+		}
+	}
+	t.Fatalf("/proc/%s/status has no TracerPid", pid)
+	return ""
+}
+
+// TestAttachUnheld: "mdtrace -p" holds no ptrace on the process, so gdb
+// and strace attach beside it, and still writes the reports of its exit
+// as when it held it there: the leak report of TestAttach, a heap dump
+// whose maps are the process's as it ended, and how it ended.
+func TestAttachUnheld(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+		"--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	if tp := tracerPID(t, pid); tp != "0" {
+		t.Errorf("TracerPid %s while mdtrace traces the process, want 0", tp)
+	}
+	if _, err := exec.LookPath("gdb"); err == nil {
+		out, err := exec.Command("gdb", "-batch", "-nx", "-p", pid, "-ex", "info inferiors").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "process "+pid) {
+			t.Errorf("gdb -p %s beside mdtrace: %v; output:\n%s", pid, err, out)
+		}
+	} else {
+		t.Logf("gdb is not installed: only strace attaches beside mdtrace")
+	}
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skipf("strace is not installed: %v", err)
+	}
+	strace := start(t, "strace", "-o", dir+"/strace", "-e", "trace=write", "-p", pid)
+	for i := 0; tracerPID(t, pid) != fmt.Sprint(strace.cmd.Process.Pid); i++ {
+		if i == 100 {
+			t.Fatalf("strace did not attach beside mdtrace; its stderr:\n%s", strace.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	maps := readFile(t, "/proc/"+pid+"/maps")
+	// mdtrace reads the maps of a process it does not hold every second
+	// (and at each change of its libraries): the first allocation probed
+	// mapped the kernel's [uprobes] page since the attach.
+	time.Sleep(1500 * time.Millisecond)
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	if code := strace.wait(t); code != 0 {
+		t.Errorf("strace exit status %d; stderr:\n%s", code, strace.stderr.String())
+	}
+	trace := readFile(t, dir+"/strace")
+	if !strings.Contains(trace, "write(1, \"done\\n\", 5) ") || !strings.HasSuffix(trace, "+++ exited with 0 +++\n") {
+		t.Errorf("strace's trace:\n%s\nwant the write of done and the exit", trace)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if want := "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"; !strings.HasSuffix(m.stderr.String(), want) ||
+		strings.Contains(m.stderr.String(), "holding") {
+		t.Errorf("mdtrace stderr:\n%s\nwant no hold, and the end:\n%s", m.stderr.String(), want)
+	}
+	var msgs []string
+	for _, l := range logMessages(t, readFile(t, dir+"/log"), pid) {
+		if !strings.HasPrefix(l, "Dumping to file: ") {
+			msgs = append(msgs, l)
+		}
+	}
+	golden(t, "attachee_leak_report.txt", normalizeLeakReport(t, msgs, prog("attachee")))
+	dump := readFile(t, dir+"/heap."+pid+".exit.txt")
+	i, j := strings.Index(dump, "\nMAPS\n"), strings.LastIndex(dump, "END\n")
+	if i < 0 || j < i {
+		t.Fatalf("heap dump without its MAPS section:\n%s", dump)
+	}
+	if got := dump[i+len("\nMAPS\n") : j]; got != maps {
+		t.Errorf("heap dump maps:\n%s\nwant the process's as it ended:\n%s", got, maps)
+	}
+}
+
+// TestAttachMdtraceKilled: an attached process runs on normally, untraced,
+// when mdtrace is killed (SIGKILL), whether mdtrace held it or not.
+func TestAttachMdtraceKilled(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct{ name, flag string }{{"unheld", "--leak-track"}, {"held", "--follow-forks"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := start(t, prog("attachee"))
+			target.expectLine(t, "ready")
+			pid := fmt.Sprint(target.cmd.Process.Pid)
+			m := start(t, mdtraceBin, "-p", pid, tc.flag, "--ready-file", dir+"/ready")
+			waitReady(t, m, dir+"/ready")
+			// The tracer is a thread of mdtrace.
+			tp := tracerPID(t, pid)
+			_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%s", m.cmd.Process.Pid, tp))
+			if held := tp != "0" && err == nil; held != (tc.name == "held") {
+				t.Errorf("TracerPid %s with %s (mdtrace is %d)", tp, tc.flag, m.cmd.Process.Pid)
+			}
+			m.cmd.Process.Kill()
+			m.wait(t)
+			if tp := tracerPID(t, pid); tp != "0" {
+				t.Errorf("TracerPid %s once mdtrace was killed", tp)
+			}
+			io.WriteString(target.stdin, "go\n")
+			target.expectLine(t, "done")
+			target.stdin.Close()
+			if code := target.wait(t); code != 0 {
+				t.Errorf("attachee exit status %d after mdtrace was killed", code)
+			}
+		})
+	}
+}
+
+// TestAttachUnheldExec: a process mdtrace does not hold that executes a
+// program is followed into it, later than a held one (--hold) would be,
+// which mdtrace says: the new program's leaks are reported under its name.
+func TestAttachUnheldExec(t *testing.T) {
+	needRoot(t)
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			dir := t.TempDir()
+			leaky := prog("leaky")
+			target := start(t, "sh", "-c", "echo ready; read x; exec "+leaky+" hold")
+			target.expectLine(t, "ready")
+			pid := fmt.Sprint(target.cmd.Process.Pid)
+			args := []string{"-p", pid, "-o", "backtrace leak_track", "--log", dir + "/log", "--ready-file", dir + "/ready"}
+			if hold {
+				args = append(args, "--hold")
+			}
+			m := start(t, mdtraceBin, args...)
+			waitReady(t, m, dir+"/ready")
+			io.WriteString(target.stdin, "go\n")
+			target.expectLine(t, "leaky: done")
+			// Long enough for mdtrace to see the exec as leaky runs.
+			time.Sleep(300 * time.Millisecond)
+			target.stdin.Close()
+			if code := target.wait(t); code != 0 {
+				t.Errorf("exit status %d", code)
+			}
+			if code := m.wait(t); code != 0 {
+				t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+			}
+			stderr := m.stderr.String()
+			late := "mdtrace: process " + pid + " executed " + leaky + ", and mdtrace, which does not hold it (--hold would), learned of it as it ran: " +
+				"until then, its backtraces may end early (its files' unwind tables were not loaded yet), and the calls to an allocator of its own were missed\n"
+			held := "mdtrace: holding process " + pid + " with ptrace for --hold: debuggers and profilers cannot attach to it while mdtrace runs\n"
+			if strings.Contains(stderr, late) == hold || strings.Contains(stderr, held) != hold {
+				t.Errorf("mdtrace stderr:\n%s\nwant the line %q: %v, and %q: %v", stderr, late, !hold, held, hold)
+			}
+			for _, want := range []string{"mdtrace: 16194 bytes in 13 leaked allocations\n", "mdtrace: process " + pid + " (" + leaky + ") exited with status 0\n"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("mdtrace stderr:\n%s\nwant the line %q", stderr, want)
+				}
+			}
+		})
+	}
+}
+
+// TestAttachBesideTracer: mdtrace -p traces a process that strace traces
+// already; held (--hold), it cannot, and says why.
+func TestAttachBesideTracer(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skipf("strace is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	target := start(t, prog("attachee"))
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	strace := start(t, "strace", "-o", dir+"/strace", "-e", "trace=write", "-p", pid)
+	for i := 0; tracerPID(t, pid) != fmt.Sprint(strace.cmd.Process.Pid); i++ {
+		if i == 100 {
+			t.Fatalf("strace did not attach; its stderr:\n%s", strace.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := runMdtrace(t, "-p", pid, "--hold", "--leak-track")
+	want := "mdtrace: holding process " + pid + " with ptrace for --hold: debuggers and profilers cannot attach to it while mdtrace runs\n" +
+		"mdtrace: not permitted to trace process " + pid + ": it is traced by another debugger, or ptrace is restricted (needs CAP_SYS_PTRACE)\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("--hold beside strace: exit status %d, stderr:\n%s\nwant 1 and:\n%s", r.code, r.stderr, want)
+	}
+	m := start(t, mdtraceBin, "-p", pid, "--leak-track", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	strace.wait(t)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	for _, want := range []string{"mdtrace: 9006 bytes in 3 leaked allocations\n", "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"} {
+		if !strings.Contains(m.stderr.String(), want) {
+			t.Errorf("mdtrace stderr:\n%s\nwant the line %q", m.stderr.String(), want)
+		}
 	}
 }

@@ -159,6 +159,7 @@ func TestBadInput(t *testing.T) {
 		{"32-bit program", []string{"--", prog32}, 1, "mdtrace: cannot trace " + prog32 + ": not a 64-bit x86-64 program\n"},
 		{"no-preload with a shim option", []string{"--no-preload", "-o", "guard", "--", "true"}, 2, "mdtrace: option guard rewrites memory through the preloaded shim, which --no-preload turns off\n"},
 		{"follow-forks without -p", []string{"--follow-forks", "--", "true"}, 2, "mdtrace: --follow-forks is for -p: a launched command's children are always traced\nRun 'mdtrace --help' for usage.\n"},
+		{"hold without -p", []string{"--hold", "--", "true"}, 2, "mdtrace: --hold is for -p: a launched command is always held, and --program holds each process\nRun 'mdtrace --help' for usage.\n"},
 		{"no-preload with -p", []string{"--no-preload", "-p", "1"}, 2, "mdtrace: --no-preload is for launched commands; with -p nothing is preloaded\nRun 'mdtrace --help' for usage.\n"},
 		{"missing shim", []string{"--shim", dir + "/nope.so", "-o", "guard", "--", "true"}, 1, "mdtrace: the shim (--shim): reading " + dir + "/nope.so: open " + dir + "/nope.so: no such file or directory\n"},
 		{"all with a command", []string{"--all", "--", "true"}, 2, "mdtrace: --all audits every process: give neither -p, --program nor a command\nRun 'mdtrace --help' for usage.\n"},

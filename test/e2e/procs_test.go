@@ -187,6 +187,11 @@ func TestFollowForksAttach(t *testing.T) {
 			if code := m.wait(t); code != 0 {
 				t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 			}
+			// Following forks holds the process with ptrace, and says so.
+			hold := fmt.Sprintf("mdtrace: holding process %d with ptrace for --follow-forks (its children are followed from their fork): debuggers and profilers cannot attach to it while mdtrace runs\n", target.cmd.Process.Pid)
+			if strings.Contains(m.stderr.String(), hold) != follow || (!follow && strings.Contains(m.stderr.String(), "holding")) {
+				t.Errorf("mdtrace stderr:\n%s\nwant the line %q: %v", m.stderr.String(), hold, follow)
+			}
 			// stdout's buffer came before the attach: the parent
 			// leaks 1111 bytes, the child those and 2222.
 			counts := leakCounts(t, readFile(t, filepath.Join(dir, "log")))

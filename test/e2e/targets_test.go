@@ -570,7 +570,9 @@ func TestAttachExecOtherMountNamespace(t *testing.T) {
 	target := start(t, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
 	target.expectLine(t, "ready")
 	pid := target.cmd.Process.Pid
-	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	// Held: the program executed, with a libc of its own, is probed
+	// before it runs.
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--hold", "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
 	waitReady(t, m, dir+"/ready")
 	io.WriteString(target.stdin, "exec\n")
 	target.expectLine(t, "ready")
