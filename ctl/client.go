@@ -10,8 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,40 +61,18 @@ func AskUnreachable(pid int, contents bool, timeout time.Duration) ([]byte, erro
 	return nil, fmt.Errorf("process %d: %w", pid, ErrNotTraced)
 }
 
-// servers lists the control sockets of the mdtrace processes running now.
+// servers lists the control sockets of the mdtrace processes running now,
+// in directories of root's or of the current user's.
 func servers() []string {
 	var out []string
-	for _, base := range socketBases {
-		entries, err := os.ReadDir(base)
-		if err != nil {
-			continue
+	socketDirs(func(dir string, running bool) {
+		var st unix.Stat_t
+		if !running || unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR ||
+			st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+			return
 		}
-		for _, e := range entries {
-			name := e.Name()
-			if !strings.HasPrefix(name, dirPrefix) {
-				continue
-			}
-			f := strings.SplitN(strings.TrimPrefix(name, dirPrefix), "-", 3)
-			if len(f) != 3 {
-				continue
-			}
-			owner, err1 := strconv.Atoi(f[0])
-			start, err2 := strconv.ParseUint(f[1], 10, 64)
-			if err1 != nil || err2 != nil || owner <= 0 {
-				continue
-			}
-			if now, err := procStart(owner); err != nil || now != start {
-				continue // its mdtrace is gone
-			}
-			dir := filepath.Join(base, name)
-			var st unix.Stat_t
-			if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR ||
-				st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-				continue
-			}
-			out = append(out, filepath.Join(dir, socketName))
-		}
-	}
+		out = append(out, filepath.Join(dir, socketName))
+	})
 	return out
 }
 

@@ -210,11 +210,11 @@ func procStart(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// removeStale removes the socket directories of the mdtrace processes that
-// are gone: a killed mdtrace cannot remove its own. Only directories owned
-// by the current user are touched, and only when the process that their
-// name gives (pid and start time) no longer runs.
-func removeStale() {
+// socketDirs calls fn with each socket directory in the bases, its path,
+// and whether the mdtrace that made it still runs: its name gives that
+// mdtrace's pid and start time. Names that are not a socket directory's
+// are passed over.
+func socketDirs(fn func(dir string, running bool)) {
 	for _, base := range socketBases {
 		entries, err := os.ReadDir(base)
 		if err != nil {
@@ -222,7 +222,7 @@ func removeStale() {
 		}
 		for _, e := range entries {
 			name := e.Name()
-			if !strings.HasPrefix(name, dirPrefix) || !e.IsDir() {
+			if !strings.HasPrefix(name, dirPrefix) {
 				continue
 			}
 			f := strings.SplitN(strings.TrimPrefix(name, dirPrefix), "-", 3)
@@ -234,19 +234,26 @@ func removeStale() {
 			if err1 != nil || err2 != nil || pid <= 0 {
 				continue
 			}
-			if now, err := procStart(pid); err == nil && now == start {
-				continue // its mdtrace still runs
-			}
-			path := filepath.Join(base, name)
-			var st unix.Stat_t
-			if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() {
-				continue
-			}
-			// RemoveAll does not follow symbolic links, and nobody else
-			// can write in a directory of ours.
-			os.RemoveAll(path)
+			now, err := procStart(pid)
+			fn(filepath.Join(base, name), err == nil && now == start)
 		}
 	}
+}
+
+// removeStale removes the socket directories of the mdtrace processes that
+// are gone: a killed mdtrace cannot remove its own. Only directories owned
+// by the current user are touched, and only when the process that their
+// name gives (pid and start time) no longer runs.
+func removeStale() {
+	socketDirs(func(path string, running bool) {
+		var st unix.Stat_t
+		if running || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() {
+			return
+		}
+		// RemoveAll does not follow symbolic links, and nobody else
+		// can write in a directory of ours.
+		os.RemoveAll(path)
+	})
 }
 
 // Name is the socket's path.

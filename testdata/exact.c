@@ -18,6 +18,8 @@
 //                     free each handed over by a realloc after them
 //   exact double-thread the double-big case in a thread, whose blocks come
 //                     from an arena of their own
+//   exact double-thread-old the same, the block's allocation and its first
+//                     free each handed over by a realloc after them
 //   exact invalid     frees a pointer 16 bytes inside a block
 //   exact abort       leaks 300 blocks in main and 200 in each of two
 //                     threads (abort_leaks), which then wait, and aborts
@@ -81,12 +83,12 @@ static void *sync_realloc(void)
 /* The bad frees of exact double, double-big, double-mmap, double-fast(-old) and invalid. */
 static void bad_free(const char *how)
 {
-	size_t size = strcmp(how, "double-big") == 0 ? 2000 : strcmp(how, "double-mmap") == 0 ? 200000 : 40;
+	size_t size = strncmp(how, "double-big", 10) == 0 ? 2000 : strcmp(how, "double-mmap") == 0 ? 200000 : 40;
 	void *keep[8], *cache[7];
 
 	for (int i = 0; i < 8; i++)
 		keep[i] = malloc(size);
-	bool fast = strncmp(how, "double-fast", 11) == 0, old = strcmp(how, "double-fast-old") == 0;
+	bool fast = strncmp(how, "double-fast", 11) == 0, old = strcmp(how, "double-fast-old") == 0 || strcmp(how, "double-big-old") == 0;
 
 	for (int i = 0; i < 7 && fast; i++)
 		cache[i] = malloc(size);
@@ -116,8 +118,7 @@ static void bad_free(const char *how)
 
 static void *bad_free_thread(void *arg)
 {
-	(void)arg;
-	bad_free("double-big");
+	bad_free(arg);
 	return NULL;
 }
 
@@ -320,10 +321,10 @@ int main(int argc, char **argv)
 		bad_free(argv[1]);
 		return 0;
 	}
-	if (strcmp(argv[1], "double-thread") == 0) {
+	if (strcmp(argv[1], "double-thread") == 0 || strcmp(argv[1], "double-thread-old") == 0) {
 		pthread_t t;
 
-		pthread_create(&t, NULL, bad_free_thread, NULL);
+		pthread_create(&t, NULL, bad_free_thread, strcmp(argv[1], "double-thread") == 0 ? "double-big" : "double-big-old");
 		pthread_join(t, NULL);
 		return 0;
 	}

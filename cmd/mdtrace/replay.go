@@ -366,14 +366,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	allocator := fs.String("allocator", "", "replay with the allocator of shared library `LIB` preloaded (LD_PRELOAD)")
 	help := fs.BoolP("help", "h", false, "show this help")
-	if err := fs.Parse(args); err != nil {
-		return usageError(stderr, err, replayUsage)
-	}
-	if *help {
-		fmt.Fprint(stdout, replayUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
+	if status, done := parseSubcommand(fs, help, args, replayUsage, stdout, stderr); done {
+		return status
 	}
 	if fs.NArg() != 1 {
 		return usageError(stderr, errors.New("replay reads one record_allocs file"), replayUsage)

@@ -93,6 +93,31 @@ func usageError(stderr io.Writer, err error, usage string) int {
 	return 2
 }
 
+// parseSubcommand parses a subcommand's arguments with fs, whose -h/--help
+// flag is help: a usage error or the help (to stdout) end the subcommand
+// with the status returned, done true.
+func parseSubcommand(fs *pflag.FlagSet, help *bool, args []string, usage string, stdout, stderr io.Writer) (status int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		return usageError(stderr, err, usage), true
+	}
+	if *help {
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, true
+	}
+	return 0, false
+}
+
+// writeOutput writes with write to the file out (0600, atomically), or to
+// stdout when out is "".
+func writeOutput(out string, stdout io.Writer, write func(io.Writer) error) error {
+	if out == "" {
+		return write(stdout)
+	}
+	return output.WriteFileAtomic(out, 0o600, write)
+}
+
 func runReport(args []string, stdout, stderr io.Writer) int {
 	f := newDumpFlags("report", reportUsage, 50)
 	format := f.fs.String("format", "text", "`text`, folded, pprof or html")
@@ -140,11 +165,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	p.update(d.RecordCount, "writing the report")
-	if *out != "" {
-		err = output.WriteFileAtomic(*out, 0o600, func(w io.Writer) error { return write(w, d) })
-	} else {
-		err = write(stdout, d)
-	}
+	err = writeOutput(*out, stdout, func(w io.Writer) error { return write(w, d) })
 	if err != nil {
 		p.done("stopped")
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
@@ -178,14 +199,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 		ds[i] = d
 	}
-	write := func(w io.Writer) error { return dumps.WriteDiff(w, ds[0], ds[1], f.top) }
-	var err error
-	if *out != "" {
-		err = output.WriteFileAtomic(*out, 0o600, write)
-	} else {
-		err = write(stdout)
-	}
-	if err != nil {
+	if err := writeOutput(*out, stdout, func(w io.Writer) error { return dumps.WriteDiff(w, ds[0], ds[1], f.top) }); err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}

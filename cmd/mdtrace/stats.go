@@ -26,14 +26,8 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	out := fs.StringP("output", "o", "", "write to `FILE` instead of standard output")
 	help := fs.BoolP("help", "h", false, "show this help")
-	if err := fs.Parse(args); err != nil {
-		return usageError(stderr, err, statsUsage)
-	}
-	if *help {
-		fmt.Fprint(stdout, statsUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
+	if status, done := parseSubcommand(fs, help, args, statsUsage, stdout, stderr); done {
+		return status
 	}
 	if fs.NArg() != 1 {
 		return usageError(stderr, errors.New("stats reads one record_allocs file"), statsUsage)
@@ -53,12 +47,7 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(w, "Statistics of %s:\n", path)
 		return st.Write(w, opts)
 	}
-	if *out != "" {
-		err = output.WriteFileAtomic(*out, 0o600, write)
-	} else {
-		err = write(stdout)
-	}
-	if err != nil {
+	if err := writeOutput(*out, stdout, write); err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mdtrace/mdtrace/ctl"
-	"github.com/mdtrace/mdtrace/output"
 )
 
 const unreachableUsage = `usage: mdtrace unreachable [--contents] [-o FILE] -p PID
@@ -34,14 +33,8 @@ func runUnreachable(args []string, stdout, stderr io.Writer) int {
 	pid := fs.IntP("pid", "p", 0, "check the process `PID`")
 	contents := fs.Bool("contents", false, "show the first 32 bytes of each leak, in hex and ASCII (libmemunreachable's log_contents)")
 	out := fs.StringP("output", "o", "", "write the report to `FILE` (0600) instead of standard output")
-	if err := fs.Parse(args); err != nil {
-		return usageError(stderr, err, unreachableUsage)
-	}
-	if *help {
-		fmt.Fprint(stdout, unreachableUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
+	if status, done := parseSubcommand(fs, help, args, unreachableUsage, stdout, stderr); done {
+		return status
 	}
 	if *pid == 0 && fs.NArg() == 1 {
 		n, err := strconv.Atoi(fs.Arg(0))
@@ -70,12 +63,7 @@ func runUnreachable(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}
-	if *out != "" {
-		err = output.WriteFileAtomic(*out, 0o600, func(w io.Writer) error { _, err := w.Write(text); return err })
-	} else {
-		_, err = stdout.Write(text)
-	}
-	if err != nil {
+	if err := writeOutput(*out, stdout, func(w io.Writer) error { _, err := w.Write(text); return err }); err != nil {
 		fmt.Fprintf(stderr, "mdtrace: %v\n", err)
 		return 1
 	}

@@ -110,7 +110,7 @@ func TestBadFreeNative(t *testing.T) {
 		{"double-fast", "before second free", 9}, {"double-thread", "before second free", 10},
 		// A fast bin's first block, its allocation and first free each
 		// handed over before the second free.
-		{"double-fast-old", "before second free", 9},
+		{"double-fast-old", "before second free", 9}, {"double-thread-old", "before second free", 10},
 	} {
 		code, stderr := runNative(t, "exact", c.arg)
 		want := 128 + int(syscall.SIGABRT)
@@ -151,7 +151,7 @@ func glibcMessage(arg string) string {
 		return ""
 	case "double-fast", "double-fast-old":
 		return "double free or corruption (fasttop)\n"
-	case "double-thread":
+	case "double-thread", "double-thread-old":
 		return "double free or corruption (out)\n"
 	}
 	return "free(): invalid pointer\n"
