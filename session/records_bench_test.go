@@ -57,7 +57,7 @@ func BenchmarkRecorder(b *testing.B) {
 	var add, write time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		r := &recorder{mode: 0o600, max: n, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
+		r := &recorder{mode: 0o600, max: n, keep: true, recs: record.NewStore(record.DefaultMemLimit), perPID: map[int32]uint64{}}
 		t0 := time.Now()
 		for i := range events {
 			r.add(&events[i])

@@ -43,6 +43,7 @@
 #include <gnu/libc-version.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "../abi/mdtrace_abi.h"
@@ -74,6 +75,13 @@ unsigned md_batch_depth;
  */
 static bool g_glibc;
 static uintptr_t g_tcache_key, g_held_key;
+/*
+ * A thread arena's heaps are HEAP_MAX_SIZE bytes apart and aligned to it
+ * (64-bit glibc), unless glibc.malloc.hugetlb=2 makes them of huge pages:
+ * g_heaps_known says whether a chunk's heap can be found.
+ */
+#define HEAP_MAX_SIZE (64UL << 20)
+static bool g_heaps_known;
 extern void *__curbrk;
 
 static uint64_t g_epoch = 1;
@@ -281,6 +289,7 @@ __attribute__((destructor)) static void batch_exit(void)
  */
 static void learn_keys(void)
 {
+	const char *tunables;
 	Dl_info a, b;
 	uintptr_t *w;
 
@@ -296,6 +305,8 @@ static void learn_keys(void)
 	if (g_tcache_key == 0)
 		g_tcache_key = g_held_key;
 	g_glibc = true;
+	tunables = getenv("GLIBC_TUNABLES");
+	g_heaps_known = tunables == NULL || strstr(tunables, "glibc.malloc.hugetlb=2") == NULL;
 }
 
 void md_batch_init(size_t (*usable_size)(void *))
@@ -506,11 +517,11 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
  * that glibc's free reads anyway: a misaligned pointer, a chunk size glibc
  * would call invalid, a block in the thread cache or held by a batch (the
  * key at offset 8), a block of the main heap whose next chunk says it is
- * free already (or that ends past the heap). A fast-bin block freed twice
- * is caught by glibc only when it is the bin's first, and a block of
- * another arena by checks of the arena's own: neither is checked here, but
- * a block the thread took back with its allocation and freed is
- * (given_slot()). A block that only looks suspect (the program's data at
+ * free already (or that ends past the heap: the main heap's end, or a
+ * thread arena's heap's). A fast-bin block freed twice is caught by glibc
+ * only when it is the bin's first: not checked here, but a block the
+ * thread gave back to glibc itself, taken back with its allocation or put
+ * in a fast bin, is (given_slot()). A block that only looks suspect (the program's data at
  * offset 8 equal to a key) merely goes unbatched.
  */
 static inline bool suspect(void *ptr)
@@ -528,11 +539,23 @@ static inline bool suspect(void *ptr)
 		return true;
 	if (w[1] == g_tcache_key || w[1] == g_held_key)
 		return true;
-	if (size <= CHUNK_MAX_FAST || (head & CHUNK_NON_MAIN_ARENA))
+	if (size <= CHUNK_MAX_FAST)
 		return false;
 	next = chunk + size;
-	if (next + 16 > (uintptr_t)__curbrk || next + 16 < chunk)
+	if (head & CHUNK_NON_MAIN_ARENA) {
+		/*
+		 * A thread arena's heap: aligned to its largest size, with its
+		 * current size in its header (heap_info), as glibc finds it.
+		 */
+		uintptr_t heap = chunk & ~(uintptr_t)(HEAP_MAX_SIZE - 1);
+
+		if (!g_heaps_known)
+			return false;
+		if (next + 16 > heap + ((const uintptr_t *)heap)[2] || next + 16 < chunk)
+			return true;
+	} else if (next + 16 > (uintptr_t)__curbrk || next + 16 < chunk) {
 		return true;
+	}
 	return (((const uintptr_t *)next)[1] & CHUNK_PREV_INUSE) == 0;
 }
 

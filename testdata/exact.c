@@ -110,7 +110,11 @@ static void bad_free(const char *how)
 		free(sync_realloc());
 	say("before second free\n");
 	second_free();
-	/* On stdout, whose buffer glibc allocates: never natively. */
+	/*
+	 * Never natively. On stderr, unbuffered, so that an abort that comes
+	 * later shows it; and on stdout, whose buffer glibc allocates.
+	 */
+	say("after second free\n");
 	printf("after second free\n");
 	for (int i = 0; i < 8; i++)
 		free(keep[i]);
