@@ -91,7 +91,6 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	final := func() (int, error) {
 		probes.Detach()
-		aud.reap(libcs.alive)
 		aud.summary(stdout)
 		if c, err := probes.Counters(); err == nil {
 			for _, l := range lossLines(c, flags.MaxAllocs, depth) {
@@ -100,14 +99,20 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		}
 		return 0, nil
 	}
-	for {
+	for scans := 1; ; {
 		select {
 		case <-tick:
 			aud.summary(stdout)
 		case <-scan.C:
 			libcs.scan(probes, say)
-			aud.reap(libcs.alive)
-			probes.ForgetExited(processAlive)
+			// The gens of processes gone go only once their figures
+			// are kept.
+			all := scans%auditUnseenScans == 0
+			aud.reap(libcs.alive, all)
+			if all {
+				probes.ForgetExited(processAlive)
+			}
+			scans++
 		case <-end:
 			return final()
 		case <-sigs:

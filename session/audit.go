@@ -29,7 +29,8 @@ const (
 	// whose figures are kept: the largest; the others are counted.
 	auditKeptExits = 1000
 	// auditUnseenScans is how many scans apart the table is read for
-	// processes that ended before a scan saw them.
+	// processes that ended before a scan saw them (their gens are dropped
+	// then too, after their figures are kept).
 	auditUnseenScans = 10
 )
 
@@ -48,7 +49,6 @@ type auditor struct {
 	// auditKeptExits; dropped counts the others.
 	exited  []output.AuditProcess
 	dropped int
-	scans   int
 }
 
 type auditProc struct {
@@ -119,10 +119,12 @@ func (a *auditor) figures(pid int, t tracer.Totals, p *auditProc) output.AuditPr
 	return ap
 }
 
-// reap keeps the final figures of the processes that ended (not in alive),
-// their frames named now, while their maps are known, and drops their
-// blocks from the table.
-func (a *auditor) reap(alive map[int]bool) {
+// reap keeps the final figures of the processes that ended (not in alive,
+// nor running now), their frames named now, while their maps are known,
+// and drops their blocks from the table. With all, the table is read even
+// when no process it knew of ended, for those that ended before a scan
+// saw them.
+func (a *auditor) reap(alive map[int]bool, all bool) {
 	var gone []int
 	for pid := range a.procs {
 		if !alive[pid] && !processAlive(pid) {
@@ -130,11 +132,9 @@ func (a *auditor) reap(alive map[int]bool) {
 		}
 	}
 	// Reading the whole table costs: it is read when a known process
-	// ended, and every auditUnseenScans scans for processes that ended
-	// before a scan saw them (their blocks are in the table, their names
-	// unknown).
-	a.scans++
-	if len(gone) == 0 && a.scans%auditUnseenScans != 0 {
+	// ended, and with all for processes that ended before a scan saw
+	// them (their blocks are in the table, their names unknown).
+	if len(gone) == 0 && !all {
 		return
 	}
 	totals, err := a.probes.Totals()
@@ -200,6 +200,7 @@ func byAdded(x, y output.AuditProcess) int {
 
 // summary writes the ranking of the live processes and the ended ones.
 func (a *auditor) summary(w io.Writer) {
+	a.reap(nil, true)
 	totals, err := a.probes.Totals()
 	if err != nil {
 		fmt.Fprintf(w, "mdtrace: %v\n", err)
