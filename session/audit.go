@@ -125,12 +125,7 @@ func (a *auditor) figures(pid int, t tracer.Totals, p *auditProc) output.AuditPr
 // when no process it knew of ended, for those that ended before a scan
 // saw them.
 func (a *auditor) reap(alive map[int]bool, all bool) {
-	var gone []int
-	for pid := range a.procs {
-		if !alive[pid] && !processAlive(pid) {
-			gone = append(gone, pid)
-		}
-	}
+	gone := a.ended(alive)
 	// Reading the whole table costs: it is read when a known process
 	// ended, and with all for processes that ended before a scan saw
 	// them (their blocks are in the table, their names unknown).
@@ -141,6 +136,25 @@ func (a *auditor) reap(alive map[int]bool, all bool) {
 	if err != nil {
 		return
 	}
+	a.reapTotals(totals, alive, gone)
+}
+
+// ended lists the processes the auditor knows of that ended: not in alive
+// (the last scan's), nor running now.
+func (a *auditor) ended(alive map[int]bool) []int {
+	var gone []int
+	for pid := range a.procs {
+		if !alive[pid] && !processAlive(pid) {
+			gone = append(gone, pid)
+		}
+	}
+	return gone
+}
+
+// reapTotals is reap with the table's totals read, gone the processes it
+// knew of that ended: those that ended unseen are found in totals. Their
+// entries stay in totals, their blocks no longer in the table.
+func (a *auditor) reapTotals(totals map[int]tracer.Totals, alive map[int]bool, gone []int) {
 	for pid := range totals {
 		if _, ok := a.procs[pid]; !ok && !alive[pid] && !processAlive(pid) {
 			gone = append(gone, pid)
@@ -200,12 +214,13 @@ func byAdded(x, y output.AuditProcess) int {
 
 // summary writes the ranking of the live processes and the ended ones.
 func (a *auditor) summary(w io.Writer) {
-	a.reap(nil, true)
 	totals, err := a.probes.Totals()
 	if err != nil {
 		fmt.Fprintf(w, "mdtrace: %v\n", err)
 		return
 	}
+	// The processes that ended first, from the same read of the table.
+	a.reapTotals(totals, nil, a.ended(nil))
 	aud := &output.Audit{Elapsed: time.Since(a.start), Shown: auditTop, Dropped: a.dropped, KeptExits: auditKeptExits}
 	if a.depth > 0 {
 		aud.Sites = auditSites
