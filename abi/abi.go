@@ -67,7 +67,8 @@ const (
 	CounterUnwindStopped  = 19 // backtraces cut short: a frame the unwind tables could not go past
 	CounterStackTruncated = 20 // backtraces cut at the frame limit with frames left
 	CounterPaired         = 21 // allocations freed in their own batch: neither reached the table (not a loss)
-	CounterMax            = 22
+	CounterMappingsLost   = 22 // the allocator's own mappings not learnt, or not let go: a full ring buffer
+	CounterMax            = 23
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:

@@ -99,6 +99,7 @@ enum counter {
 	COUNTER_UNWIND_STOPPED,	   /* backtraces cut short: a frame the unwind tables could not go past */
 	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
 	COUNTER_PAIRED,		   /* allocations freed in their own batch: neither reached the table (not a loss) */
+	COUNTER_MAPPINGS_LOST,	   /* the allocator's own mappings not learnt, or not let go: a full ring buffer */
 	COUNTER_MAX,
 };
 

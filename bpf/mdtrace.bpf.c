@@ -23,6 +23,7 @@
 #include "libs.h"	/* the loader's list of libraries */
 #include "exec.h"	/* program mode's exec events */
 #include "watch.h"	/* the end of a process attached to without ptrace */
+#include "mappings.h"	/* the allocator's own mappings */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -476,6 +477,9 @@ int exec_gen(u64 *ctx)
 	gen = current_gen();
 	if (bpf_map_update_elem(&gens, &tgid, &gen, BPF_ANY) != 0)
 		count(COUNTER_GEN_LOST);
+	/* The allocator's mappings went with the old program's memory. */
+	if (gens_all ? bpf_map_lookup_elem(&traced, &tgid) != 0 : true)
+		mapping_event(tgid, MAPPING_RESET, 0, 0);
 	return 0;
 }
 
@@ -520,5 +524,45 @@ int program_fork(u64 *ctx)
 	e->parent = tgid;
 	e->name[0] = 0;
 	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/*
+ * The end of every system call: for mmap, mremap and munmap of a traced
+ * process, what the allocator mapped for itself and what anyone unmapped
+ * or mapped over (bpf/mappings.h). The user's registers still hold the
+ * arguments. A raw tracepoint, as kprobes and BPF trampolines may not be
+ * there; user space attaches it only for processes whose allocator is not
+ * glibc's, whose own memory the check knows by its shape.
+ */
+SEC("raw_tp/sys_exit")
+int mappings_exit(u64 *ctx)
+{
+	const struct pt_regs *regs = (const void *)ctx[0];
+	u64 ret = ctx[1], nr, len, flags;
+	u32 tgid = traced_tgid();
+
+	if (!tgid || ret >= (u64)-4095)
+		return 0;
+	nr = syscall_arg(&regs->orig_ax);
+	switch (nr) {
+	case NR_MMAP:
+		len = syscall_arg(&regs->si);
+		flags = syscall_arg(&regs->r10);
+		if ((flags & MAP_ANONYMOUS) && in_allocator(thread_state_if_any(), regs))
+			mapping_event(tgid, MAPPING_ALLOCATOR, ret, len);
+		else if (flags & MAP_FIXED)
+			/* A fixed mapping replaced whatever was there. */
+			mapping_event(tgid, MAPPING_GONE, ret, len);
+		break;
+	case NR_MREMAP:
+		mapping_event(tgid, MAPPING_GONE, syscall_arg(&regs->di), syscall_arg(&regs->si));
+		mapping_event(tgid, in_allocator(thread_state_if_any(), regs) ? MAPPING_ALLOCATOR : MAPPING_GONE, ret,
+			      syscall_arg(&regs->dx));
+		break;
+	case NR_MUNMAP:
+		mapping_event(tgid, MAPPING_GONE, syscall_arg(&regs->di), syscall_arg(&regs->si));
+		break;
+	}
 	return 0;
 }

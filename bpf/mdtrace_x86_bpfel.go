@@ -72,6 +72,14 @@ type MdtraceLibEvent struct {
 	Name [256]int8
 }
 
+type MdtraceMappingEvent struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Kind  uint32
+	Start uint64
+	Len   uint64
+}
+
 type MdtracePointerError struct {
 	_         structs.HostLayout
 	Tgid      uint32
@@ -197,6 +205,7 @@ const (
 	MdtraceMapFences             = "fences"
 	MdtraceMapFreed              = "freed"
 	MdtraceMapGens               = "gens"
+	MdtraceMapMappings           = "mappings"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapOrphans            = "orphans"
 	MdtraceMapRdebug             = "rdebug"
@@ -223,6 +232,7 @@ const (
 	MdtraceProgBatchDrainKprobe  = "batch_drain_kprobe"
 	MdtraceProgExecGen           = "exec_gen"
 	MdtraceProgLibrariesChanged  = "libraries_changed"
+	MdtraceProgMappingsExit      = "mappings_exit"
 	MdtraceProgProgramExec       = "program_exec"
 	MdtraceProgProgramFork       = "program_fork"
 	MdtraceProgThreadExit        = "thread_exit"
@@ -256,6 +266,7 @@ const (
 	MdtraceVarUnusedBatchThread  = "unused_batch_thread"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
+	MdtraceVarUnusedMappingEvent = "unused_mapping_event"
 	MdtraceVarUnusedPointerError = "unused_pointer_error"
 	MdtraceVarUnusedRecordEvent  = "unused_record_event"
 	MdtraceVarVerify             = "verify"
@@ -310,6 +321,7 @@ type MdtraceProgramSpecs struct {
 	BatchDrainKprobe *ebpf.ProgramSpec `ebpf:"batch_drain_kprobe"`
 	ExecGen          *ebpf.ProgramSpec `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.ProgramSpec `ebpf:"libraries_changed"`
+	MappingsExit     *ebpf.ProgramSpec `ebpf:"mappings_exit"`
 	ProgramExec      *ebpf.ProgramSpec `ebpf:"program_exec"`
 	ProgramFork      *ebpf.ProgramSpec `ebpf:"program_fork"`
 	ThreadExit       *ebpf.ProgramSpec `ebpf:"thread_exit"`
@@ -330,6 +342,7 @@ type MdtraceMapSpecs struct {
 	Fences       *ebpf.MapSpec `ebpf:"fences"`
 	Freed        *ebpf.MapSpec `ebpf:"freed"`
 	Gens         *ebpf.MapSpec `ebpf:"gens"`
+	Mappings     *ebpf.MapSpec `ebpf:"mappings"`
 	Notify       *ebpf.MapSpec `ebpf:"notify"`
 	Orphans      *ebpf.MapSpec `ebpf:"orphans"`
 	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
@@ -384,6 +397,7 @@ type MdtraceVariableSpecs struct {
 	UnusedBatchThread  *ebpf.VariableSpec `ebpf:"unused_batch_thread"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
+	UnusedMappingEvent *ebpf.VariableSpec `ebpf:"unused_mapping_event"`
 	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
 	UnusedRecordEvent  *ebpf.VariableSpec `ebpf:"unused_record_event"`
 	Verify             *ebpf.VariableSpec `ebpf:"verify"`
@@ -419,6 +433,7 @@ type MdtraceMaps struct {
 	Fences       *ebpf.Map `ebpf:"fences"`
 	Freed        *ebpf.Map `ebpf:"freed"`
 	Gens         *ebpf.Map `ebpf:"gens"`
+	Mappings     *ebpf.Map `ebpf:"mappings"`
 	Notify       *ebpf.Map `ebpf:"notify"`
 	Orphans      *ebpf.Map `ebpf:"orphans"`
 	Rdebug       *ebpf.Map `ebpf:"rdebug"`
@@ -452,6 +467,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Fences,
 		m.Freed,
 		m.Gens,
+		m.Mappings,
 		m.Notify,
 		m.Orphans,
 		m.Rdebug,
@@ -507,6 +523,7 @@ type MdtraceVariables struct {
 	UnusedBatchThread  *ebpf.Variable `ebpf:"unused_batch_thread"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
+	UnusedMappingEvent *ebpf.Variable `ebpf:"unused_mapping_event"`
 	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`
 	UnusedRecordEvent  *ebpf.Variable `ebpf:"unused_record_event"`
 	Verify             *ebpf.Variable `ebpf:"verify"`
@@ -523,6 +540,7 @@ type MdtracePrograms struct {
 	BatchDrainKprobe *ebpf.Program `ebpf:"batch_drain_kprobe"`
 	ExecGen          *ebpf.Program `ebpf:"exec_gen"`
 	LibrariesChanged *ebpf.Program `ebpf:"libraries_changed"`
+	MappingsExit     *ebpf.Program `ebpf:"mappings_exit"`
 	ProgramExec      *ebpf.Program `ebpf:"program_exec"`
 	ProgramFork      *ebpf.Program `ebpf:"program_fork"`
 	ThreadExit       *ebpf.Program `ebpf:"thread_exit"`
@@ -538,6 +556,7 @@ func (p *MdtracePrograms) Close() error {
 		p.BatchDrainKprobe,
 		p.ExecGen,
 		p.LibrariesChanged,
+		p.MappingsExit,
 		p.ProgramExec,
 		p.ProgramFork,
 		p.ThreadExit,

@@ -31,7 +31,7 @@ func (s *session) ready(pid int) error {
 		return err
 	}
 	prog := tracer.ProgName(pid)
-	p := &proc{pid: pid, prog: prog}
+	p := &proc{pid: pid, prog: prog, late: s.flags.PID != 0}
 	s.pmu.Lock()
 	s.pid = pid
 	s.procs[pid] = p
@@ -119,6 +119,9 @@ func (s *session) execed(pid int) {
 	}
 	s.pmu.Lock()
 	p.prog = prog
+	// A new image: its blocks are all seen, unless it ran before mdtrace
+	// learned of it.
+	p.late = s.unheld
 	s.pmu.Unlock()
 	lib, runtime, err := tracer.AllocatorAndRuntimeOfExec(pid)
 	if err != nil {
@@ -143,7 +146,7 @@ func (s *session) forked(parent, child int, vfork bool) {
 		return
 	}
 	s.pmu.Lock()
-	c := &proc{pid: child, prog: pp.prog}
+	c := &proc{pid: child, prog: pp.prog, late: pp.late}
 	s.procs[child] = c
 	libs := slices.Clone(pp.libs)
 	s.pmu.Unlock()

@@ -92,6 +92,7 @@ type proc struct {
 	pid      int
 	prog     string
 	libs     []stacks.File      // the allocator files probed
+	late     bool               // attached to as it ran (-p): its blocks from before are not in the table
 	hist     stacks.MapsHistory // every library the process has mapped
 	finished bool               // the exit reports are written
 	// lastMaps are the maps last read, for the reports written once a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mdtrace/mdtrace/abi"
@@ -36,6 +37,12 @@ type unreachScan struct {
 	threads, unstopped   int
 	rootBytes, heapBytes int
 	skipped, outside     int
+	// allocMaps says why the allocator's own mappings are read as roots
+	// where they may be; "" if they are not.
+	allocMaps string
+	// late: the process ran before mdtrace attached, and its heap outside
+	// the blocks mdtrace knows was read as roots.
+	late bool
 }
 
 // reachable reports whether snap.Allocs[i] is reachable.
@@ -90,11 +97,21 @@ func (s *session) scanUnreachable(p *proc) (*unreachScan, error) {
 			sps = append(sps, t.SP)
 			img.Regs = append(img.Regs, t.Regs...)
 		}
-		layout := unreach.Classify(maps.Mappings, sps, img.Blocks, unreach.Private{
+		s.pmu.Lock()
+		late := p.late
+		s.pmu.Unlock()
+		known := unreach.Known{
 			Addrs: s.probes.BatchAddrs(p.pid),
 			File:  func(path string) bool { return filepath.Base(path) == shim },
-		})
-		sc.outside = layout.Outside
+			Late:  late,
+		}
+		own, err := s.probes.AllocatorMappings(p.pid)
+		for _, r := range own {
+			known.Allocator = append(known.Allocator, unreach.Range{Start: r[0], End: r[1]})
+		}
+		sc.allocMaps = allocMapsNote(p, err)
+		layout := unreach.Classify(maps.Mappings, sps, img.Blocks, known)
+		sc.outside, sc.late = layout.Outside, late
 		var ranges [][2]uint64
 		for _, group := range [][]unreach.Range{layout.Globals, layout.Stacks, layout.Runs} {
 			for _, r := range group {
@@ -158,7 +175,32 @@ func (sc *unreachScan) pauseLine(pid int) string {
 	if sc.outside > 0 {
 		line += fmt.Sprintf("; %d blocks lie outside the readable memory (their contents are not scanned)", sc.outside)
 	}
+	if sc.late {
+		line += "; the heap outside the blocks made since mdtrace attached is read as roots (blocks from before it may hold the addresses of newer ones): a lost block may look reachable"
+	}
+	if sc.allocMaps != "" {
+		line += "; " + sc.allocMaps
+	}
 	return line
+}
+
+// allocMapsNote says where the memory process p's allocator mapped for
+// itself may be read as roots, and so leaks seen as reachable: where the
+// probes could not follow its mappings (err), or, for an allocator other
+// than glibc's (whose own memory is its arenas' heaps, known by their
+// shape), what it mapped before mdtrace attached.
+func allocMapsNote(p *proc, err error) string {
+	glibc := len(p.libs) > 0
+	for _, f := range p.libs {
+		glibc = glibc && strings.HasPrefix(filepath.Base(f.Name), "libc.so")
+	}
+	switch {
+	case err != nil && !glibc:
+		return fmt.Sprintf("the memory its allocator maps for itself is not known (%v): read as roots, its records of blocks may make lost ones look reachable", err)
+	case p.late && !glibc:
+		return "the memory its allocator mapped for itself before mdtrace attached is read as roots: its records of blocks may make lost ones look reachable"
+	}
+	return ""
 }
 
 // checkUnreachable runs the check of check_unreachable_on_signal on

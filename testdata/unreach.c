@@ -21,7 +21,9 @@
  * standard input; then it exits (exit(0) from main: main's frame, the
  * threads' stacks and registers are still there), or with "join" lets its
  * threads end first. With "late" it first prints "started" and waits for a
- * line before it allocates anything, for a tracer to attach meanwhile.
+ * line before it allocates anything else than a table a global holds, for a
+ * tracer to attach meanwhile; four blocks made after (1015) are reachable
+ * only from that table, which a tracer attached late does not know.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -39,6 +41,7 @@
 void *g_global;
 char *g_interior;
 void **g_big;
+void **g_before;
 __thread void *t_tls;
 static int g_pipe[2];
 static pthread_barrier_t g_ready;
@@ -153,10 +156,13 @@ int main(int argc, char **argv)
 	int join = argc > 1 && strcmp(argv[1], "join") == 0;
 
 	if (argc > 1 && strcmp(argv[1], "late") == 0) {
+		g_before = calloc(4, sizeof(void *));
 		printf("started\n");
 		fflush(stdout);
 		if (fgets(line, sizeof(line), stdin) == NULL)
 			return 1;
+		for (int i = 0; i < 4; i++)
+			g_before[i] = malloc(1015);
 	}
 	if (pipe(g_pipe) != 0)
 		return 1;

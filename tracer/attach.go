@@ -201,6 +201,9 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 		closeLinks(links)
 		return err
 	}
+	if hasMalloc && !strings.HasPrefix(filepath.Base(lib), "libc.so") {
+		p.followMappings()
+	}
 	p.mu.Lock()
 	p.links[pid] = append(p.links[pid], links...)
 	if identified {

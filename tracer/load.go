@@ -180,6 +180,10 @@ var programMode = []string{"program_exec", "program_fork"}
 // verifier takes about as long over alloc_site as over all the rest.
 var siteGroup = []string{"alloc_site"}
 
+// mappingsGroup are the programs that follow the allocator's mappings
+// (mappings.go), loaded on their own: mdtrace goes on without them.
+var mappingsGroup = []string{"mappings_exit"}
+
 // load loads the BPF objects into p.objs: every map and variable, and the
 // programs, with program mode's only when programs is set (else they stay
 // nil).
@@ -218,22 +222,24 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 		return err
 	}
 	opts := ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
-	var progs [2]map[string]*ebpf.Program
-	var errs [3]error
+	var progs [3]map[string]*ebpf.Program
+	var errs [4]error
 	var wg sync.WaitGroup
 	// An update of a map of maps waits for an RCU grace period, 10 to 20
 	// ms here: the first tier goes into the tables map while the verifier
 	// works.
 	wg.Go(func() {
 		if err := p.objs.Tables.Put(uint32(0), p.objs.Allocs); err != nil {
-			errs[2] = fmt.Errorf("putting the live table's first tier in place: %w", err)
+			errs[3] = fmt.Errorf("putting the live table's first tier in place: %w", err)
 		}
 	})
 	for i, want := range []func(string) bool{
 		func(name string) bool { return slices.Contains(siteGroup, name) },
 		func(name string) bool {
-			return !slices.Contains(siteGroup, name) && (programs || !slices.Contains(programMode, name))
+			return !slices.Contains(siteGroup, name) && !slices.Contains(mappingsGroup, name) &&
+				(programs || !slices.Contains(programMode, name))
 		},
+		func(name string) bool { return slices.Contains(mappingsGroup, name) },
 	} {
 		group := spec.Copy()
 		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })
@@ -250,6 +256,12 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 		})
 	}
 	wg.Wait()
+	// Without the mappings' programs the reachability check reads the
+	// allocator's own memory as roots, and says so.
+	if errs[2] != nil {
+		p.mappingsErr = fmt.Errorf("loading the program that follows mmap: %w", errs[2])
+		errs[2] = nil
+	}
 	loaded := map[string]*ebpf.Program{}
 	for i := range progs {
 		maps.Copy(loaded, progs[i])

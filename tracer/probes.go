@@ -55,6 +55,7 @@ type Counters struct {
 	UnwindStopped  uint64 // backtraces cut short: a frame the unwind tables could not go past
 	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
 	Paired         uint64 // batched allocations freed in their own batch: neither call reached the table (not a loss)
+	MappingsLost   uint64 // the allocator's own mappings not learnt, or not let go: the ring buffer was full
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -179,6 +180,11 @@ type Probes struct {
 	// processes.
 	tables  *liveTables
 	lastLen map[int]int
+	// allocMaps are the anonymous mappings each process's allocator made
+	// for itself (mappings.go), once traceProcess started to follow them.
+	allocMaps *allocatorMappings
+	// mappingsErr says why the programs that follow them are not loaded.
+	mappingsErr error
 }
 
 // SetBacktrace turns backtrace capture on or off while tracing.
@@ -189,6 +195,7 @@ func (p *Probes) SetBacktrace(on bool) error {
 // Close detaches the probes and frees the programs and maps.
 func (p *Probes) Close() error {
 	p.Detach()
+	p.stopMappings()
 	if p.tables != nil {
 		p.tables.close()
 	}
@@ -239,6 +246,7 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		UnwindStopped:  vals[abi.CounterUnwindStopped],
 		StackTruncated: vals[abi.CounterStackTruncated],
 		Paired:         vals[abi.CounterPaired],
+		MappingsLost:   vals[abi.CounterMappingsLost],
 	}
 }
 

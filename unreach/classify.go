@@ -36,13 +36,25 @@ type Layout struct {
 	Outside int
 }
 
-// Private says which mappings are mdtrace's own in the process (the
-// shim's), which are neither roots nor heap.
-type Private struct {
-	// Addrs are addresses inside the shim's private mappings.
+// Known is what mdtrace knows of a process's mappings beyond its maps.
+type Known struct {
+	// Addrs are addresses inside mdtrace's own mappings in the process
+	// (the shim's), which are neither roots nor heap.
 	Addrs []uint64
 	// File reports whether a mapped file is mdtrace's (the shim).
 	File func(path string) bool
+	// Allocator are the anonymous ranges the allocator mapped for itself,
+	// sorted: heap, never roots. Its metadata there (jemalloc's extent
+	// records and radix tree, tcmalloc's spans) holds the address of
+	// every extent, and so of blocks.
+	Allocator []Range
+	// Late says the process ran before mdtrace attached (-p): its blocks
+	// from before are not in the table, and may hold the addresses of
+	// blocks made since. Then the heap outside the known blocks, byte for
+	// byte, is read as roots ([heap], glibc's arenas' heaps, anonymous
+	// memory): a lost block may look reachable, a reachable one is never
+	// called lost.
+	Late bool
 }
 
 // page is the size of a page.
@@ -61,6 +73,8 @@ const runGap = 256
 //   - [heap], the pages of live blocks in an anonymous mapping, and a heap
 //     of glibc's other arenas (64 MiB aligned, the rest PROT_NONE) are
 //     heap: not roots, only their blocks are read;
+//   - the ranges the allocator mapped for itself are heap too (on
+//     Android its mappings are named [anon:libc_malloc]);
 //   - a mapping that holds a thread's stack pointer ([stack], or a
 //     thread's anonymous stack) is a root from each such stack pointer,
 //     less the red zone, to its end;
@@ -72,7 +86,7 @@ const runGap = 256
 // Read-only file mappings are not roots: a module's read-only data
 // (RELRO included) is made read-only before any of its code runs, so it
 // holds no address of a block.
-func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *Layout {
+func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Known) *Layout {
 	l := &Layout{}
 	kinds := make([]kind, len(maps))
 	for i := range maps {
@@ -89,12 +103,16 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *L
 	// of it globals: the kernel merges a chunk glibc maps for a large
 	// block with the anonymous mappings next to it (the first thread's
 	// TLS, the program's own), and other allocators' arenas are
-	// anonymous mappings.
+	// anonymous mappings. In a process attached to late, the blocks
+	// themselves, no more: the blocks from before beside them are roots.
 	heapPages := map[int][]Range{}
 	for i := range blocks {
-		if m := at(blocks[i].Ptr); m >= 0 && kinds[m] == kindGlobals && maps[m].Path == "" {
+		if m := at(blocks[i].Ptr); m >= 0 && kinds[m] == kindGlobals && (maps[m].Path == "" || maps[m].Name() == "[heap]") {
 			b := &blocks[i]
 			r := Range{max(maps[m].Start, (b.Ptr-min(b.Ptr, 16))&^(page-1)), min(maps[m].End, (b.Ptr+b.Size+page-1)&^(page-1))}
+			if p.Late {
+				r = Range{b.Ptr, min(maps[m].End, b.Ptr+b.Size)}
+			}
 			hp := heapPages[m]
 			if n := len(hp); n > 0 && r.Start <= hp[n-1].End {
 				hp[n-1].End = max(hp[n-1].End, r.End)
@@ -134,6 +152,9 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Private) *L
 			}
 		}
 	}
+	if len(p.Allocator) > 0 {
+		l.Globals = subtract(l.Globals, p.Allocator)
+	}
 	// Runs of blocks, within their mappings.
 	var run Range
 	runMap := -1
@@ -172,7 +193,7 @@ const (
 
 // classify gives mapping i its kind, before the blocks and stack pointers
 // are looked at.
-func classify(maps []stacks.Mapping, i int, p Private) kind {
+func classify(maps []stacks.Mapping, i int, p Known) kind {
 	m := &maps[i]
 	if !strings.HasPrefix(m.Perms, "r") || strings.Contains(m.Perms, "x") {
 		return kindSkip
@@ -184,6 +205,8 @@ func classify(maps []stacks.Mapping, i int, p Private) kind {
 	}
 	name := m.Name()
 	switch {
+	case p.Late && (name == "[heap]" || name == "" && glibcHeap(maps, i)):
+		return kindGlobals
 	case name == "[heap]":
 		return kindHeap
 	case name == "[stack]":
@@ -221,4 +244,26 @@ func glibcHeap(maps []stacks.Mapping, i int) bool {
 	}
 	n := &maps[i+1]
 	return n.Start == m.End && n.End == m.Start+glibcHeapMax && n.Path == "" && strings.HasPrefix(n.Perms, "---")
+}
+
+// subtract takes the sorted ranges out from the sorted ranges rs.
+func subtract(rs, out []Range) []Range {
+	var res []Range
+	j := 0
+	for _, r := range rs {
+		for j < len(out) && out[j].End <= r.Start {
+			j++
+		}
+		at := r.Start
+		for k := j; k < len(out) && out[k].Start < r.End; k++ {
+			if out[k].Start > at {
+				res = append(res, Range{at, out[k].Start})
+			}
+			at = max(at, out[k].End)
+		}
+		if at < r.End {
+			res = append(res, Range{at, r.End})
+		}
+	}
+	return res
 }

@@ -40,7 +40,7 @@ func TestClassify(t *testing.T) {
 		{Ptr: 0x600000000000, Size: 8},      // nowhere
 	}
 	sps := []uint64{0x7fffffffe000, 0x7ffff7a00000}
-	l := Classify(maps.Mappings, sps, blocks, Private{
+	l := Classify(maps.Mappings, sps, blocks, Known{
 		Addrs: []uint64{0x7ffff7c00800},
 		File:  func(p string) bool { return strings.HasSuffix(p, "/libmdshim.so") },
 	})
@@ -65,5 +65,58 @@ func TestClassify(t *testing.T) {
 	}
 	if l.Outside != 1 {
 		t.Errorf("%d blocks outside, want 1", l.Outside)
+	}
+}
+
+// TestClassifyKnown: the ranges the allocator mapped for itself are not
+// roots; in a process attached to late, the heap outside the blocks
+// mdtrace knows, byte for byte, is.
+func TestClassifyKnown(t *testing.T) {
+	maps, err := stacks.ParseMaps([]byte(`555555557000-555555558000 rw-p 00003000 fd:01 10 /usr/bin/prog
+555555559000-55555557a000 rw-p 00000000 00:00 0                          [heap]
+7ffff0000000-7ffff0021000 rw-p 00000000 00:00 0 
+7ffff0021000-7ffff4000000 ---p 00000000 00:00 0 
+7ffff7000000-7ffff7100000 rw-p 00000000 00:00 0 
+7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0                          [stack]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := []Block{
+		{Ptr: 0x5555555592a0, Size: 24},  // [heap]
+		{Ptr: 0x7ffff00008d0, Size: 64},  // another arena's heap
+		{Ptr: 0x7ffff7040010, Size: 100}, // another allocator's extent
+	}
+	sps := []uint64{0x7fffffffe000}
+	show := func(rs []Range) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, fmt.Sprintf("%x-%x", r.Start, r.End))
+		}
+		return strings.Join(s, " ")
+	}
+	for _, tc := range []struct {
+		name  string
+		known Known
+		want  string
+	}{
+		{"nothing known", Known{},
+			"555555557000-555555558000 7ffff7000000-7ffff7040000 7ffff7041000-7ffff7100000"},
+		{"the allocator's own mappings", Known{Allocator: []Range{{0x7ffff7000000, 0x7ffff7020000}, {0x7ffff7080000, 0x7ffff7090000}}},
+			"555555557000-555555558000 7ffff7020000-7ffff7040000 7ffff7041000-7ffff7080000 7ffff7090000-7ffff7100000"},
+		{"late", Known{Late: true},
+			"555555557000-555555558000 555555559000-5555555592a0 5555555592b8-55555557a000 7ffff0000000-7ffff00008d0 7ffff0000910-7ffff0021000 7ffff7000000-7ffff7040010 7ffff7040074-7ffff7100000"},
+		{"late, with the allocator's own mappings", Known{Late: true, Allocator: []Range{{0x7ffff7040000, 0x7ffff7100000}}},
+			"555555557000-555555558000 555555559000-5555555592a0 5555555592b8-55555557a000 7ffff0000000-7ffff00008d0 7ffff0000910-7ffff0021000 7ffff7000000-7ffff7040000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Classify(maps.Mappings, sps, blocks, tc.known)
+			if got := show(l.Globals); got != tc.want {
+				t.Errorf("globals %s, want %s", got, tc.want)
+			}
+			if got, want := show(l.Stacks), "7fffffffdf80-7ffffffff000"; got != want {
+				t.Errorf("stacks %s, want %s", got, want)
+			}
+		})
 	}
 }

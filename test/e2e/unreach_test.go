@@ -103,28 +103,42 @@ func TestUnreachable(t *testing.T) {
 }
 
 // TestUnreachableValgrind: valgrind's leak check (definitely and
-// indirectly lost) gives the same verdict on the same program. Only the
-// -O0 build: valgrind's verdict on the -O2 one changes from run to run
-// (the stale copies its threads' teardown leaves).
+// indirectly lost) gives the same verdict on the same program, with
+// glibc's malloc and with jemalloc (which valgrind replaces when told its
+// name). Only the -O0 build with glibc's: valgrind's verdict on the -O2
+// one changes from run to run (the stale copies its threads' teardown
+// leaves).
 func TestUnreachableValgrind(t *testing.T) {
 	vg, err := exec.LookPath("valgrind")
 	if err != nil {
 		t.Skip("valgrind is not installed")
 	}
 	re := regexp.MustCompile(`(definitely|indirectly) lost: ([0-9,]+) bytes in ([0-9,]+) blocks`)
-	for _, build := range []string{"unreach_o0"} {
-		cmd := exec.Command(vg, "--leak-check=full", prog(build))
-		cmd.Stdin = strings.NewReader("go\n")
-		out, _ := cmd.CombinedOutput()
-		var bytes, blocks int
-		for _, m := range re.FindAllStringSubmatch(string(out), -1) {
-			n, k := atoiComma(m[2]), atoiComma(m[3])
-			bytes += n
-			blocks += k
-		}
-		if bytes != 1055636 || blocks != 8 {
-			t.Errorf("%s: valgrind says %d bytes in %d blocks lost, mdtrace 1055636 in 8:\n%s", build, bytes, blocks, out)
-		}
+	for _, tc := range []struct {
+		build string
+		lib   string
+		args  []string
+	}{
+		{"unreach_o0", "", nil},
+		{"unreach_jemalloc", jemalloc, []string{"--soname-synonyms=somalloc=" + filepath.Base(jemalloc)}},
+	} {
+		t.Run(tc.build, func(t *testing.T) {
+			if tc.lib != "" {
+				needLib(t, tc.lib)
+			}
+			cmd := exec.Command(vg, append(append([]string{"--leak-check=full"}, tc.args...), prog(tc.build))...)
+			cmd.Stdin = strings.NewReader("go\n")
+			out, _ := cmd.CombinedOutput()
+			var bytes, blocks int
+			for _, m := range re.FindAllStringSubmatch(string(out), -1) {
+				n, k := atoiComma(m[2]), atoiComma(m[3])
+				bytes += n
+				blocks += k
+			}
+			if bytes != 1055636 || blocks != 8 {
+				t.Errorf("valgrind says %d bytes in %d blocks lost, mdtrace 1055636 in 8:\n%s", bytes, blocks, out)
+			}
+		})
 	}
 }
 
@@ -255,8 +269,85 @@ func TestUnreachableAttach(t *testing.T) {
 				t.Errorf("%d checks asked by mdtrace unreachable logged, want 2", n)
 			}
 			checkClassified(t, log, m.stderr.String(), false)
+			// The four blocks only the table made before the attach
+			// holds are reachable: the heap outside the blocks mdtrace
+			// knows is read as roots, and the log says so.
+			if reachable := log[strings.Index(log, "mdtrace: still reachable: "):]; strings.Count(reachable, "leaked block of size 1015 ") != 4 {
+				t.Errorf("the four blocks held from before the attach are not all reachable:\n%s", log)
+			}
+			if !strings.Contains(log, lateNote) {
+				t.Errorf("the log lacks %q:\n%s", lateNote, log)
+			}
 		})
 	}
+}
+
+// lateNote is what the check says of a process attached to as it ran.
+const lateNote = "; the heap outside the blocks made since mdtrace attached is read as roots (blocks from before it may hold the addresses of newer ones): a lost block may look reachable"
+
+// TestUnreachableJemalloc: jemalloc keeps the address of every extent, and
+// so of blocks, in the anonymous memory it maps for itself; the check reads
+// that memory as heap, not roots, and gives the verdict it gives with
+// glibc's malloc, launched or with --no-preload. Attached to as it runs,
+// what jemalloc mapped before is read as roots, and the check says so:
+// then it may miss lost blocks, and calls no reachable one lost.
+func TestUnreachableJemalloc(t *testing.T) {
+	needRoot(t)
+	needLib(t, jemalloc)
+	for _, mode := range []string{"launch", "--no-preload"} {
+		t.Run(mode, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			args := []string{"-o", "backtrace leak_track check_unreachable_on_signal", "--unreachable-first", "--log", logPath, "--", prog("unreach_jemalloc")}
+			if mode != "launch" {
+				args = append([]string{mode}, args...)
+			}
+			b := start(t, mdtraceBin, args...)
+			b.expectLine(t, "ready")
+			b.cmd.Process.Signal(syscall.Signal(48))
+			waitLog(t, logPath, " E libmemunreachable: "+unreachSummary, 1)
+			b.stdin.Write([]byte("go\n"))
+			if code := b.wait(t); code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, b.stderr.String())
+			}
+			log := readFile(t, logPath)
+			if strings.Contains(log, "read as roots") {
+				t.Errorf("the check read memory as roots it should know:\n%s", log)
+			}
+			checkClassified(t, log, b.stderr.String(), false)
+		})
+	}
+	t.Run("attach", func(t *testing.T) {
+		dir := t.TempDir()
+		logPath := filepath.Join(dir, "log")
+		target := start(t, prog("unreach_jemalloc"), "late")
+		target.expectLine(t, "started")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track", "--log", logPath, "--ready-file", dir+"/ready")
+		waitFile(t, dir+"/ready")
+		io.WriteString(target.stdin, "go\n")
+		target.expectLine(t, "ready")
+		r := runMdtrace(t, "unreachable", "-p", pid)
+		if r.code != 0 {
+			t.Fatalf("mdtrace unreachable: status %d, stderr:\n%s", r.code, r.stderr)
+		}
+		lost := map[string]bool{"1048577": true, "1012": true, "1011": true, "1009": true, "1008": true, "1007": true, "1006": true}
+		for _, m := range regexp.MustCompile(`(?m)^  ([0-9]+) bytes unreachable at `).FindAllStringSubmatch(r.stdout, -1) {
+			if !lost[m[1]] {
+				t.Errorf("a reachable block of %s bytes is reported unreachable:\n%s", m[1], r.stdout)
+			}
+		}
+		io.WriteString(target.stdin, "go\n")
+		target.wait(t)
+		if code := m.wait(t); code != 0 {
+			t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+		}
+		log := readFile(t, logPath)
+		for _, want := range []string{lateNote, "; the memory its allocator mapped for itself before mdtrace attached is read as roots: its records of blocks may make lost ones look reachable\n"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the log lacks %q:\n%s", want, log)
+			}
+		}
+	})
 }
 
 // checkClassified checks testdata/unreach.c's leak report at exit with
