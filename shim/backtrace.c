@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "backtrace.h"
@@ -46,10 +47,18 @@ bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi)
 
 size_t md_backtrace(void *fp, uintptr_t *frames, size_t max)
 {
+	uintptr_t at = (uintptr_t)fp;
+	stack_t ss;
+
 	stack_bounds();
 	if (t_stack_hi == 0)
 		return 0;
-	return md_unwind((uintptr_t)fp, t_stack_lo, t_stack_hi, frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF, NULL);
+	/* A signal handler on the thread's signal stack: its frames, then the interrupted code's. */
+	if ((at < t_stack_lo || at >= t_stack_hi) && sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+	    at >= (uintptr_t)ss.ss_sp && at < (uintptr_t)ss.ss_sp + ss.ss_size)
+		return md_unwind_alt(at, t_stack_lo, t_stack_hi, (uintptr_t)ss.ss_sp, (uintptr_t)ss.ss_sp + ss.ss_size,
+				     frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF, NULL);
+	return md_unwind(at, t_stack_lo, t_stack_hi, frames, max, MD_UNWIND_PC | MD_UNWIND_NO_SELF, NULL);
 }
 
 void md_backtrace_log(const uintptr_t *frames, size_t n)

@@ -180,6 +180,7 @@ __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec"
  */
 struct walk {
 	uintptr_t lo, hi;
+	uintptr_t alt_lo, alt_hi; /* the signal stack the walk starts on, or none */
 	uintptr_t *out;
 	size_t n, max;
 	unsigned flags;
@@ -189,10 +190,16 @@ struct walk {
 	unsigned bp_frame; /* the first frame of rec that holds that rbp */
 };
 
-/* load reads the word at addr if it lies in the stack [lo, hi), and notes it in the memo. */
+/* on_alt reports whether addr lies in the walk's signal stack. */
+static inline bool on_alt(const struct walk *w, uintptr_t addr)
+{
+	return addr >= w->alt_lo && addr + sizeof(uintptr_t) <= w->alt_hi;
+}
+
+/* load reads the word at addr if it lies in the stack [lo, hi) (or the signal stack), and notes it in the memo. */
 static inline bool load(struct walk *w, uintptr_t addr, uintptr_t *v)
 {
-	if (addr < w->lo || addr > w->hi - sizeof(uintptr_t) || (addr & 7) != 0)
+	if ((addr < w->lo || addr > w->hi - sizeof(uintptr_t) || (addr & 7) != 0) && ((addr & 7) != 0 || !on_alt(w, addr)))
 		return false;
 	*v = *(const uintptr_t *)addr;
 	if (w->rec != NULL) {
@@ -296,8 +303,9 @@ static enum md_unwind_stop step(struct walk *w, struct regs *r, union md_rule ru
 		/* rsp points at the ucontext the kernel pushed under the handler's frame. */
 		uintptr_t gregs = r->sp + offsetof(ucontext_t, uc_mcontext.gregs), rip, sp;
 
-		if (!load(w, gregs + REG_RIP * 8, &rip) || !load(w, gregs + REG_RSP * 8, &sp) || sp <= r->sp ||
-		    !load_bp(w, gregs + REG_RBP * 8, r))
+		/* From a signal stack the interrupted code's stack may lie anywhere. */
+		if (!load(w, gregs + REG_RIP * 8, &rip) || !load(w, gregs + REG_RSP * 8, &sp) ||
+		    (sp <= r->sp && !(on_alt(w, r->sp) && !on_alt(w, sp))) || !load_bp(w, gregs + REG_RBP * 8, r))
 			return MD_UNWIND_STACK_BOUNDS;
 		r->ra = rip + 1;
 		r->sp = sp;
@@ -490,7 +498,13 @@ static enum md_unwind_stop replay(struct walk *w, struct memo *last, unsigned k,
 size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags,
 		 enum md_unwind_stop *why_out)
 {
-	struct walk w = {lo, hi, out, 0, max, flags, NULL, NULL, false, -1, 0};
+	return md_unwind_alt(fp, lo, hi, 0, 0, out, max, flags, why_out);
+}
+
+size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo, uintptr_t alt_hi, uintptr_t *out,
+		     size_t max, unsigned flags, enum md_unwind_stop *why_out)
+{
+	struct walk w = {lo, hi, alt_lo, alt_hi, out, 0, max, flags, NULL, NULL, false, -1, 0};
 	struct memo *last = NULL;
 	enum md_unwind_stop why;
 	struct regs r = {0};
@@ -498,12 +512,13 @@ size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_
 
 	if (why_out != NULL)
 		*why_out = MD_UNWIND_STACK_BOUNDS;
-	if (fp < lo || fp > hi - 16 || (fp & 7) != 0)
+	if ((fp < lo || fp > hi - 16 || (fp & 7) != 0) && ((fp & 7) != 0 || !on_alt(&w, fp) || !on_alt(&w, fp + 8)))
 		return stop(MD_UNWIND_STACK_BOUNDS, 0);
 	r.bp = ((const uintptr_t *)fp)[0];
 	r.ra = ((const uintptr_t *)fp)[1];
 	r.sp = fp + 16;
-	if (!t_memo_busy) {
+	/* A walk from a signal stack goes without the memos, which are of one stack. */
+	if (!t_memo_busy && alt_hi == 0) {
 		t_memo_busy = true;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		uint64_t gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);

@@ -35,6 +35,14 @@ enum md_unwind_stop {
 size_t md_unwind(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t *out, size_t max, unsigned flags,
 		 enum md_unwind_stop *why) __attribute__((visibility("hidden")));
 
+/*
+ * md_unwind_alt is md_unwind from a signal handler running on the signal
+ * stack [alt_lo, alt_hi) (sigaltstack): the walk reads it too, and goes on
+ * through the signal frame to the interrupted code's stack, [lo, hi).
+ */
+size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo, uintptr_t alt_hi, uintptr_t *out,
+		     size_t max, unsigned flags, enum md_unwind_stop *why) __attribute__((visibility("hidden")));
+
 /* md_unwind_replays counts the thread's walks that took frames from its last one (for the tests). */
 extern __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec"), visibility("hidden")));
 

@@ -106,6 +106,10 @@ while read -r variant cc flags; do
 		unwind_case "unwind chain [$variant $shim]" $shim "leaf $CHAIN" "$T/unwind_$variant" chain
 		unwind_case "unwind signal [$variant $shim]" $shim "leaf on_signal libc.so spin $CHAIN" \
 			"$T/unwind_$variant" signal
+		if [ $shim = guard ]; then
+			unwind_case "unwind altstack [$variant $shim]" $shim "leaf on_signal libc.so spin $CHAIN" \
+				"$T/unwind_$variant" altstack
+		fi
 		unwind_case "unwind dlopen [$variant $shim]" $shim "lib_leaf lib_entry $CHAIN" \
 			"$T/unwind_$variant" dlopen "$T/libunwind_$variant.so"
 	done

@@ -6,6 +6,7 @@
  *
  *   unwind_test chain        leaf, through c1 to c11
  *   unwind_test signal       leaf, from a SIGALRM handler that stops spin
+ *   unwind_test altstack     the same, the handler on a signal stack
  *   unwind_test dlopen LIB   lib_leaf and lib_entry of LIB, dlopen'ed
  *   unwind_test reload OLD LIB   the same, after OLD was dlopen'ed, walked
  *                            and dlclose'd, LIB mapped where OLD was
@@ -102,11 +103,17 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(bottoms) / sizeof(bottoms[0]); i++)
 		if (strcmp(mode, bottoms[i].mode) == 0)
 			chain_bottom = bottoms[i].bottom;
-	if (strcmp(mode, "signal") == 0) {
+	if (strcmp(mode, "signal") == 0 || strcmp(mode, "altstack") == 0) {
+		static char alt[64 * 1024] __attribute__((aligned(16)));
+		stack_t ss = {.ss_sp = alt, .ss_size = sizeof(alt)};
 		struct sigaction sa;
 
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_signal;
+		if (strcmp(mode, "altstack") == 0) {
+			sigaltstack(&ss, NULL);
+			sa.sa_flags = SA_ONSTACK;
+		}
 		sigaction(SIGALRM, &sa, NULL);
 		chain_bottom = spin;
 	} else if ((strcmp(mode, "dlopen") == 0 && argc > 2) || (strcmp(mode, "reload") == 0 && argc > 3)) {
@@ -145,7 +152,7 @@ int main(int argc, char **argv)
 		*(volatile int *)dlsym(lib, "lib_corrupt") = chain_corrupt;
 	}
 	if (chain_bottom == NULL) {
-		fprintf(stderr, "usage: unwind_test chain|signal|dlopen LIB|reload OLD LIB|no_fde|bad_ra|unsupported|bounds\n");
+		fprintf(stderr, "usage: unwind_test chain|signal|altstack|dlopen LIB|reload OLD LIB|no_fde|bad_ra|unsupported|bounds\n");
 		return 2;
 	}
 	unwind_begin();

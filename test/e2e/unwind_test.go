@@ -85,21 +85,24 @@ func TestUnwindWithoutFramePointers(t *testing.T) {
 
 // TestUnwindSignalFrame: a block allocated in a signal handler has the
 // handler, then the interrupted code (raise, called by interrupted) on to
-// main: the walk goes through the kernel's signal frame.
+// main: the walk goes through the kernel's signal frame, from the thread's
+// stack or from a signal stack of its own (sigaltstack).
 func TestUnwindSignalFrame(t *testing.T) {
 	needRoot(t)
 	want := []string{"leak_in_handler", "handler", "interrupted", "main", "_start"}
 	for _, mode := range unwindModes {
-		t.Run(mode.name, func(t *testing.T) {
-			r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("sigchain"))
-			if r.code != 0 {
-				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
-			}
-			fns, _ := programChain(t, logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], ""), 2345, prog("sigchain"))
-			if len(fns) != 1 || !slices.Equal(fns[0], want) {
-				t.Fatalf("frames: %v, want %v; stderr:\n%s", fns, want, r.stderr)
-			}
-		})
+		for _, stack := range []string{"", "altstack"} {
+			t.Run(strings.TrimSuffix(mode.name+"/"+stack, "/"), func(t *testing.T) {
+				r := runMdtrace(t, modeFlag(mode.flag), "-o", "backtrace leak_track", "--", prog("sigchain"), stack)
+				if r.code != 0 {
+					t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+				}
+				fns, _ := programChain(t, logMessages(t, r.stderr[strings.Index(r.stderr, "\n")+1:], ""), 2345, prog("sigchain"))
+				if len(fns) != 1 || !slices.Equal(fns[0], want) {
+					t.Fatalf("frames: %v, want %v; stderr:\n%s", fns, want, r.stderr)
+				}
+			})
+		}
 	}
 }
 
