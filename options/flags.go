@@ -224,7 +224,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.StringVar(&f.Log, "log", "", "write the malloc_debug log to `FILE` (default: standard error)")
 	fs.StringVar(&f.Folded, "folded", "", "at exit, write the live bytes as folded stacks (flame graph input, with file:line) to `FILE` (FILE.PID for processes after the first)")
 	fs.StringVar(&f.Shim, "shim", "", "the LD_PRELOAD library at `PATH` preloaded into a launched command, for its probe sites and for guard, fill, free_track, expand_alloc and verify_pointers (default: libmdshim.so next to mdtrace, else in ../lib/mdtrace from its folder, where make install puts it)")
-	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc (or a container's copy): the processes ranked by the live bytes they allocated since the audit began, with the backtrace option their top allocation sites, on interrupt, at --duration and every --interval")
+	fs.BoolVar(&f.All, "all", false, "audit every process on the host that uses the system's libc (or a container's copy): the processes ranked by the live bytes they allocated since the audit began, with the backtrace option their top allocation sites (and heap dumps on signal 47), on interrupt, at --duration and every --interval")
 	fs.StringVar(&f.Program, "program", "", "trace every process that runs a program whose file name contains `NAME`, from its first instruction, until interrupted (Android's libc.debug.malloc.program)")
 	fs.DurationVar(&f.Duration, "duration", 0, "with --all, end the audit after `DURATION` (e.g. 1m) with its summary")
 	fs.StringVar(&f.Format, "format", "text", "with --all, the summaries' `FORM`: text, or json (one object a summary, a line each)")
@@ -395,9 +395,12 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 			return nil, &UsageError{err.Error()}
 		}
 		for _, name := range cfg.Set {
-			if name != "backtrace" {
-				return nil, &UsageError{fmt.Sprintf("--all takes only the backtrace option (the sites of each process's growth), not %s", name)}
+			if !auditOptions[name] {
+				return nil, &UsageError{fmt.Sprintf("--all takes only the backtrace option (the sites of each process's growth) and its heap dumps' (backtrace_dump_on_exit, backtrace_dump_prefix), not %s", name)}
 			}
+		}
+		if !cfg.Has(Backtrace) && (cfg.BacktraceDumpOnExit || slices.Contains(cfg.Set, "backtrace_dump_prefix")) {
+			return nil, &UsageError{"--all writes heap dumps only with the backtrace option"}
 		}
 		return f, nil
 	case fs.Changed("program") && (f.PID != 0 || len(f.Command) > 0):
@@ -461,6 +464,14 @@ var supported = map[string]bool{
 
 // shimOptions are implemented by the shim, preloaded into a launched
 // command, because they rewrite memory.
+// auditOptions are the options --all takes: the backtrace option, and its
+// heap dumps (signal 47; at each process's end).
+var auditOptions = map[string]bool{
+	"backtrace":              true,
+	"backtrace_dump_on_exit": true,
+	"backtrace_dump_prefix":  true,
+}
+
 var shimOptions = map[string]bool{
 	"guard":                           true,
 	"front_guard":                     true,

@@ -38,8 +38,10 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	depth := 0
+	var cfg *options.Config
 	if flags.Options != "" {
-		cfg, err := options.ParseOptions(flags.Options, "--all")
+		var err error
+		cfg, err = options.ParseOptions(flags.Options, "--all")
 		if err != nil {
 			return 2, err
 		}
@@ -59,6 +61,13 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 	defer signal.Stop(sigs)
+	// With backtraces, signal 47 writes each process's heap dump, as it
+	// does for a process under Android's malloc debug.
+	dumps := make(chan os.Signal, 1)
+	if depth > 0 {
+		signal.Notify(dumps, unix.Signal(options.BacktraceDumpSignal))
+		defer signal.Stop(dumps)
+	}
 	say := func(msg string) { fmt.Fprintf(stderr, "mdtrace: %s\n", msg) }
 	if err := partialAttach(probes.Attach(0, lib), say); err != nil {
 		return 1, err
@@ -67,6 +76,10 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	aud := newAuditor(probes, flags, depth)
+	aud.stderr = stderr
+	if depth > 0 {
+		aud.dumpPrefix, aud.dumpOnExit = cfg.BacktraceDumpPrefix, cfg.BacktraceDumpOnExit
+	}
 	libcs := newLibcFinder(lib)
 	libcs.onNew = aud.seen
 	if flags.ReadyFile != "" {
@@ -103,6 +116,8 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		select {
 		case <-tick:
 			aud.summary(stdout)
+		case <-dumps:
+			aud.dumpAll()
 		case <-scan.C:
 			libcs.scan(probes, say)
 			// The gens of processes gone go only once their figures

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -42,9 +43,15 @@ type auditor struct {
 	probes *tracer.Probes
 	flags  *options.Flags
 	depth  int
-	sym    *stacks.Symbolizer
-	start  time.Time
-	procs  map[int]*auditProc
+	// dumpPrefix, when set, is the prefix of the heap dumps: every process
+	// that added blocks on signal 47 (dumpAll), and, with dumpOnExit, each
+	// process as it is found ended.
+	dumpPrefix string
+	dumpOnExit bool
+	stderr     io.Writer
+	sym        *stacks.Symbolizer
+	start      time.Time
+	procs      map[int]*auditProc
 	// exited are the figures of the processes that ended, the largest
 	// auditKeptExits; dropped counts the others.
 	exited  []output.AuditProcess
@@ -164,6 +171,9 @@ func (a *auditor) reapTotals(totals map[int]tracer.Totals, alive map[int]bool, g
 		p := a.procs[pid]
 		delete(a.procs, pid)
 		t := totals[pid]
+		if t.Blocks > 0 && a.dumpOnExit {
+			a.dump(pid, p, fmt.Sprintf("%s.%d.exit.txt", a.dumpPrefix, pid))
+		}
 		if t.Blocks > 0 {
 			ap := a.figures(pid, t, p)
 			ap.Exited = true
@@ -267,6 +277,55 @@ func (a *auditor) summary(w io.Writer) {
 	if err2 != nil {
 		fmt.Fprintf(os.Stderr, "mdtrace: writing the summary: %v\n", err2)
 	}
+}
+
+// dumpAll writes the heap dump of every live process that added blocks
+// during the audit, as Android's malloc debug does on signal 47: the
+// blocks it allocated since the audit began that are still live.
+func (a *auditor) dumpAll() {
+	totals, err := a.probes.Totals()
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mdtrace: %v\n", err)
+		return
+	}
+	pids := slices.Sorted(maps.Keys(totals))
+	n := 0
+	for _, pid := range pids {
+		if totals[pid].Blocks == 0 || !processAlive(pid) {
+			continue
+		}
+		p := a.procs[pid]
+		if p == nil {
+			a.seen(pid)
+			p = a.procs[pid]
+		} else {
+			a.refresh(p)
+		}
+		if a.dump(pid, p, fmt.Sprintf("%s.%d.txt", a.dumpPrefix, pid)) {
+			n++
+		}
+	}
+	fmt.Fprintf(a.stderr, "mdtrace: heap dumps of %d processes written (%s.PID.txt)\n", n, a.dumpPrefix)
+}
+
+// dump writes the heap dump of process pid (p, if known) to path: its
+// blocks allocated during the audit, with its maps as last read. It
+// reports whether it wrote it.
+func (a *auditor) dump(pid int, p *auditProc, path string) bool {
+	snap, err := a.probes.Snapshot(pid)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mdtrace: the heap dump of process %d: %v\n", pid, err)
+		return false
+	}
+	d := &output.HeapDump{Fingerprint: output.BuildFingerprint(), BacktraceSize: a.depth, Snapshot: snap}
+	if p != nil && p.maps != nil {
+		d.Maps = p.maps.Raw
+	}
+	if err := output.WriteFileAtomic(path, a.flags.FileMode, func(w io.Writer) error { return output.WriteHeapDump(w, d) }); err != nil {
+		fmt.Fprintf(a.stderr, "mdtrace: %v\n", err)
+		return false
+	}
+	return true
 }
 
 // readComm is process pid's command name, "" if it is gone.
