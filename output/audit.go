@@ -48,6 +48,13 @@ type AuditProcess struct {
 	// Exited says the process ended during the audit: its figures are
 	// those of its end.
 	Exited bool
+	// New says it started, or executed its program, during the audit,
+	// with its allocator probed from its start: Added is all of its live
+	// heap. For the others only the blocks of the audit are known.
+	New bool
+	// AnonRSS is its resident anonymous memory now, in bytes (0 once it
+	// ended): where the heap it had before the audit shows.
+	AnonRSS uint64
 	// Sites are its allocation sites, the most added bytes first (with
 	// the backtrace option), NSites how many it had in all.
 	Sites  []leak.Site
@@ -74,10 +81,14 @@ func WriteAuditText(w io.Writer, a *Audit) error {
 	shown := a.Processes[:min(a.Shown, len(a.Processes))]
 	fmt.Fprintf(&b, "mdtrace: live heap allocated in the last %s, by process: %d processes, %d blocks, %d bytes\n",
 		a.Elapsed.Round(time.Second), len(a.Processes), a.Total.Blocks, a.Total.Bytes)
-	fmt.Fprintf(&b, "%8s %10s %14s  %s\n", "PID", "BLOCKS", "BYTES", "PROGRAM")
+	fmt.Fprintf(&b, "%8s %10s %14s %14s  %s\n", "PID", "BLOCKS", "BYTES", "ANON RSS", "PROGRAM")
 	for i := range shown {
 		p := &shown[i]
-		fmt.Fprintf(&b, "%8d %10d %14d  %s\n", p.PID, p.Added.Blocks, p.Added.Bytes, auditName(p))
+		rss := "-"
+		if !p.Exited {
+			rss = fmt.Sprint(p.AnonRSS)
+		}
+		fmt.Fprintf(&b, "%8d %10d %14d %14s  %s\n", p.PID, p.Added.Blocks, p.Added.Bytes, rss, auditName(p))
 	}
 	if len(a.Processes) > len(shown) {
 		fmt.Fprintf(&b, "%8s (%d more)\n", "...", len(a.Processes)-len(shown))
@@ -124,6 +135,9 @@ func auditName(p *AuditProcess) string {
 	if p.Cgroup != "" && p.Cgroup != "/" {
 		name += " cgroup " + p.Cgroup
 	}
+	if p.New {
+		name += " [new]"
+	}
 	if p.Exited {
 		name += " [exited]"
 	}
@@ -157,6 +171,8 @@ type auditProcessJSON struct {
 	AddedBlocks uint64          `json:"added_blocks"`
 	AddedBytes  uint64          `json:"added_bytes"`
 	Exited      bool            `json:"exited"`
+	New         bool            `json:"new"`
+	AnonRSS     uint64          `json:"anon_rss_bytes,omitempty"`
 	Sites       []auditSiteJSON `json:"sites,omitempty"`
 	NSites      int             `json:"sites_total,omitempty"`
 }
@@ -192,7 +208,7 @@ func WriteAuditJSON(w io.Writer, a *Audit, now time.Time) error {
 		p := &a.Processes[pi]
 		pj := auditProcessJSON{
 			PID: p.PID, Comm: p.Comm, Exe: p.Exe, Cgroup: p.Cgroup,
-			AddedBlocks: p.Added.Blocks, AddedBytes: p.Added.Bytes, Exited: p.Exited,
+			AddedBlocks: p.Added.Blocks, AddedBytes: p.Added.Bytes, Exited: p.Exited, New: p.New, AnonRSS: p.AnonRSS,
 		}
 		if a.Sites > 0 {
 			pj.NSites = p.NSites

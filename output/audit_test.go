@@ -20,12 +20,12 @@ func testAudit() *Audit {
 	return &Audit{
 		Elapsed: 61*time.Second + 400*time.Millisecond,
 		Processes: []AuditProcess{
-			{PID: 10, Comm: "server", Exe: "/usr/bin/server", Cgroup: "/system.slice/server.service", Added: leak.Site{Blocks: 3, Bytes: 3000},
+			{PID: 10, Comm: "server", Exe: "/usr/bin/server", Cgroup: "/system.slice/server.service", Added: leak.Site{Blocks: 3, Bytes: 3000}, AnonRSS: 5 << 20,
 				Sites: []leak.Site{{StackID: 8, Frames: []uint64{0x1100, 0x1200}, Bytes: 2000, Blocks: 2}, {Bytes: 1000, Blocks: 1}}, NSites: 2, Frames: named},
-			{PID: 11, Comm: "worker-1", Exe: "/usr/bin/python3.11", Cgroup: "/", Added: leak.Site{Blocks: 2, Bytes: 64}, Exited: true,
+			{PID: 11, Comm: "worker-1", Exe: "/usr/bin/python3.11", Cgroup: "/", Added: leak.Site{Blocks: 2, Bytes: 64}, Exited: true, New: true,
 				Sites: []leak.Site{{StackID: 9, Frames: []uint64{0x2100}, Bytes: 64, Blocks: 2}}, NSites: 1,
 				Resolved: [][]stacks.Frame{{{PC: 0x2100, RelPC: 0x100, MapName: "/usr/lib/libc.so.6", Func: "strdup", FuncOff: 9}}}},
-			{PID: 12, Comm: "sh", Exe: "/usr/bin/dash", Added: leak.Site{Blocks: 1, Bytes: 8}},
+			{PID: 12, Comm: "sh", Exe: "/usr/bin/dash", Added: leak.Site{Blocks: 1, Bytes: 8}, New: true, AnonRSS: 126976},
 		},
 		Total:     leak.Site{Blocks: 6, Bytes: 3072},
 		Shown:     2,
@@ -42,9 +42,9 @@ func TestWriteAuditText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `mdtrace: live heap allocated in the last 1m1s, by process: 3 processes, 6 blocks, 3072 bytes
-     PID     BLOCKS          BYTES  PROGRAM
-      10          3           3000  /usr/bin/server cgroup /system.slice/server.service
-      11          2             64  /usr/bin/python3.11 (worker-1) [exited]
+     PID     BLOCKS          BYTES       ANON RSS  PROGRAM
+      10          3           3000        5242880  /usr/bin/server cgroup /system.slice/server.service
+      11          2             64              -  /usr/bin/python3.11 (worker-1) [new] [exited]
      ... (1 more)
 mdtrace: 1 process that ended during the audit not listed: only the 1000 largest are kept
 mdtrace: process 10 (server): 3000 bytes in 3 allocations added, the 2 backtraces with the most bytes of 2:
@@ -69,12 +69,12 @@ func TestWriteAuditJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"time":"2026-11-26T10:00:00Z","elapsed_seconds":61.4,"processes":3,"added_blocks":6,"added_bytes":3072,"ranking":[` +
-		`{"pid":10,"comm":"server","exe":"/usr/bin/server","cgroup":"/system.slice/server.service","added_blocks":3,"added_bytes":3000,"exited":false,"sites":[` +
+		`{"pid":10,"comm":"server","exe":"/usr/bin/server","cgroup":"/system.slice/server.service","added_blocks":3,"added_bytes":3000,"exited":false,"new":false,"anon_rss_bytes":5242880,"sites":[` +
 		`{"blocks":2,"bytes":2000,"frames":[{"pc":"0x1100","rel_pc":"0x100","file":"/usr/bin/server","function":"Cache::insert()","offset":4},{"pc":"0x1200","rel_pc":"0x200","file":"/usr/bin/server","function":"Cache::insert()","offset":4}]},` +
 		`{"blocks":1,"bytes":1000,"frames":[]}],"sites_total":2},` +
-		`{"pid":11,"comm":"worker-1","exe":"/usr/bin/python3.11","cgroup":"/","added_blocks":2,"added_bytes":64,"exited":true,"sites":[` +
+		`{"pid":11,"comm":"worker-1","exe":"/usr/bin/python3.11","cgroup":"/","added_blocks":2,"added_bytes":64,"exited":true,"new":true,"sites":[` +
 		`{"blocks":2,"bytes":64,"frames":[{"pc":"0x2100","rel_pc":"0x100","file":"/usr/lib/libc.so.6","function":"strdup","offset":9}]}],"sites_total":1},` +
-		`{"pid":12,"comm":"sh","exe":"/usr/bin/dash","added_blocks":1,"added_bytes":8,"exited":false}],` +
+		`{"pid":12,"comm":"sh","exe":"/usr/bin/dash","added_blocks":1,"added_bytes":8,"exited":false,"new":true,"anon_rss_bytes":126976}],` +
 		`"exited_not_kept":1,"losses":["2 allocations not tracked: the live table was full"]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

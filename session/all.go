@@ -81,7 +81,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		aud.dumpPrefix, aud.dumpOnExit = cfg.BacktraceDumpPrefix, cfg.BacktraceDumpOnExit
 	}
 	libcs := newLibcFinder(lib)
-	libcs.onNew = aud.seen
+	libcs.onNew, libcs.onLate = aud.seen, aud.late
 	if flags.ReadyFile != "" {
 		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
 			return 1, err
@@ -89,6 +89,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	fmt.Fprintf(stderr, "mdtrace: auditing every process that uses %s; interrupt for the summary\n", lib)
 	libcs.scan(probes, say)
+	// From now on a process seen is new: started, or executing a program,
+	// after the probes were on its allocator.
+	aud.begun = true
 	// New processes are looked at for other copies of libc, and the
 	// processes gone keep their last figures, this often.
 	scan := time.NewTicker(libcScanInterval)
@@ -145,8 +148,9 @@ const libcScanInterval = time.Second
 type libcFinder struct {
 	probed []os.FileInfo
 	// onNew, if not nil, is called for each process started or executed
-	// since the last scan; alive is every process of the last scan.
-	onNew func(pid int)
+	// since the last scan; onLate for one whose allocator was probed only
+	// then. alive is every process of the last scan.
+	onNew, onLate func(pid int)
 	alive map[int]bool
 	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
@@ -201,7 +205,9 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 		if f.onNew != nil {
 			f.onNew(pid)
 		}
-		f.probeLibc(pid, probes, say)
+		if f.probeLibc(pid, probes, say) && f.onLate != nil {
+			f.onLate(pid)
+		}
 	}
 	for pid := range f.seenAt {
 		if !alive[pid] {
@@ -214,20 +220,22 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 // probeLibc probes the allocator of process pid when it is a file not
 // probed yet: a copy of libc (a container's), or another allocator that
 // the loader bound malloc to (jemalloc, tcmalloc, one linked into the
-// program), found as attach mode finds it.
-func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string)) {
+// program), found as attach mode finds it. It reports whether the process
+// ran on an allocator not probed until now: its allocations before are
+// not counted.
+func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string)) bool {
 	file, err := tracer.AllocatorOfRunning(pid)
 	if err != nil {
 		// A kernel thread, a process gone, or one whose loader has not
 		// run yet: its libc, if it maps one.
 		var ok bool
 		if file, ok = mappedLibc(pid); !ok {
-			return
+			return false
 		}
 	}
 	fi, err := os.Stat(file.Path)
 	if err != nil || slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
-		return
+		return false
 	}
 	what := "libc"
 	if !strings.HasPrefix(filepath.Base(file.Name), "libc.so.") {
@@ -236,14 +244,15 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 	if err := partialAttach(probes.Attach(0, file), say); err != nil {
 		if errors.Is(err, tracer.ErrProcessGone) || !processAlive(pid) {
 			// Another process that maps it will say.
-			return
+			return true
 		}
 		say(fmt.Sprintf("the %s of process %d (%s), %s, cannot be probed: %v; its processes are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
 		f.probed = append(f.probed, fi)
-		return
+		return true
 	}
 	f.probed = append(f.probed, fi)
 	say(fmt.Sprintf("also auditing every process that uses the %s of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name))
+	return true
 }
 
 // mappedLibc is the copy of libc process pid maps, if any.

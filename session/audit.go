@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type auditor struct {
 	sym        *stacks.Symbolizer
 	start      time.Time
 	procs      map[int]*auditProc
+	// begun is set once the processes running when the audit began are
+	// seen: those seen after are new.
+	begun bool
 	// exited are the figures of the processes that ended, the largest
 	// auditKeptExits; dropped counts the others.
 	exited  []output.AuditProcess
@@ -61,6 +65,9 @@ type auditor struct {
 type auditProc struct {
 	pid               int
 	comm, exe, cgroup string
+	// fresh: started, or executing its program, after the audit began,
+	// with its allocator probed from its start: all its blocks are known.
+	fresh bool
 	maps              *stacks.Maps
 	hist              stacks.MapsHistory
 }
@@ -77,7 +84,7 @@ func newAuditor(probes *tracer.Probes, flags *options.Flags, depth int) *auditor
 // seen notes process pid, new or executing another program: its names,
 // cgroup and, with backtraces, its maps and unwind tables.
 func (a *auditor) seen(pid int) {
-	p := &auditProc{pid: pid, comm: readComm(pid), cgroup: readCgroup(pid)}
+	p := &auditProc{pid: pid, comm: readComm(pid), cgroup: readCgroup(pid), fresh: a.begun}
 	p.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if a.depth > 0 {
 		if maps, err := stacks.ReadMaps(pid); err == nil {
@@ -89,6 +96,14 @@ func (a *auditor) seen(pid int) {
 		a.probes.LoadUnwind(pid)
 	}
 	a.procs[pid] = p
+}
+
+// late notes that process pid's allocator was probed only when it was
+// seen: its allocations before are not known.
+func (a *auditor) late(pid int) {
+	if p := a.procs[pid]; p != nil {
+		p.fresh = false
+	}
 }
 
 // refresh rereads the maps of a live process before its frames are named:
@@ -106,9 +121,9 @@ func (a *auditor) refresh(p *auditProc) {
 // figures are process pid's added blocks and bytes and, with backtraces,
 // its sites.
 func (a *auditor) figures(pid int, t tracer.Totals, p *auditProc) output.AuditProcess {
-	ap := output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}}
+	ap := output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}, AnonRSS: readAnonRSS(pid)}
 	if p != nil {
-		ap.Comm, ap.Exe, ap.Cgroup = p.comm, p.exe, p.cgroup
+		ap.Comm, ap.Exe, ap.Cgroup, ap.New = p.comm, p.exe, p.cgroup, p.fresh
 	}
 	if a.depth == 0 || t.Blocks == 0 {
 		return ap
@@ -326,6 +341,22 @@ func (a *auditor) dump(pid int, p *auditProc, path string) bool {
 		return false
 	}
 	return true
+}
+
+// readAnonRSS is process pid's resident anonymous memory in bytes (its
+// heap's pages among them), 0 if it is gone.
+func readAnonRSS(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // readComm is process pid's command name, "" if it is gone.

@@ -471,6 +471,8 @@ type auditRow struct {
 	AddedBlocks int64  `json:"added_blocks"`
 	AddedBytes  int64  `json:"added_bytes"`
 	Exited      bool   `json:"exited"`
+	New         bool   `json:"new"`
+	AnonRSS     int64  `json:"anon_rss_bytes"`
 	Sites       []struct {
 		Blocks int64 `json:"blocks"`
 		Bytes  int64 `json:"bytes"`
@@ -486,6 +488,21 @@ type auditRow struct {
 // after the audit began, one in its own mount namespace, one that ends
 // during the audit (its figures at its end stay), and one linked with
 // jemalloc, whose allocator the audit finds and probes; --duration ends it.
+// checkAuditDumps checks that each of the files names in dir is the heap
+// dump of testdata/leaky's 13 blocks of 16194 bytes, with its maps. A
+// process that ended before the audit's scan saw it has no maps known:
+// its dump says so, as Android's does.
+func checkAuditDumps(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		d := readFile(t, filepath.Join(dir, name))
+		maps := strings.Contains(d, "/leaky\n") || strings.HasSuffix(name, ".exit.txt") && strings.Contains(d, "MAPS\nCould not open /proc/self/maps\nEND\n")
+		if !strings.HasPrefix(d, "Android Native Heap Dump v1.2\n") || !strings.Contains(d, "\nTotal memory: 16194\nAllocation records: 13\nBacktrace size: 16\n") || !maps {
+			t.Errorf("%s is not the heap dump of leaky's 16194 bytes with its maps:\n%s", name, d)
+		}
+	}
+}
+
 func TestAllAudit(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
@@ -506,7 +523,7 @@ func TestAllAudit(t *testing.T) {
 	ended := start(t, prog("leaky"))
 	ended.wait(t)
 	// Signal 47: a heap dump of each process that added blocks, of the
-	// blocks it added; and one of each process that ended, at its end.
+	// blocks it added.
 	m.cmd.Process.Signal(syscall.Signal(47))
 	for i := 0; !strings.Contains(m.stderr.String(), "heap dumps of "); i++ {
 		if i == 100 {
@@ -514,22 +531,7 @@ func TestAllAudit(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, name := range []string{fmt.Sprintf("heap.%d.txt", held.cmd.Process.Pid), fmt.Sprintf("heap.%d.txt", inNS.cmd.Process.Pid),
-		fmt.Sprintf("heap.%d.exit.txt", ended.cmd.Process.Pid)} {
-		for i := 0; ; i++ {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil || i == 100 {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		// The process that ended before a scan saw it has no maps
-		// known: its dump says so, as Android's does.
-		d := readFile(t, filepath.Join(dir, name))
-		maps := strings.Contains(d, "/leaky\n") || strings.HasSuffix(name, ".exit.txt") && strings.Contains(d, "MAPS\nCould not open /proc/self/maps\nEND\n")
-		if !strings.HasPrefix(d, "Android Native Heap Dump v1.2\n") || !strings.Contains(d, "\nTotal memory: 16194\nAllocation records: 13\nBacktrace size: 16\n") || !maps {
-			t.Errorf("%s is not the heap dump of leaky's 16194 bytes with its maps:\n%s", name, d)
-		}
-	}
+	checkAuditDumps(t, dir, fmt.Sprintf("heap.%d.txt", held.cmd.Process.Pid), fmt.Sprintf("heap.%d.txt", inNS.cmd.Process.Pid))
 	var je *background
 	if haveJemalloc {
 		je = start(t, prog("otheralloc_jemalloc"))
@@ -548,6 +550,12 @@ func TestAllAudit(t *testing.T) {
 	if code := m.wait(t); code != 0 {
 		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
+	// And one of each process that ended, at its end, found by the
+	// audit's end at the latest.
+	checkAuditDumps(t, dir, fmt.Sprintf("heap.%d.exit.txt", ended.cmd.Process.Pid))
+	// And one of each process that ended, at its end, found by the
+	// audit's end at the latest.
+	checkAuditDumps(t, dir, fmt.Sprintf("heap.%d.exit.txt", ended.cmd.Process.Pid))
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var a auditJSON
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
@@ -556,19 +564,23 @@ func TestAllAudit(t *testing.T) {
 	type want struct {
 		pid           int
 		blocks, bytes int64
-		exited        bool
+		exited, new   bool
 		leaf          string
 	}
+	// The processes started during the audit on the system's libc are
+	// new: their whole heap is known. Not claimed of the one that ended
+	// before the audit's scan saw it: its allocator is not known.
 	wants := []want{
-		{held.cmd.Process.Pid, 13, 16194, false, ""},
-		{inNS.cmd.Process.Pid, 13, 16194, false, ""},
-		{ended.cmd.Process.Pid, 13, 16194, true, ""},
+		{held.cmd.Process.Pid, 13, 16194, false, true, ""},
+		{inNS.cmd.Process.Pid, 13, 16194, false, true, ""},
+		{ended.cmd.Process.Pid, 13, 16194, true, false, ""},
 	}
 	if haveJemalloc {
 		// Three leaks, the blocks from before the probes freed; it
 		// allocated them after its allocator was probed, and with its
-		// unwind tables loaded: the largest site reaches main.
-		wants = append(wants, want{je.cmd.Process.Pid, 3, 6006, false, "other_leak_realloc"})
+		// unwind tables loaded: the largest site reaches main. Its
+		// allocator was probed only once it ran: not new.
+		wants = append(wants, want{je.cmd.Process.Pid, 3, 6006, false, false, "other_leak_realloc"})
 	}
 	for _, w := range wants {
 		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == w.pid })
@@ -577,9 +589,12 @@ func TestAllAudit(t *testing.T) {
 			continue
 		}
 		r := a.Ranking[i]
-		if r.AddedBlocks != w.blocks || r.AddedBytes != w.bytes || r.Exited != w.exited || len(r.Sites) == 0 {
-			t.Errorf("process %d: %d blocks, %d bytes, exited %v, %d sites; want %d, %d, %v, some", w.pid, r.AddedBlocks, r.AddedBytes, r.Exited, len(r.Sites), w.blocks, w.bytes, w.exited)
+		if r.AddedBlocks != w.blocks || r.AddedBytes != w.bytes || r.Exited != w.exited || r.New != w.new || len(r.Sites) == 0 {
+			t.Errorf("process %d: %d blocks, %d bytes, exited %v, new %v, %d sites; want %d, %d, %v, %v, some", w.pid, r.AddedBlocks, r.AddedBytes, r.Exited, r.New, len(r.Sites), w.blocks, w.bytes, w.exited, w.new)
 			continue
+		}
+		if (r.AnonRSS > 0) == w.exited {
+			t.Errorf("process %d: anonymous RSS %d bytes, exited %v", w.pid, r.AnonRSS, w.exited)
 		}
 		if w.leaf == "" {
 			continue
