@@ -55,6 +55,8 @@ type Counters struct {
 	UnwindStopped  uint64 // backtraces cut short: a frame the unwind tables could not go past
 	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
 	Paired         uint64 // batched allocations freed in their own batch: neither call reached the table (not a loss)
+	UnwindDeferred uint64 // walks stopped at a library not in the process's list yet, handed to mdtrace to finish (not a loss)
+	DeferLost      uint64 // walks that could have been handed to mdtrace but for the bound (counted as stopped too)
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -179,6 +181,12 @@ type Probes struct {
 	// processes.
 	tables  *liveTables
 	lastLen map[int]int
+	// defers counts the outcomes of the walks the probes left to
+	// mdtrace (deferred.go); deferCut holds the ids of those cut at the
+	// frame limit, whose id cannot say it. deferMu guards both.
+	deferMu  sync.Mutex
+	defers   DeferCounts
+	deferCut map[uint64]bool
 }
 
 // SetBacktrace turns backtrace capture on or off while tracing.
@@ -211,7 +219,12 @@ func (p *Probes) Counters() (Counters, error) {
 			vals[i] += v
 		}
 	}
-	return countersOf(&vals), nil
+	// The walks mdtrace finished for the probes count as theirs.
+	c := countersOf(&vals)
+	d := p.DeferredCounts()
+	c.UnwindStopped += d.Stopped + d.Short + d.Gone
+	c.StackTruncated += d.Cut
+	return c, nil
 }
 
 // countersOf is Counters from the totals of the counters map.
@@ -239,6 +252,8 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		UnwindStopped:  vals[abi.CounterUnwindStopped],
 		StackTruncated: vals[abi.CounterStackTruncated],
 		Paired:         vals[abi.CounterPaired],
+		UnwindDeferred: vals[abi.CounterUnwindDeferred],
+		DeferLost:      vals[abi.CounterUnwindDeferLost],
 	}
 }
 

@@ -181,6 +181,14 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 		}
 		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
+	// A deferred walk mdtrace finished at the frame limit with frames
+	// left is cut: its id, a number, cannot say it, the snapshot does.
+	for i := range snap.Allocs {
+		if id := snap.Allocs[i].StackID; p.cutDeferred(id) {
+			snap.Stacks[id|abi.StackIDTruncated] = snap.Stacks[id]
+			snap.Allocs[i].StackID = id | abi.StackIDTruncated
+		}
+	}
 	p.addPending(snap, pending)
 	return snap, nil
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -391,5 +392,107 @@ func TestUnwindCxxNew(t *testing.T) {
 	t.Run("attached", func(t *testing.T) {
 		pid, _, log := attachAndRun(t, nil, "done", prog("cxxchain"), "hold")
 		check(t, log, pid)
+	})
+}
+
+// blockFrames returns, for each leaked block of size in a malloc_debug
+// log, its frames as "file-name function".
+func blockFrames(msgs []string, size int) [][]string {
+	head := fmt.Sprintf("leaked block of size %d ", size)
+	var blocks [][]string
+	for i, m := range msgs {
+		if !strings.Contains(m, head) {
+			continue
+		}
+		var got []string
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
+			}
+			got = append(got, filepath.Base(fm[3])+" "+fm[4])
+		}
+		blocks = append(blocks, got)
+	}
+	return blocks
+}
+
+// deferredLine is the verbose line that counts the walks the probes left
+// to mdtrace to finish, and those it finished.
+var deferredLine = regexp.MustCompile(`mdtrace: (\d+) backtraces reached a library loaded while tracing before its unwind table: (\d+) were finished once it was loaded\n`)
+
+// TestUnwindDeferredDlopen: a library dlopen'ed while the probes trace
+// the process, built without frame pointers as the program is, has no
+// unwind table until mdtrace has read the loader's notice; the walks of
+// the blocks its constructor and its function leak meanwhile stop in its
+// frames, and mdtrace finishes them from the stack the probes copied,
+// once the table is loaded: attached before the dlopen (-p) and launched
+// without the shim. Each block's backtrace is then whole, from the
+// library's function to _start, no walk is counted as stopped, and every
+// walk left to mdtrace was finished.
+func TestUnwindDeferredDlopen(t *testing.T) {
+	needRoot(t)
+	prog("libdlnofp.so")
+	lib := []string{"libdlnofp.so dlnofp_leaf", "libdlnofp.so dlnofp_mid", "libdlnofp.so dlnofp_top"}
+	wantRun := append(slices.Clone(lib), "libdlnofp.so dlnofp_run", "dlnofp run_library", "dlnofp main",
+		"libc.so.6 __libc_start_call_main", "libc.so.6 __libc_start_main", "dlnofp _start")
+	check := func(t *testing.T, stderr, log string) {
+		t.Helper()
+		msgs := logMessages(t, log, "")
+		run := blockFrames(msgs, 3002)
+		if len(run) != 1 || !slices.Equal(run[0], wantRun) {
+			t.Errorf("dlnofp_run's block: frames %q, want %q", run, wantRun)
+		}
+		// The constructor runs inside dlopen: the loader's and libc's
+		// frames between it and load_library are theirs to name.
+		init := blockFrames(msgs, 3001)
+		if len(init) != 1 || len(init[0]) < 8 || !slices.Equal(init[0][:4], append(slices.Clone(lib), "libdlnofp.so dlnofp_init")) ||
+			!slices.Equal(init[0][len(init[0])-5:], []string{"dlnofp load_library", "dlnofp main", "libc.so.6 __libc_start_call_main", "libc.so.6 __libc_start_main", "dlnofp _start"}) ||
+			!strings.HasPrefix(init[0][4], "ld-linux-x86-64.so.2 ") {
+			t.Errorf("the constructor's block: frames %q, want dlnofp_leaf, dlnofp_mid, dlnofp_top, dlnofp_init, the loader's frames, then load_library, main and _start", init)
+		}
+		if strings.Contains(stderr, "backtraces end before") {
+			t.Errorf("a walk stopped early:\n%s", stderr)
+		}
+		m := deferredLine.FindStringSubmatch(stderr)
+		if m == nil || m[1] == "0" || m[1] != m[2] {
+			t.Errorf("want every walk left to mdtrace finished, at least one; stderr:\n%s", stderr)
+		}
+	}
+	t.Run("attach", func(t *testing.T) {
+		dir := t.TempDir()
+		target := start(t, prog("dlnofp"), "wait")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=32 leak_track verbose backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log", "--ready-file", dir+"/ready")
+		waitFile(t, dir+"/ready")
+		target.stdin.Write([]byte("go\n"))
+		target.expectLine(t, "dlnofp: done")
+		// A heap dump while it runs: its blocks' backtraces are whole
+		// there too, the two blocks' with 9 frames and at least 14.
+		m.cmd.Process.Signal(syscall.Signal(47))
+		dump := fmt.Sprintf("%s/h.%s.txt", dir, pid)
+		waitFile(t, dump)
+		for size, frames := range map[int]int{3002: 9, 3001: 14} {
+			re := regexp.MustCompile(fmt.Sprintf(`(?m)^z 0  sz +%d  num +1  bt((?: [0-9a-f]+)+)$`, size))
+			if dm := re.FindStringSubmatch(readFile(t, dump)); dm == nil || len(strings.Fields(dm[1])) < frames || size == 3002 && len(strings.Fields(dm[1])) != frames {
+				t.Errorf("heap dump: the block of %d bytes: %q, want %d frames", size, dm, frames)
+			}
+		}
+		target.stdin.Close()
+		if code := target.wait(t); code != 0 {
+			t.Errorf("dlnofp exit status %d", code)
+		}
+		if code := m.wait(t); code != 0 {
+			t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+		}
+		check(t, m.stderr.String(), readFile(t, dir+"/log"))
+	})
+	t.Run("no-preload", func(t *testing.T) {
+		log := filepath.Join(t.TempDir(), "log")
+		r := runMdtrace(t, "--no-preload", "-o", "backtrace=32 leak_track verbose", "--log", log, "--", prog("dlnofp"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		check(t, r.stderr, readFile(t, log))
 	})
 }
