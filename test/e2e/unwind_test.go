@@ -493,6 +493,24 @@ func TestUnwindDeferredDlopen(t *testing.T) {
 		}
 		check(t, r.stderr, readFile(t, log))
 	})
+	// Finished at the frame limit with frames left, a walk is cut as the
+	// probes' are: marked in --folded, counted.
+	t.Run("cut", func(t *testing.T) {
+		dir := t.TempDir()
+		r := runMdtrace(t, "--no-preload", "-o", "backtrace=5 leak_track verbose", "--log", dir+"/log", "--folded", dir+"/folded", "--", prog("dlnofp"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		want := "[truncated];run_library;dlnofp_run;dlnofp_top;dlnofp_mid;dlnofp_leaf 3002"
+		// Without the source lines.
+		folded := regexp.MustCompile(` \([^)]*\)`).ReplaceAllString(readFile(t, dir+"/folded"), "")
+		if !slices.Contains(strings.Split(folded, "\n"), want) {
+			t.Errorf("--folded has no line %q:\n%s", want, folded)
+		}
+		if !regexp.MustCompile(`mdtrace: [1-9][0-9]* backtraces were cut at 5 frames`).MatchString(r.stderr) || strings.Contains(r.stderr, "backtraces end before") {
+			t.Errorf("want the cut backtraces counted, none stopped; stderr:\n%s", r.stderr)
+		}
+	})
 }
 
 // TestUnwindAttachedPythonDlopen: attached to Debian's python3 before it
