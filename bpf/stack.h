@@ -489,18 +489,21 @@ found:
 }
 
 /*
- * Hands the walk w stopped, nr frames at st so far, to mdtrace to finish
- * (see struct defer_event): stores the frames under a new id and sends
- * the event. A global function, checked once. Returns the id; 0 when the
- * walk could not be handed over (counted), which then stops as it would
- * have.
+ * Hands the walk w stopped, nr frames in the CPU's stack_scratch so far,
+ * to mdtrace to finish (see struct defer_event): stores the frames under
+ * a new id and sends the event. A global function, checked once; it
+ * looks the frames up itself, as 6.1 stores no map value from a global
+ * function's argument. Returns the id; 0 when the walk could not be
+ * handed over (counted), which then stops as it would have.
  */
-__noinline u64 defer_walk(struct stack *st, struct walk_buf *w, u32 nr)
+__noinline u64 defer_walk(struct walk_buf *w, u32 nr)
 {
 	struct defer_event *e;
+	struct stack *st;
 	u64 id, sp, off, first;
-	u32 i;
+	u32 i, zero = 0;
 
+	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st || !w)
 		return 0;
 	e = bpf_ringbuf_reserve(&deferred, sizeof(*e), 0);
@@ -577,7 +580,7 @@ static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct
 	if (nr < stack_depth)
 		st->ips[nr & (MAX_STACK_DEPTH - 1)] = 0;
 	if (w && w->deferred) {
-		id = defer_walk(st, w, nr);
+		id = defer_walk(w, nr);
 		if (id)
 			return id;
 		/* Not handed over: it stops here, as it would have. */
