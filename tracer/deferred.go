@@ -38,6 +38,10 @@ type DeferredWalk struct {
 	frames   []uint64
 	stack    []byte
 	received time.Time
+	// execs is the process's count of execs when FinishWalk first saw
+	// the walk (seen): one since, and the list is another program's.
+	execs int
+	seen  bool
 }
 
 // DeferReader reads the walks the probes left for mdtrace to finish.
@@ -141,7 +145,19 @@ func (p *Probes) FinishWalk(w *DeferredWalk, final bool) bool {
 	if p.unwind == nil || p.stackDepth == 0 {
 		return true
 	}
+	p.deferMu.Lock()
+	execs := p.deferExecs[w.PID]
+	p.deferMu.Unlock()
+	if !w.seen {
+		w.seen, w.execs = true, execs
+	}
 	var up bpf.MdtraceUnwindProc
+	if execs != w.execs {
+		p.deferMu.Lock()
+		p.defers.Gone++
+		p.deferMu.Unlock()
+		return true
+	}
 	if err := p.unwind.procs.Lookup(uint32(w.PID), &up); err != nil {
 		if !final && time.Since(w.received) < deferTimeout && errors.Is(err, ebpf.ErrKeyNotExist) {
 			return false

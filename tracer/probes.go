@@ -187,6 +187,9 @@ type Probes struct {
 	deferMu  sync.Mutex
 	defers   DeferCounts
 	deferCut map[uint64]bool
+	// deferExecs counts each process's execs, which end the walks it
+	// left to finish.
+	deferExecs map[int]int
 }
 
 // SetBacktrace turns backtrace capture on or off while tracing.

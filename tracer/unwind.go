@@ -388,6 +388,9 @@ func (p *Probes) forgetUnwind(pid int) {
 	defer p.unwind.mu.Unlock()
 	p.unwind.procs.Delete(uint32(pid))
 	p.unwind.exes.Delete(uint32(pid))
+	p.deferMu.Lock()
+	delete(p.deferExecs, pid)
+	p.deferMu.Unlock()
 }
 
 // UnwindTablesLost is the number of files whose unwind tables did not fit
