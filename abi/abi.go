@@ -68,7 +68,7 @@ const (
 	CounterStackTruncated  = 20 // backtraces cut at the frame limit with frames left
 	CounterPaired          = 21 // allocations freed in their own batch: neither reached the table (not a loss)
 	CounterUnwindDeferred  = 22 // walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss)
-	CounterUnwindDeferLost = 23 // walks that could have been handed to mdtrace, past the bound or the ring buffer's room
+	CounterUnwindDeferLost = 23 // walks that could have been handed to mdtrace, past the bound or without room
 	CounterMax             = 24
 )
 

@@ -100,7 +100,7 @@ enum counter {
 	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
 	COUNTER_PAIRED,		   /* allocations freed in their own batch: neither reached the table (not a loss) */
 	COUNTER_UNWIND_DEFERRED,   /* walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss) */
-	COUNTER_UNWIND_DEFER_LOST, /* walks that could have been handed to mdtrace, past the bound or the ring buffer's room */
+	COUNTER_UNWIND_DEFER_LOST, /* walks that could have been handed to mdtrace, past the bound or without room */
 	COUNTER_MAX,
 };
 

@@ -513,8 +513,9 @@ __noinline u64 defer_walk(struct walk_buf *w, u32 nr)
 	}
 	id = ((__sync_fetch_and_add(&defer_seq, 1) + 1) << 2) | STACK_ID_DEFERRED;
 	if (bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST) != 0) {
+		/* No room: the walk stops, and its hash says the rest. */
 		bpf_ringbuf_discard(e, 0);
-		count(COUNTER_STACK_FULL);
+		count(COUNTER_UNWIND_DEFER_LOST);
 		return 0;
 	}
 	sp = w->r.sp;

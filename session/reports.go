@@ -316,7 +316,7 @@ func deferLines(c tracer.Counters, d tracer.DeferCounts) []string {
 			out = append(out, fmt.Sprintf("%d of those backtraces reached a library loaded while tracing before its unwind table, and were not finished: %s", n, why))
 		}
 	}
-	add(c.DeferLost, "more than mdtrace finishes a second")
+	add(c.DeferLost, "more than mdtrace finishes at once (256 a CPU a second, about 100 in flight), or no room left to keep them")
 	add(d.Short, "they go on past the 16 KB of stack kept to finish them")
 	add(d.Gone, "the process was gone before the table was loaded")
 	add(d.Stopped, "the table did not let the walk go on")
