@@ -187,15 +187,18 @@ func (p *Probes) FinishWalk(w *DeferredWalk, final bool) bool {
 		}
 	}
 	switch end {
-	case walkComplete:
+	case walkComplete, walkTruncated:
 		p.defers.Finished++
-	case walkTruncated:
-		p.defers.Finished++
-		p.defers.Cut++
-		if p.deferCut == nil {
-			p.deferCut = map[uint64]bool{}
+		if end == walkTruncated {
+			p.defers.Cut++
 		}
-		p.deferCut[w.id] = true
+		// Whole, it is the backtrace the probes would have taken had
+		// they had the table: the id they would have given it names
+		// it in snapshots, so that it is one site with its likes.
+		if p.deferIDs == nil {
+			p.deferIDs = map[uint64]uint64{}
+		}
+		p.deferIDs[w.id] = stackHash(frames, end == walkTruncated)
 	case walkShort:
 		p.defers.Short++
 	default:
@@ -204,14 +207,18 @@ func (p *Probes) FinishWalk(w *DeferredWalk, final bool) bool {
 	return true
 }
 
-// cutDeferred is whether deferred walk id was cut at the frame limit.
-func (p *Probes) cutDeferred(id uint64) bool {
+// finishedID is the id the probes' own walk gives the frames of deferred
+// walk id that mdtrace finished (its hash, cut or not); false for another
+// id, or a walk not finished, which keeps an id of its own: its frames
+// end early, it is never one with a whole backtrace.
+func (p *Probes) finishedID(id uint64) (uint64, bool) {
 	if id&abi.StackIDDeferred == 0 {
-		return false
+		return 0, false
 	}
 	p.deferMu.Lock()
 	defer p.deferMu.Unlock()
-	return p.deferCut[id]
+	h, ok := p.deferIDs[id]
+	return h, ok
 }
 
 func le64put(b []byte, v uint64) {

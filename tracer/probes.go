@@ -182,11 +182,12 @@ type Probes struct {
 	tables  *liveTables
 	lastLen map[int]int
 	// defers counts the outcomes of the walks the probes left to
-	// mdtrace (deferred.go); deferCut holds the ids of those cut at the
-	// frame limit, whose id cannot say it. deferMu guards both.
+	// mdtrace (deferred.go); deferIDs gives the id of each one finished
+	// as the probes' walk would have had it (see finishedID). deferMu
+	// guards them.
 	deferMu  sync.Mutex
 	defers   DeferCounts
-	deferCut map[uint64]bool
+	deferIDs map[uint64]uint64
 	// deferExecs counts each process's execs, which end the walks it
 	// left to finish.
 	deferExecs map[int]int

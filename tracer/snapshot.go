@@ -181,12 +181,16 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 		}
 		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
-	// A deferred walk mdtrace finished at the frame limit with frames
-	// left is cut: its id, a number, cannot say it, the snapshot does.
+	// A walk the probes left to mdtrace, finished, goes by the id their
+	// own walk gives its frames: one site with the blocks of the same
+	// backtrace, cut at the frame limit or not as the id says.
 	for i := range snap.Allocs {
-		if id := snap.Allocs[i].StackID; p.cutDeferred(id) {
-			snap.Stacks[id|abi.StackIDTruncated] = snap.Stacks[id]
-			snap.Allocs[i].StackID = id | abi.StackIDTruncated
+		id := snap.Allocs[i].StackID
+		if h, ok := p.finishedID(id); ok {
+			if frames, ok := snap.Stacks[id]; ok {
+				snap.Stacks[h] = frames
+				snap.Allocs[i].StackID = h
+			}
 		}
 	}
 	p.addPending(snap, pending)

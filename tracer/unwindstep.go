@@ -268,10 +268,13 @@ func finishWalkOf(up *bpf.MdtraceUnwindProc, rules ruleSource, mem *stackCopy, f
 			if step != stepOn {
 				if end, short := fpStepOf(mem, &r, sp0); end {
 					switch {
-					case !unknown || full:
+					case full:
 						return frames, walkComplete
 					case short:
+						// The probes would have read on: not known.
 						return frames, walkShort
+					case !unknown:
+						return frames, walkComplete
 					}
 					return frames, walkStopped
 				}

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/unwind"
 )
@@ -134,5 +136,78 @@ func TestFindMappingOf(t *testing.T) {
 		if got := findMappingOf(up, pc); got != want {
 			t.Errorf("findMappingOf(%#x) = %d, want %d", pc, got, want)
 		}
+	}
+}
+
+// TestFinishWalkRewritesStack: FinishWalk finishes deferred walks in a
+// process's list (a file without a table: by its frame records), rewrites
+// their ids' frames, and a snapshot gives the finished ones the id the
+// probes give the same frames, one site with a block the probes walked
+// whole; a walk it cannot finish (the copy ends) keeps its frames so far
+// and an id of its own, counted.
+func TestFinishWalkRewritesStack(t *testing.T) {
+	p := smallTable(t)
+	const (
+		pid  = fakeTgid
+		base = 0x7ffd00000000
+	)
+	var up bpf.MdtraceUnwindProc
+	up.N = 1
+	up.M[0].Start, up.M[0].End, up.M[0].Bias = 0x10000, 0x20000, 0x10000
+	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
+		t.Fatal(err)
+	}
+	// The frame record at the stop: no caller's rbp, a return address.
+	stack := make([]byte, 16)
+	binary.LittleEndian.PutUint64(stack[8:], 0x10300)
+	whole := []uint64{0x10100, 0x10200, 0x10300}
+	ids := []uint64{1<<2 | abi.StackIDDeferred, 2<<2 | abi.StackIDDeferred, 3<<2 | abi.StackIDDeferred}
+	hash := stackHash(whole, false)
+	put := func(id uint64, frames []uint64) {
+		var v stack16
+		copy(v.Ips[:], frames)
+		if err := p.objs.Stacks.Put(id, &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		put(id, whole[:1])
+	}
+	put(hash, whole)
+	for i, id := range ids {
+		w := &DeferredWalk{PID: pid, id: id, regs: walkRegs{ip: 0x10200, sp: base, fp: base}, caller: true, sp0: base,
+			frames: whole[:1], stack: stack, received: time.Now()}
+		if i == 2 {
+			w.stack = nil
+		}
+		if !p.FinishWalk(w, false) {
+			t.Fatalf("walk %d not finished with its process's list there", i)
+		}
+	}
+	if d := p.DeferredCounts(); d != (DeferCounts{Finished: 2, Short: 1}) {
+		t.Errorf("outcomes %+v, want 2 finished, 1 short", d)
+	}
+	if got := p.Stack(ids[0]); !slices.Equal(got, []uint64{0x100ff, 0x101ff, 0x102ff}) {
+		t.Errorf("rewritten frames %#x", got)
+	}
+	keys := make([]bpf.MdtraceAllocKey, 4)
+	infos := make([]bpf.MdtraceAllocInfo, 4)
+	for i, id := range append(slices.Clone(ids), hash) {
+		keys[i] = bpf.MdtraceAllocKey{Tgid: pid, Ptr: 0x5000 + 0x100*uint64(i)}
+		infos[i] = bpf.MdtraceAllocInfo{Size: 100, StackId: id}
+	}
+	if err := p.tables.putBatch(keys, infos); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.Snapshot(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites, _ := snap.Sites()
+	if len(sites) != 2 || sites[0].StackID != hash || sites[0].Blocks != 3 || sites[1].StackID != ids[2] || sites[1].Blocks != 1 || len(sites[1].Frames) != 2 {
+		t.Errorf("sites %+v, want %#x with 3 blocks and %#x with 1 of 2 frames (the caller, then the end of the copy)", sites, hash, ids[2])
+	}
+	if c, err := p.Counters(); err != nil || c.UnwindStopped != 1 {
+		t.Errorf("UnwindStopped %d (%v), want the walk not finished", c.UnwindStopped, err)
 	}
 }
