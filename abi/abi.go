@@ -45,30 +45,32 @@ const (
 // Indexes into the counters map: the probes count, mdtrace sums them over
 // the CPUs into tracer.Counters, whose fields are in this order.
 const (
-	CounterAllocs         = 0  // allocations added to the live table
-	CounterFrees          = 1  // frees of tracked blocks
-	CounterUnknownFrees   = 2  // frees of blocks not in the table (allocated before the attach, or untracked)
-	CounterTableFull      = 3  // allocations not tracked: the live table was full
-	CounterStackFull      = 4  // backtraces lost: the stack map was full
-	CounterStackCollision = 5  // backtraces lost: two stacks with one hash
-	CounterStackError     = 6  // backtraces lost: the kernel could not walk the stack
-	CounterStateError     = 7  // calls not seen: no per-thread storage
-	CounterMissedReturn   = 8  // calls whose return probe never ran
-	CounterNested         = 9  // allocator calls made by the allocator itself, not counted twice
-	CounterUsableSize     = 10 // malloc_usable_size calls
-	CounterRecordsLost    = 11 // record_allocs: records lost to a full ring buffer
-	CounterNotifyLost     = 12 // library load notices lost to a full ring buffer
-	CounterErrorsLost     = 13 // verify_pointers errors lost to a full ring buffer
-	CounterProgramLost    = 14 // program mode: processes not traced (traced map or exec ring buffer full)
-	CounterGenLost        = 15 // execs whose program's blocks cannot be told from the one before (gens map full)
-	CounterBatchLost      = 16 // batched calls lost: a batch the probes could not read or understand
-	CounterOrphansLost    = 17 // frees of blocks whose batch had not come that could not be kept for it
-	CounterFreesEarly     = 18 // frees that came before their block's batch, kept and matched later (not a loss)
-	CounterUnwindStopped  = 19 // backtraces cut short: a frame the unwind tables could not go past
-	CounterStackTruncated = 20 // backtraces cut at the frame limit with frames left
-	CounterPaired         = 21 // allocations freed in their own batch: neither reached the table (not a loss)
-	CounterMappingsLost   = 22 // the allocator's own mappings not learnt, or not let go: a full ring buffer
-	CounterMax            = 23
+	CounterAllocs          = 0  // allocations added to the live table
+	CounterFrees           = 1  // frees of tracked blocks
+	CounterUnknownFrees    = 2  // frees of blocks not in the table (allocated before the attach, or untracked)
+	CounterTableFull       = 3  // allocations not tracked: the live table was full
+	CounterStackFull       = 4  // backtraces lost: the stack map was full
+	CounterStackCollision  = 5  // backtraces lost: two stacks with one hash
+	CounterStackError      = 6  // backtraces lost: the kernel could not walk the stack
+	CounterStateError      = 7  // calls not seen: no per-thread storage
+	CounterMissedReturn    = 8  // calls whose return probe never ran
+	CounterNested          = 9  // allocator calls made by the allocator itself, not counted twice
+	CounterUsableSize      = 10 // malloc_usable_size calls
+	CounterRecordsLost     = 11 // record_allocs: records lost to a full ring buffer
+	CounterNotifyLost      = 12 // library load notices lost to a full ring buffer
+	CounterErrorsLost      = 13 // verify_pointers errors lost to a full ring buffer
+	CounterProgramLost     = 14 // program mode: processes not traced (traced map or exec ring buffer full)
+	CounterGenLost         = 15 // execs whose program's blocks cannot be told from the one before (gens map full)
+	CounterBatchLost       = 16 // batched calls lost: a batch the probes could not read or understand
+	CounterOrphansLost     = 17 // frees of blocks whose batch had not come that could not be kept for it
+	CounterFreesEarly      = 18 // frees that came before their block's batch, kept and matched later (not a loss)
+	CounterUnwindStopped   = 19 // backtraces cut short: a frame the unwind tables could not go past
+	CounterStackTruncated  = 20 // backtraces cut at the frame limit with frames left
+	CounterPaired          = 21 // allocations freed in their own batch: neither reached the table (not a loss)
+	CounterMappingsLost    = 22 // the allocator's own mappings not learnt, or not let go: a full ring buffer
+	CounterUnwindDeferred  = 23 // walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss)
+	CounterUnwindDeferLost = 24 // walks that could have been handed to mdtrace, past the bound or without room
+	CounterMax             = 25
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:
@@ -93,6 +95,18 @@ const MaxStackDepth = 256
 // it: set by the probes' walk (bpf/stack.h), read by mdtrace, which never
 // merges a cut backtrace with a complete one and marks it in --folded.
 const StackIDTruncated = 1
+
+// The bit of a stack id that says it is no hash but a number of its own:
+// a walk the probes stopped at a library mdtrace had not given them yet,
+// which mdtrace finishes (tracer/deferred.go) and whose frames it then
+// rewrites under the same id. A hash never has it (stack_id_of clears
+// it), so that the two never meet.
+const StackIDDeferred = 2
+
+// What a deferred walk sends mdtrace of the thread's stack: the bytes from
+// the stack pointer where it stopped up, at most DEFER_STACK (fewer where
+// the stack ends sooner).
+const DeferStack = 16384
 
 // In struct alloc_info's size, written by the probes and by mdtrace (a
 // zygote child's copy of its parent's blocks), read by mdtrace: the block

@@ -100,6 +100,8 @@ enum counter {
 	COUNTER_STACK_TRUNCATED,   /* backtraces cut at the frame limit with frames left */
 	COUNTER_PAIRED,		   /* allocations freed in their own batch: neither reached the table (not a loss) */
 	COUNTER_MAPPINGS_LOST,	   /* the allocator's own mappings not learnt, or not let go: a full ring buffer */
+	COUNTER_UNWIND_DEFERRED,   /* walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss) */
+	COUNTER_UNWIND_DEFER_LOST, /* walks that could have been handed to mdtrace, past the bound or without room */
 	COUNTER_MAX,
 };
 
@@ -133,6 +135,20 @@ enum record_type {
  * merges a cut backtrace with a complete one and marks it in --folded.
  */
 #define STACK_ID_TRUNCATED 1
+/*
+ * The bit of a stack id that says it is no hash but a number of its own:
+ * a walk the probes stopped at a library mdtrace had not given them yet,
+ * which mdtrace finishes (tracer/deferred.go) and whose frames it then
+ * rewrites under the same id. A hash never has it (stack_id_of clears
+ * it), so that the two never meet.
+ */
+#define STACK_ID_DEFERRED 2
+/*
+ * What a deferred walk sends mdtrace of the thread's stack: the bytes from
+ * the stack pointer where it stopped up, at most DEFER_STACK (fewer where
+ * the stack ends sooner).
+ */
+#define DEFER_STACK 16384
 
 /*
  * In struct alloc_info's size, written by the probes and by mdtrace (a

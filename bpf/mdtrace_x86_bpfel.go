@@ -57,6 +57,29 @@ type MdtraceBucket struct {
 	Info [16]MdtraceAllocInfo
 }
 
+type MdtraceDeferBudget struct {
+	_      structs.HostLayout
+	Window uint64
+	N      uint64
+}
+
+type MdtraceDeferEvent struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Tid   uint32
+	Id    uint64
+	Ip    uint64
+	Sp    uint64
+	Fp    uint64
+	Sp0   uint64
+	Exact uint32
+	At    uint32
+	Nr    uint32
+	Len   uint32
+	Ips   [256]uint64
+	Stack [20480]uint8
+}
+
 type MdtraceExecEvent struct {
 	_      structs.HostLayout
 	Tgid   uint32
@@ -181,6 +204,8 @@ type MdtraceWalkBuf struct {
 	Len       uint64
 	Nr        uint32
 	Truncated uint32
+	Deferred  uint32
+	Unused    uint32
 }
 
 type MdtraceWatchState struct {
@@ -199,6 +224,8 @@ const (
 	MdtraceMapBatchSpaces        = "batch_spaces"
 	MdtraceMapBatchThreads       = "batch_threads"
 	MdtraceMapCounters           = "counters"
+	MdtraceMapDeferBudget        = "defer_budget"
+	MdtraceMapDeferred           = "deferred"
 	MdtraceMapErrors             = "errors"
 	MdtraceMapExecScratch        = "exec_scratch"
 	MdtraceMapExecs              = "execs"
@@ -243,6 +270,7 @@ const (
 	MdtraceVarBatchesDrained     = "batches_drained"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarDeferSeq           = "defer_seq"
 	MdtraceVarGensAll            = "gens_all"
 	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
@@ -264,6 +292,7 @@ const (
 	MdtraceVarTopTable           = "top_table"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
 	MdtraceVarUnusedBatchThread  = "unused_batch_thread"
+	MdtraceVarUnusedDeferEvent   = "unused_defer_event"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
 	MdtraceVarUnusedMappingEvent = "unused_mapping_event"
@@ -336,6 +365,8 @@ type MdtraceMapSpecs struct {
 	BatchSpaces  *ebpf.MapSpec `ebpf:"batch_spaces"`
 	BatchThreads *ebpf.MapSpec `ebpf:"batch_threads"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	DeferBudget  *ebpf.MapSpec `ebpf:"defer_budget"`
+	Deferred     *ebpf.MapSpec `ebpf:"deferred"`
 	Errors       *ebpf.MapSpec `ebpf:"errors"`
 	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Execs        *ebpf.MapSpec `ebpf:"execs"`
@@ -374,6 +405,7 @@ type MdtraceVariableSpecs struct {
 	BatchesDrained     *ebpf.VariableSpec `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	DeferSeq           *ebpf.VariableSpec `ebpf:"defer_seq"`
 	GensAll            *ebpf.VariableSpec `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
@@ -395,6 +427,7 @@ type MdtraceVariableSpecs struct {
 	TopTable           *ebpf.VariableSpec `ebpf:"top_table"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
 	UnusedBatchThread  *ebpf.VariableSpec `ebpf:"unused_batch_thread"`
+	UnusedDeferEvent   *ebpf.VariableSpec `ebpf:"unused_defer_event"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedMappingEvent *ebpf.VariableSpec `ebpf:"unused_mapping_event"`
@@ -427,6 +460,8 @@ type MdtraceMaps struct {
 	BatchSpaces  *ebpf.Map `ebpf:"batch_spaces"`
 	BatchThreads *ebpf.Map `ebpf:"batch_threads"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	DeferBudget  *ebpf.Map `ebpf:"defer_budget"`
+	Deferred     *ebpf.Map `ebpf:"deferred"`
 	Errors       *ebpf.Map `ebpf:"errors"`
 	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
 	Execs        *ebpf.Map `ebpf:"execs"`
@@ -461,6 +496,8 @@ func (m *MdtraceMaps) Close() error {
 		m.BatchSpaces,
 		m.BatchThreads,
 		m.Counters,
+		m.DeferBudget,
+		m.Deferred,
 		m.Errors,
 		m.ExecScratch,
 		m.Execs,
@@ -500,6 +537,7 @@ type MdtraceVariables struct {
 	BatchesDrained     *ebpf.Variable `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	DeferSeq           *ebpf.Variable `ebpf:"defer_seq"`
 	GensAll            *ebpf.Variable `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
@@ -521,6 +559,7 @@ type MdtraceVariables struct {
 	TopTable           *ebpf.Variable `ebpf:"top_table"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
 	UnusedBatchThread  *ebpf.Variable `ebpf:"unused_batch_thread"`
+	UnusedDeferEvent   *ebpf.Variable `ebpf:"unused_defer_event"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedMappingEvent *ebpf.Variable `ebpf:"unused_mapping_event"`

@@ -108,7 +108,18 @@ struct walk_buf {
 	u32 nr;
 	/* The walk reached the frame limit with a frame left beyond it. */
 	u32 truncated;
+	/*
+	 * The walk stopped where mdtrace can finish it (see defer_walk):
+	 * DEFER_AT_FRAME when r.ip is the last frame kept, whose caller is
+	 * to be found, DEFER_AT_CALLER when r.ip is a caller found but not
+	 * kept yet, to be checked first; 0 when it did not.
+	 */
+	u32 deferred;
+	u32 unused;
 };
+
+#define DEFER_AT_FRAME 1
+#define DEFER_AT_CALLER 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -116,6 +127,93 @@ struct {
 	__type(key, u32);
 	__type(value, struct walk_buf);
 } walk_scratch SEC(".maps");
+
+/*
+ * A walk the probes stopped at code in no mapping of the process's list
+ * while the list may lack a library (the loader's notice wrote it, and
+ * mdtrace has not rewritten it since): a library dlopen'ed a moment ago,
+ * whose table mdtrace is still loading. Its stack id is a number of its
+ * own (STACK_ID_DEFERRED), its frames so far are stored under it, and
+ * this event brings mdtrace what it needs to finish the walk once the
+ * table is there (tracer/deferred.go): the registers where it stopped and
+ * a copy of the stack above them. mdtrace then rewrites the id's frames.
+ */
+struct defer_event {
+	u32 tgid, tid;
+	u64 id;
+	/* The registers where the walk stopped, and the stack pointer it began at. */
+	u64 ip, sp, fp, sp0;
+	u32 exact;
+	u32 at;	 /* DEFER_AT_FRAME or DEFER_AT_CALLER */
+	u32 nr;	 /* the frames kept so far, in ips */
+	u32 len; /* the bytes of stack copied from sp */
+	u64 ips[MAX_STACK_DEPTH];
+	/* The copy, read a page at a time where the stack ends within DEFER_STACK: room for one more. */
+	u8 stack[DEFER_STACK + 4096];
+};
+
+/* Names struct defer_event in BTF, so that Go gets the type. */
+const struct defer_event unused_defer_event __attribute__((unused)) = {};
+
+/*
+ * The deferred walks for mdtrace to finish. Its room bounds the walks in
+ * flight (about 100); user space makes it a page when the walks have no
+ * tables to wait for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 2 << 20);
+} deferred SEC(".maps");
+
+/*
+ * The most walks a CPU defers a second: each is a 16 KB read of the stack
+ * and a walk in user space. Past it a walk stops as it would have, counted.
+ */
+#define DEFER_PER_SECOND 256
+struct defer_budget {
+	u64 window; /* the second the count is of, in ns since boot / 2^30 */
+	u64 n;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct defer_budget);
+} defer_budget SEC(".maps");
+
+/* The last deferred walk's number: ids are (number << 2) | STACK_ID_DEFERRED. */
+u64 defer_seq = 0;
+
+/*
+ * Whether the walk stopped at w->r may be left for mdtrace to finish: the
+ * process's list may lack the library the stop is in (the loader's notice
+ * rewrote it since mdtrace did), and this CPU's budget has room left.
+ * Only at a stop: the walks that go on pay nothing.
+ */
+static __noinline bool may_defer(struct unwind_proc *up)
+{
+	struct defer_budget *b;
+	u32 zero = 0;
+	u64 now;
+
+	if (!up || !up->unsorted)
+		return false;
+	b = bpf_map_lookup_elem(&defer_budget, &zero);
+	if (!b)
+		return false;
+	now = bpf_ktime_get_ns() >> 30;
+	if (b->window != now) {
+		b->window = now;
+		b->n = 0;
+	}
+	if (b->n >= DEFER_PER_SECOND) {
+		count(COUNTER_UNWIND_DEFER_LOST);
+		return false;
+	}
+	b->n++;
+	return true;
+}
 
 /*
  * How far above the stack pointer a frame record may be: the default stack
@@ -195,6 +293,17 @@ static long walk_step(u64 i, void *data)
 		case STEP_NO_TABLE:
 			break;
 		case STEP_UNKNOWN:
+			/*
+			 * Code in no file of the list: perhaps a library the
+			 * list does not have yet, which mdtrace can finish
+			 * the walk through, from this frame, once it is there.
+			 */
+			if (!full && may_defer(c->up)) {
+				w->deferred = DEFER_AT_FRAME;
+				return 1;
+			}
+			unknown = true;
+			break;
 		case STEP_NO_FDE:
 			unknown = true;
 			break;
@@ -233,6 +342,11 @@ found:
 		int idx = find_mapping(c->up, &w->r, w->r.ip);
 
 		if (idx < 0) {
+			/* A caller in a library the list may not have yet, as above. */
+			if (may_defer(c->up)) {
+				w->deferred = DEFER_AT_CALLER;
+				return 1;
+			}
 			count(COUNTER_UNWIND_STOPPED);
 			return 1;
 		}
@@ -261,7 +375,8 @@ found:
  * Returns the number of frames, 0 if there is none.
  */
 static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
-				       const struct thread_state *ts, u32 *truncated)
+				       const struct thread_state *ts, u32 *truncated,
+				       struct walk_buf **walked)
 {
 	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	struct walk c = { .st = st };
@@ -279,6 +394,8 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 	w->base = w->len = 0;
 	w->nr = 0;
 	w->truncated = 0;
+	w->deferred = 0;
+	*walked = w;
 	switch (at) {
 	case AT_RETURN:
 		/* The allocator's caller, at the call's return address. */
@@ -343,9 +460,9 @@ static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
 	 * The lowest bit says the backtrace was cut at the frame limit: a
 	 * cut one never shares an id with a complete one of the same frames.
 	 */
-	h = (h & ~(u64)STACK_ID_TRUNCATED) | (truncated ? STACK_ID_TRUNCATED : 0);
+	h = (h & ~(u64)(STACK_ID_TRUNCATED | STACK_ID_DEFERRED)) | (truncated ? STACK_ID_TRUNCATED : 0);
 	if (h == 0)
-		h = 2;
+		h = 4;
 	slot = (u32)h & (SEEN_STACKS - 1);
 	seen = bpf_map_lookup_elem(&seen_stacks, &slot);
 	if (seen && *seen == h)
@@ -372,27 +489,104 @@ found:
 }
 
 /*
+ * Hands the walk w stopped, nr frames in the CPU's stack_scratch so far,
+ * to mdtrace to finish (see struct defer_event): stores the frames under
+ * a new id and sends the event. A global function, checked once; it
+ * looks the frames up itself, as 6.1 stores no map value from a global
+ * function's argument. Returns the id; 0 when the walk could not be
+ * handed over (counted), which then stops as it would have.
+ */
+__noinline u64 defer_walk(struct walk_buf *w, u32 nr)
+{
+	struct defer_event *e;
+	struct stack *st;
+	u64 id, sp, off, first;
+	u32 i, zero = 0;
+
+	st = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!st || !w)
+		return 0;
+	e = bpf_ringbuf_reserve(&deferred, sizeof(*e), 0);
+	if (!e) {
+		count(COUNTER_UNWIND_DEFER_LOST);
+		return 0;
+	}
+	id = ((__sync_fetch_and_add(&defer_seq, 1) + 1) << 2) | STACK_ID_DEFERRED;
+	if (bpf_map_update_elem(&stacks, &id, st, BPF_NOEXIST) != 0) {
+		/* No room: the walk stops, and its hash says the rest. */
+		bpf_ringbuf_discard(e, 0);
+		count(COUNTER_UNWIND_DEFER_LOST);
+		return 0;
+	}
+	sp = w->r.sp;
+	e->tgid = bpf_get_current_pid_tgid() >> 32;
+	e->tid = (u32)bpf_get_current_pid_tgid();
+	e->id = id;
+	e->ip = w->r.ip;
+	e->sp = sp;
+	e->fp = w->r.fp;
+	e->sp0 = w->sp0;
+	e->exact = w->r.exact;
+	e->at = w->deferred;
+	e->nr = nr;
+	bpf_probe_read_kernel(e->ips, sizeof(e->ips), st->ips);
+	/*
+	 * The stack from sp up: at once, or, where it ends sooner (the main
+	 * thread's, whose frames are near its top), a page at a time.
+	 */
+	e->len = 0;
+	if (bpf_probe_read_user(e->stack, DEFER_STACK, (void *)sp) == 0) {
+		e->len = DEFER_STACK;
+	} else {
+		first = 4096 - (sp & 4095);
+		if (bpf_probe_read_user(e->stack, first, (void *)sp) == 0) {
+			e->len = first;
+			for (i = 0; i < DEFER_STACK / 4096; i++) {
+				off = first + (u64)i * 4096;
+				if (off + 4096 > DEFER_STACK)
+					break;
+				if (bpf_probe_read_user(&e->stack[off & (DEFER_STACK - 1)], 4096, (void *)(sp + off)) != 0)
+					break;
+				e->len = off + 4096;
+			}
+		}
+	}
+	bpf_ringbuf_submit(e, 0);
+	count(COUNTER_UNWIND_DEFERRED);
+	return id;
+}
+
+/*
  * Takes the current user backtrace into the stacks map, with the
  * allocator's caller as the first frame, through the CPU's scratch space.
  * Returns the stack id, or 0 when no backtrace was stored (counted).
  */
 static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
 {
+	struct walk_buf *w = 0;
 	u32 truncated = 0;
 	u32 zero = 0;
 	struct stack *st;
 	u32 nr;
+	u64 id;
 
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	nr = walk_frames(ctx, st, at, ts, &truncated);
+	nr = walk_frames(ctx, st, at, ts, &truncated, &w);
 	if (nr == 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
 	if (nr < stack_depth)
 		st->ips[nr & (MAX_STACK_DEPTH - 1)] = 0;
+	if (w && w->deferred) {
+		id = defer_walk(w, nr);
+		if (id)
+			return id;
+		/* Not handed over: it stops here, as it would have. */
+		count(COUNTER_UNWIND_STOPPED);
+	}
 	return stack_id_of(st, nr, truncated);
 }
 

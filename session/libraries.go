@@ -183,3 +183,99 @@ func (s *session) shimLoaded(p *proc) {
 		s.notice("toggling backtraces: %v", err)
 	}
 }
+
+// maxDeferredWalks bounds the deferred walks waiting for their process's
+// list of mappings (about 16 KB each, the stack's copy): past it the
+// oldest is finished with the list as it is.
+const maxDeferredWalks = 256
+
+// watchDeferred finishes the walks the probes left to mdtrace (see
+// tracer.DeferredWalk) until stop is called: each waits, a little at the
+// most, until the loader's notice that made its process's list lack a
+// library is read and the list rewritten, then goes on with the library's
+// table. sync returns once every walk sent so far is finished, the
+// library notices read first.
+func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll, stop func()) {
+	var (
+		mu      sync.Mutex
+		pending []*tracer.DeferredWalk
+	)
+	retry := func(final bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept := pending[:0]
+		for _, w := range pending {
+			if !s.probes.FinishWalk(w, final) {
+				kept = append(kept, w)
+			}
+		}
+		clear(pending[len(kept):])
+		pending = kept
+	}
+	next := func(deadline time.Time) (*tracer.DeferredWalk, error) {
+		retry(false)
+		mu.Lock()
+		waiting := len(pending) > 0
+		mu.Unlock()
+		if waiting {
+			// The library's table is tens of milliseconds away.
+			if soon := time.Now().Add(20 * time.Millisecond); soon.Before(deadline) {
+				deadline = soon
+			}
+		}
+		return r.Next(deadline)
+	}
+	// waitsFor is whether a walk of process pid waits already.
+	waitsFor := func(pid int) bool {
+		return slices.ContainsFunc(pending, func(w *tracer.DeferredWalk) bool { return w.PID == pid })
+	}
+	handle := func(w *tracer.DeferredWalk) {
+		if s.probes.FinishWalk(w, false) {
+			return
+		}
+		mu.Lock()
+		first := !waitsFor(w.PID)
+		if len(pending) >= maxDeferredWalks {
+			s.probes.FinishWalk(pending[0], true)
+			pending = slices.Delete(pending, 0, 1)
+		}
+		pending = append(pending, w)
+		mu.Unlock()
+		if first {
+			// The process's list is read now, while it runs, rather
+			// than once its loader's notices are: a process that
+			// exits a moment after its dlopen takes its files with it.
+			s.loadUnwind(w.PID)
+		}
+	}
+	syncPump, stopPump := pump(next, handle, r.Wake)
+	syncAll = func() {
+		s.syncLibraries()
+		syncPump()
+		// The lists of the processes whose walks still wait, while
+		// they are there to read (held at their exit, or running).
+		mu.Lock()
+		var pids []int
+		for _, w := range pending {
+			if !slices.Contains(pids, w.PID) {
+				pids = append(pids, w.PID)
+			}
+		}
+		mu.Unlock()
+		for _, pid := range pids {
+			if p := s.traced(pid); p != nil {
+				s.pmu.Lock()
+				gone := p.gone
+				s.pmu.Unlock()
+				if !gone {
+					s.loadUnwind(pid)
+				}
+			}
+		}
+		retry(true)
+	}
+	return syncAll, func() {
+		r.Close()
+		stopPump()
+	}
+}

@@ -30,6 +30,8 @@ func (s *session) finish(p *proc) {
 	}
 	p.finished = true
 	s.syncErrors()
+	// The stacks the reports read, whole.
+	s.syncDeferred()
 	if s.rec != nil && s.rec.keep && s.cfg.RecordAllocsOnExit {
 		s.rec.WriteProcess(fmt.Sprintf("%s.%d", s.cfg.RecordAllocsFile, p.pid), p.pid)
 	}
@@ -149,7 +151,7 @@ func (s *session) finish(p *proc) {
 
 // snapshot reads the live table and the maps of a process.
 func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
-	s.syncLibraries()
+	s.syncDeferred()
 	snap, err := s.probes.Snapshot(p.pid)
 	if err != nil {
 		return nil, nil, err
@@ -257,6 +259,13 @@ func (s *session) reportLosses() {
 	for _, l := range lossLines(c, s.flags.MaxAllocs, s.depth) {
 		s.notice("%s", l)
 	}
+	d := s.probes.DeferredCounts()
+	for _, l := range deferLines(c, d) {
+		s.notice("%s", l)
+	}
+	if c.UnwindDeferred > 0 && s.cfg.Has(options.Verbose) {
+		s.notice("%d backtraces reached a library loaded while tracing before its unwind table: %d were finished once it was loaded", c.UnwindDeferred, d.Finished)
+	}
 	if n := s.probes.UnwindTablesLost(); n > 0 {
 		s.notice("%d files' unwind tables did not fit in the room for them: their frames were followed by frame pointers only", n)
 	}
@@ -294,5 +303,22 @@ func lossLines(c tracer.Counters, maxAllocs uint32, depth int) []string {
 	add(c.OrphansLost, "frees that came before their block's batch could not be kept for it: those blocks may be reported as leaks")
 	add(c.StackTruncated, "backtraces were cut at %d frames with frames left (backtrace=%d, up to 256, for more; marked [truncated] in --folded)", depth, depth)
 	add(c.UnwindStopped, "backtraces end before the outermost frame: a frame the unwind tables could not go past (code outside the files mapped, or a rule mdtrace does not follow)")
+	return out
+}
+
+// deferLines says why walks the probes stopped at a library loaded while
+// tracing, before its unwind table, were not finished (UnwindStopped
+// counts them).
+func deferLines(c tracer.Counters, d tracer.DeferCounts) []string {
+	var out []string
+	add := func(n uint64, why string) {
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d of those backtraces reached a library loaded while tracing before its unwind table, and were not finished: %s", n, why))
+		}
+	}
+	add(c.DeferLost, "more than mdtrace finishes at once (256 a CPU a second, about 100 in flight), or no room left to keep them")
+	add(d.Short, "they go on past the 16 KB of stack kept to finish them")
+	add(d.Gone, "the process was gone before the table was loaded")
+	add(d.Stopped, "the table did not let the walk go on")
 	return out
 }

@@ -48,8 +48,9 @@ type session struct {
 	probes *tracer.Probes
 	sym    *stacks.Symbolizer
 	// syncLibraries and syncErrors return once every library notice and
-	// pointer error sent so far is handled.
-	syncLibraries, syncErrors func()
+	// pointer error sent so far is handled, syncDeferred once every walk
+	// the probes left to mdtrace is finished.
+	syncLibraries, syncErrors, syncDeferred func()
 	// unknownSuppressed counts unknown pointers not reported.
 	unknownSuppressed int
 	rec               *recorder // record_allocs
@@ -229,6 +230,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	var stopWatch func()
 	s.syncLibraries, stopWatch = s.watchLibraries(notices)
 	defer stopWatch()
+	walks, err := probes.DeferredWalks()
+	if err != nil {
+		return 1, err
+	}
+	var stopWalks func()
+	s.syncDeferred, stopWalks = s.watchDeferred(walks)
+	defer stopWalks()
 	s.syncErrors = func() {}
 	if verify {
 		sync, stop, err := s.watchPointerErrors()

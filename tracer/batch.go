@@ -315,13 +315,14 @@ func stackHash(frames []uint64, cut bool) uint64 {
 	for _, f := range frames {
 		h = abi.Mix64(h ^ f)
 	}
-	// The lowest bit marks a backtrace cut at the frame limit.
-	h &^= abi.StackIDTruncated
+	// The lowest bit marks a backtrace cut at the frame limit; the next
+	// is never a hash's (a deferred walk's number has it).
+	h &^= abi.StackIDTruncated | abi.StackIDDeferred
 	if cut {
 		h |= abi.StackIDTruncated
 	}
 	if h == 0 {
-		h = 2
+		h = 4
 	}
 	return h
 }

@@ -58,6 +58,14 @@ func (p *Probes) currentGens() (func(*bpf.MdtraceAllocKey) bool, error) {
 // any more.
 func (p *Probes) Execed(pid int) {
 	p.objs.Zygotes.Delete(uint32(pid))
+	// The walks left to finish are the program's before, whose files
+	// are gone from the list.
+	p.deferMu.Lock()
+	if p.deferExecs == nil {
+		p.deferExecs = map[int]int{}
+	}
+	p.deferExecs[pid]++
+	p.deferMu.Unlock()
 	p.mu.Lock()
 	if p.retired.execs == nil {
 		p.retired.execs = map[int]bool{}

@@ -94,6 +94,10 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		cfg.RecordBufferBytes = uint32(os.Getpagesize())
 	}
 	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
+	if cfg.StackDepth == 0 {
+		// No walks, none to finish: the smallest ring buffer.
+		spec.Maps["deferred"].MaxEntries = uint32(os.Getpagesize())
+	}
 	if err := spec.Variables["record_wakeup_bytes"].Set(uint64(cfg.RecordBufferBytes / 4)); err != nil {
 		return nil, fmt.Errorf("setting record_wakeup_bytes: %w", err)
 	}

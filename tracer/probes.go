@@ -56,6 +56,8 @@ type Counters struct {
 	StackTruncated uint64 // backtraces cut at the frame limit (backtrace=N) with frames left
 	Paired         uint64 // batched allocations freed in their own batch: neither call reached the table (not a loss)
 	MappingsLost   uint64 // the allocator's own mappings not learnt, or not let go: the ring buffer was full
+	UnwindDeferred uint64 // walks stopped at a library not in the process's list yet, handed to mdtrace to finish (not a loss)
+	DeferLost      uint64 // walks that could have been handed to mdtrace but for the bound (counted as stopped too)
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -185,6 +187,16 @@ type Probes struct {
 	allocMaps *allocatorMappings
 	// mappingsErr says why the programs that follow them are not loaded.
 	mappingsErr error
+	// defers counts the outcomes of the walks the probes left to
+	// mdtrace (deferred.go); deferIDs gives the id of each one finished
+	// as the probes' walk would have had it (see finishedID). deferMu
+	// guards them.
+	deferMu  sync.Mutex
+	defers   DeferCounts
+	deferIDs map[uint64]uint64
+	// deferExecs counts each process's execs, which end the walks it
+	// left to finish.
+	deferExecs map[int]int
 }
 
 // SetBacktrace turns backtrace capture on or off while tracing.
@@ -218,7 +230,12 @@ func (p *Probes) Counters() (Counters, error) {
 			vals[i] += v
 		}
 	}
-	return countersOf(&vals), nil
+	// The walks mdtrace finished for the probes count as theirs.
+	c := countersOf(&vals)
+	d := p.DeferredCounts()
+	c.UnwindStopped += d.Stopped + d.Short + d.Gone
+	c.StackTruncated += d.Cut
+	return c, nil
 }
 
 // countersOf is Counters from the totals of the counters map.
@@ -247,6 +264,8 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		StackTruncated: vals[abi.CounterStackTruncated],
 		Paired:         vals[abi.CounterPaired],
 		MappingsLost:   vals[abi.CounterMappingsLost],
+		UnwindDeferred: vals[abi.CounterUnwindDeferred],
+		DeferLost:      vals[abi.CounterUnwindDeferLost],
 	}
 }
 

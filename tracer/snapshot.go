@@ -181,6 +181,18 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 		}
 		snap.Stacks[id] = decodeStack(buf, p.stackDepth)
 	}
+	// A walk the probes left to mdtrace, finished, goes by the id their
+	// own walk gives its frames: one site with the blocks of the same
+	// backtrace, cut at the frame limit or not as the id says.
+	for i := range snap.Allocs {
+		id := snap.Allocs[i].StackID
+		if h, ok := p.finishedID(id); ok {
+			if frames, ok := snap.Stacks[id]; ok {
+				snap.Stacks[h] = frames
+				snap.Allocs[i].StackID = h
+			}
+		}
+	}
 	p.addPending(snap, pending)
 	return snap, nil
 }

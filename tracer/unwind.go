@@ -188,6 +188,9 @@ type unwindFile struct {
 	// the file gives their addresses.
 	textStart, textEnd uint64
 	loads              []elf.ProgHeader
+	// unread: the file could not be read (the process that maps it
+	// exited meanwhile): not kept, to be read again for the next.
+	unread bool
 }
 
 // bias is the difference between the addresses of mapping m of the file
@@ -210,7 +213,7 @@ func (t *unwindTables) file(path string) *unwindFile {
 		}
 	}
 	f := t.open(path)
-	if ok {
+	if ok && !f.unread {
 		t.files[id] = f
 	}
 	return f
@@ -246,7 +249,9 @@ func (t *unwindTables) prefetch(paths []string) {
 	}
 	wg.Wait()
 	for _, j := range jobs {
-		t.files[j.id] = j.f
+		if !j.f.unread {
+			t.files[j.id] = j.f
+		}
 	}
 }
 
@@ -256,6 +261,7 @@ func (t *unwindTables) open(path string) *unwindFile {
 	f := &unwindFile{}
 	ef, err := elf.Open(path)
 	if err != nil {
+		f.unread = true
 		return f
 	}
 	defer ef.Close()
@@ -382,6 +388,9 @@ func (p *Probes) forgetUnwind(pid int) {
 	defer p.unwind.mu.Unlock()
 	p.unwind.procs.Delete(uint32(pid))
 	p.unwind.exes.Delete(uint32(pid))
+	p.deferMu.Lock()
+	delete(p.deferExecs, pid)
+	p.deferMu.Unlock()
 }
 
 // UnwindTablesLost is the number of files whose unwind tables did not fit

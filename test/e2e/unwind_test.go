@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -220,13 +221,11 @@ func debianProgram(t *testing.T, path string, args []string, main *regexp.Regexp
 	if blocks < 10 || reached != blocks {
 		t.Errorf("%d of %d blocks' backtraces reach main; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
 	}
-	// Nor did any walk of a block freed before the end stop short: but
-	// where the probes walk, a library dlopen'ed (python3's _json) is
-	// walked by its table only once mdtrace has read the loader's notice,
-	// and what its initialization allocates before that stops at its
-	// frames, counted.
-	dlopens := strings.HasPrefix(filepath.Base(path), "python") && mode != modeFlag("--shim=")
-	if !dlopens && strings.Contains(r.stderr, "backtraces end before the outermost frame") {
+	// Nor did any walk of a block freed before the end stop short: where
+	// the probes walk, the walks that reach a library dlopen'ed before
+	// mdtrace has loaded its table (python3's _json) are finished by
+	// mdtrace once it has.
+	if strings.Contains(r.stderr, "backtraces end before the outermost frame") {
 		t.Errorf("walks stopped short:\n%s", r.stderr[strings.LastIndex(r.stderr[:strings.Index(r.stderr, "backtraces end before")], "\n")+1:])
 	}
 }
@@ -395,4 +394,202 @@ func TestUnwindCxxNew(t *testing.T) {
 		pid, _, log := attachAndRun(t, nil, "done", prog("cxxchain"), "hold")
 		check(t, log, pid)
 	})
+}
+
+// blockFrames returns, for each leaked block of size in a malloc_debug
+// log, its frames as "file-name function".
+func blockFrames(msgs []string, size int) [][]string {
+	head := fmt.Sprintf("leaked block of size %d ", size)
+	var blocks [][]string
+	for i, m := range msgs {
+		if !strings.Contains(m, head) {
+			continue
+		}
+		var got []string
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
+			}
+			got = append(got, filepath.Base(fm[3])+" "+fm[4])
+		}
+		blocks = append(blocks, got)
+	}
+	return blocks
+}
+
+// deferredLine is the verbose line that counts the walks the probes left
+// to mdtrace to finish, and those it finished.
+var deferredLine = regexp.MustCompile(`mdtrace: (\d+) backtraces reached a library loaded while tracing before its unwind table: (\d+) were finished once it was loaded\n`)
+
+// TestUnwindDeferredDlopen: a library dlopen'ed while the probes trace
+// the process, built without frame pointers as the program is, has no
+// unwind table until mdtrace has read the loader's notice; the walks of
+// the blocks its constructor and its function leak meanwhile stop in its
+// frames, and mdtrace finishes them from the stack the probes copied,
+// once the table is loaded: attached before the dlopen (-p) and launched
+// without the shim. Each block's backtrace is then whole, from the
+// library's function to _start, no walk is counted as stopped, and every
+// walk left to mdtrace was finished.
+func TestUnwindDeferredDlopen(t *testing.T) {
+	needRoot(t)
+	prog("libdlnofp.so")
+	lib := []string{"libdlnofp.so dlnofp_leaf", "libdlnofp.so dlnofp_mid", "libdlnofp.so dlnofp_top"}
+	wantRun := append(slices.Clone(lib), "libdlnofp.so dlnofp_run", "dlnofp run_library", "dlnofp main",
+		"libc.so.6 __libc_start_call_main", "libc.so.6 __libc_start_main", "dlnofp _start")
+	check := func(t *testing.T, stderr, log string) {
+		t.Helper()
+		msgs := logMessages(t, log, "")
+		run := blockFrames(msgs, 3002)
+		if len(run) != 1 || !slices.Equal(run[0], wantRun) {
+			t.Errorf("dlnofp_run's block: frames %q, want %q", run, wantRun)
+		}
+		// The constructor runs inside dlopen: the loader's and libc's
+		// frames between it and load_library are theirs to name.
+		init := blockFrames(msgs, 3001)
+		if len(init) != 1 || len(init[0]) < 8 || !slices.Equal(init[0][:4], append(slices.Clone(lib), "libdlnofp.so dlnofp_init")) ||
+			!slices.Equal(init[0][len(init[0])-5:], []string{"dlnofp load_library", "dlnofp main", "libc.so.6 __libc_start_call_main", "libc.so.6 __libc_start_main", "dlnofp _start"}) ||
+			!strings.HasPrefix(init[0][4], "ld-linux-x86-64.so.2 ") {
+			t.Errorf("the constructor's block: frames %q, want dlnofp_leaf, dlnofp_mid, dlnofp_top, dlnofp_init, the loader's frames, then load_library, main and _start", init)
+		}
+		if strings.Contains(stderr, "backtraces end before") {
+			t.Errorf("a walk stopped early:\n%s", stderr)
+		}
+		m := deferredLine.FindStringSubmatch(stderr)
+		if m == nil || m[1] == "0" || m[1] != m[2] {
+			t.Errorf("want every walk left to mdtrace finished, at least one; stderr:\n%s", stderr)
+		}
+	}
+	t.Run("attach", func(t *testing.T) {
+		dir := t.TempDir()
+		target := start(t, prog("dlnofp"), "wait")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=32 leak_track verbose backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log", "--ready-file", dir+"/ready")
+		waitFile(t, dir+"/ready")
+		target.stdin.Write([]byte("go\n"))
+		target.expectLine(t, "dlnofp: done")
+		// A heap dump while it runs: its blocks' backtraces are whole
+		// there too, the two blocks' with 9 frames and at least 14.
+		m.cmd.Process.Signal(syscall.Signal(47))
+		dump := fmt.Sprintf("%s/h.%s.txt", dir, pid)
+		waitFile(t, dump)
+		for size, frames := range map[int]int{3002: 9, 3001: 14} {
+			re := regexp.MustCompile(fmt.Sprintf(`(?m)^z 0  sz +%d  num +1  bt((?: [0-9a-f]+)+)$`, size))
+			if dm := re.FindStringSubmatch(readFile(t, dump)); dm == nil || len(strings.Fields(dm[1])) < frames || size == 3002 && len(strings.Fields(dm[1])) != frames {
+				t.Errorf("heap dump: the block of %d bytes: %q, want %d frames", size, dm, frames)
+			}
+		}
+		target.stdin.Close()
+		if code := target.wait(t); code != 0 {
+			t.Errorf("dlnofp exit status %d", code)
+		}
+		if code := m.wait(t); code != 0 {
+			t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+		}
+		check(t, m.stderr.String(), readFile(t, dir+"/log"))
+	})
+	t.Run("no-preload", func(t *testing.T) {
+		log := filepath.Join(t.TempDir(), "log")
+		r := runMdtrace(t, "--no-preload", "-o", "backtrace=32 leak_track verbose", "--log", log, "--", prog("dlnofp"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		check(t, r.stderr, readFile(t, log))
+	})
+	// Finished at the frame limit with frames left, a walk is cut as the
+	// probes' are: marked in --folded, counted.
+	t.Run("cut", func(t *testing.T) {
+		dir := t.TempDir()
+		r := runMdtrace(t, "--no-preload", "-o", "backtrace=5 leak_track verbose", "--log", dir+"/log", "--folded", dir+"/folded", "--", prog("dlnofp"))
+		if r.code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+		}
+		want := "[truncated];run_library;dlnofp_run;dlnofp_top;dlnofp_mid;dlnofp_leaf 3002"
+		// Without the source lines.
+		folded := regexp.MustCompile(` \([^)]*\)`).ReplaceAllString(readFile(t, dir+"/folded"), "")
+		if !slices.Contains(strings.Split(folded, "\n"), want) {
+			t.Errorf("--folded has no line %q:\n%s", want, folded)
+		}
+		if !regexp.MustCompile(`mdtrace: [1-9][0-9]* backtraces were cut at 5 frames`).MatchString(r.stderr) || strings.Contains(r.stderr, "backtraces end before") {
+			t.Errorf("want the cut backtraces counted, none stopped; stderr:\n%s", r.stderr)
+		}
+	})
+}
+
+// TestUnwindAttachedPythonDlopen: attached to Debian's python3 before it
+// imports _json, a C extension it dlopen's, the blocks the module's
+// initialization keeps (its types) have backtraces through _json's frames
+// to Py_BytesMain, though the probes met its frames before its unwind
+// table was loaded; no walk is counted as stopped.
+func TestUnwindAttachedPythonDlopen(t *testing.T) {
+	needRoot(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not installed", python)
+	}
+	script := `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+import _json
+print("py: done", flush=True)
+sys.stdin.read()
+os._exit(0)
+`
+	dir := t.TempDir()
+	target := start(t, python, "-c", script)
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--no-default-suppressions", "-o", "backtrace=256 leak_track verbose backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	target.stdin.Write([]byte("go\n"))
+	target.expectLine(t, "py: done")
+	// A heap dump while python runs: the walks left to mdtrace are
+	// finished by then, with the files python maps there to read (not
+	// held, it takes them with it as it exits).
+	m.cmd.Process.Signal(syscall.Signal(47))
+	waitFile(t, fmt.Sprintf("%s/h.%s.txt", dir, pid))
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("python exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+	blocks, reached := 0, 0
+	var short []string
+	for i, msg := range msgs {
+		if !strings.Contains(msg, "leaked block of size ") {
+			continue
+		}
+		var fns []string
+		inJSON := false
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
+			}
+			fns = append(fns, filepath.Base(fm[3])+" "+fm[4])
+			inJSON = inJSON || strings.HasPrefix(filepath.Base(fm[3]), "_json.")
+		}
+		if !inJSON {
+			continue
+		}
+		blocks++
+		if slices.Contains(fns, "python3.11 Py_BytesMain") && fns[len(fns)-1] == "python3.11 _start" {
+			reached++
+		} else {
+			short = append(short, strings.Join(fns, " <- "))
+		}
+	}
+	if blocks == 0 || reached != blocks {
+		t.Errorf("%d of %d blocks allocated in _json's frames have a backtrace to Py_BytesMain and _start; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
+	}
+	stderr := m.stderr.String()
+	if strings.Contains(stderr, "backtraces end before") {
+		t.Errorf("a walk stopped early:\n%s", stderr)
+	}
+	if dm := deferredLine.FindStringSubmatch(stderr); dm == nil || dm[1] == "0" || dm[1] != dm[2] {
+		t.Errorf("want every walk left to mdtrace finished, at least one; stderr:\n%s", stderr)
+	}
 }
