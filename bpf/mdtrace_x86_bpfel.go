@@ -225,6 +225,7 @@ const (
 	MdtraceMapBatchThreads       = "batch_threads"
 	MdtraceMapCounters           = "counters"
 	MdtraceMapDeferBudget        = "defer_budget"
+	MdtraceMapDeferNew           = "defer_new"
 	MdtraceMapDeferred           = "deferred"
 	MdtraceMapErrors             = "errors"
 	MdtraceMapExecScratch        = "exec_scratch"
@@ -366,6 +367,7 @@ type MdtraceMapSpecs struct {
 	BatchThreads *ebpf.MapSpec `ebpf:"batch_threads"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	DeferBudget  *ebpf.MapSpec `ebpf:"defer_budget"`
+	DeferNew     *ebpf.MapSpec `ebpf:"defer_new"`
 	Deferred     *ebpf.MapSpec `ebpf:"deferred"`
 	Errors       *ebpf.MapSpec `ebpf:"errors"`
 	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
@@ -461,6 +463,7 @@ type MdtraceMaps struct {
 	BatchThreads *ebpf.Map `ebpf:"batch_threads"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	DeferBudget  *ebpf.Map `ebpf:"defer_budget"`
+	DeferNew     *ebpf.Map `ebpf:"defer_new"`
 	Deferred     *ebpf.Map `ebpf:"deferred"`
 	Errors       *ebpf.Map `ebpf:"errors"`
 	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
@@ -497,6 +500,7 @@ func (m *MdtraceMaps) Close() error {
 		m.BatchThreads,
 		m.Counters,
 		m.DeferBudget,
+		m.DeferNew,
 		m.Deferred,
 		m.Errors,
 		m.ExecScratch,

@@ -182,23 +182,55 @@ struct {
 	__type(value, struct defer_budget);
 } defer_budget SEC(".maps");
 
+/*
+ * Under --all, the walks each process without a list of mappings has
+ * deferred (by its tgid): at most DEFER_NEW; mdtrace makes its list on
+ * hearing of the first.
+ */
+#define DEFER_NEW 32
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, u32);
+} defer_new SEC(".maps");
+
 /* The last deferred walk's number: ids are (number << 2) | STACK_ID_DEFERRED. */
 u64 defer_seq = 0;
 
 /*
  * Whether the walk stopped at w->r may be left for mdtrace to finish: the
  * process's list may lack the library the stop is in (the loader's notice
- * rewrote it since mdtrace did), and this CPU's budget has room left.
- * Only at a stop: the walks that go on pay nothing.
+ * rewrote it since mdtrace did), or, under --all, the process has no list
+ * yet (it started a moment ago: mdtrace makes its list when it hears of
+ * the walk); and this CPU's budget has room left. Only at a stop: the
+ * walks that go on pay nothing.
  */
 static __noinline bool may_defer(struct unwind_proc *up)
 {
 	struct defer_budget *b;
-	u32 zero = 0;
+	u32 zero = 0, tgid, *n, one = 1;
 	u64 now;
 
-	if (!up || !up->unsorted)
+	if (up ? !up->unsorted : !gens_all)
 		return false;
+	if (!up) {
+		/*
+		 * A process without a list: its first DEFER_NEW walks, no
+		 * more, so that one busy process does not spend every other
+		 * one's budget before mdtrace has made its list.
+		 */
+		tgid = bpf_get_current_pid_tgid() >> 32;
+		n = bpf_map_lookup_elem(&defer_new, &tgid);
+		if (!n) {
+			bpf_map_update_elem(&defer_new, &tgid, &one, BPF_ANY);
+		} else if (*n >= DEFER_NEW) {
+			count(COUNTER_UNWIND_DEFER_LOST);
+			return false;
+		} else {
+			__sync_fetch_and_add(n, 1);
+		}
+	}
 	b = bpf_map_lookup_elem(&defer_budget, &zero);
 	if (!b)
 		return false;
@@ -433,6 +465,11 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 		w->r.fp = ts->new_fp;
 		w->nr = 1;
 		break;
+	}
+	/* --all: a process mdtrace has no list of yet, walked once it has. */
+	if (!c.up && gens_all && may_defer(0)) {
+		w->deferred = DEFER_AT_FRAME;
+		return w->nr;
 	}
 	bpf_loop(MAX_STACK_DEPTH, walk_step, &c, 0);
 	*truncated = w->truncated;

@@ -75,6 +75,21 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if err := probes.WatchAllExecs(); err != nil {
 		return 1, err
 	}
+	// A process's first walks, before mdtrace has made its list of
+	// mappings, are left to mdtrace: its list is made then, the walks
+	// finished, and the process looked at (named, its maps read) at once
+	// rather than at the next scan.
+	fresh := make(chan freshProc, 64)
+	syncWalks := func() {}
+	if depth > 0 {
+		walks, err := probes.DeferredWalks()
+		if err != nil {
+			return 1, err
+		}
+		var stop func()
+		syncWalks, stop = auditWalks(probes, walks, fresh)
+		defer stop()
+	}
 	aud := newAuditor(probes, flags, depth)
 	aud.stderr = stderr
 	if depth > 0 {
@@ -107,6 +122,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	final := func() (int, error) {
 		probes.Detach()
+		syncWalks()
 		aud.summary(stdout)
 		if c, err := probes.Counters(); err == nil {
 			for _, l := range lossLines(c, flags.MaxAllocs, depth) {
@@ -118,9 +134,15 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	for scans := 1; ; {
 		select {
 		case <-tick:
+			syncWalks()
 			aud.summary(stdout)
 		case <-dumps:
+			syncWalks()
 			aud.dumpAll()
+		case f := <-fresh:
+			if aud.procs[f.pid] == nil {
+				aud.seenWith(f.pid, f.maps)
+			}
 		case <-scan.C:
 			libcs.scan(probes, say)
 			// The gens of processes gone go only once their figures
@@ -139,6 +161,41 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 }
 
+// freshProc is a process the audit heard of by its first walk, with its
+// maps as they were then (nil if it had ended).
+type freshProc struct {
+	pid  int
+	maps *stacks.Maps
+}
+
+// auditWalks finishes the walks the probes left to mdtrace under --all:
+// those of a process it has no list of mappings of yet. The first one of a
+// process makes its list (from then on its walks go through its files'
+// tables in the probes), and sends it on fresh with its maps, read at
+// once for a process that may end in a moment, if there is room.
+// sync returns once every walk sent so far is finished.
+func auditWalks(probes *tracer.Probes, walks *tracer.DeferReader, fresh chan<- freshProc) (sync, stop func()) {
+	handle := func(w *tracer.DeferredWalk) {
+		if probes.FinishWalk(w, false) {
+			return
+		}
+		// A process that ended already has no maps: the walk keeps
+		// its first frame, counted.
+		maps, _ := stacks.ReadMaps(w.PID)
+		probes.LoadUnwind(w.PID)
+		probes.FinishWalk(w, true)
+		select {
+		case fresh <- freshProc{w.PID, maps}:
+		default:
+		}
+	}
+	sync, stopPump := pump(walks.Next, handle, walks.Wake)
+	return sync, func() {
+		walks.Close()
+		stopPump()
+	}
+}
+
 // libcScanInterval is how often --all looks for processes on another copy
 // of libc, a container's: their allocations before are not counted.
 const libcScanInterval = time.Second
@@ -151,7 +208,7 @@ type libcFinder struct {
 	// since the last scan; onLate for one whose allocator was probed only
 	// then. alive is every process of the last scan.
 	onNew, onLate func(pid int)
-	alive map[int]bool
+	alive         map[int]bool
 	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
 	seenAt map[int]procStamp

@@ -68,8 +68,8 @@ type auditProc struct {
 	// fresh: started, or executing its program, after the audit began,
 	// with its allocator probed from its start: all its blocks are known.
 	fresh bool
-	maps              *stacks.Maps
-	hist              stacks.MapsHistory
+	maps  *stacks.Maps
+	hist  stacks.MapsHistory
 }
 
 func newAuditor(probes *tracer.Probes, flags *options.Flags, depth int) *auditor {
@@ -83,11 +83,27 @@ func newAuditor(probes *tracer.Probes, flags *options.Flags, depth int) *auditor
 
 // seen notes process pid, new or executing another program: its names,
 // cgroup and, with backtraces, its maps and unwind tables.
-func (a *auditor) seen(pid int) {
+func (a *auditor) seen(pid int) { a.seenWith(pid, nil) }
+
+// seenWith is seen with the process's maps read already (maps, if not
+// nil): those of a process heard of by its first walk, which may have
+// ended since. It keeps its maps to name its frames.
+func (a *auditor) seenWith(pid int, maps *stacks.Maps) {
+	if maps == nil && !processAlive(pid) {
+		// Nothing left to know of it.
+		return
+	}
 	p := &auditProc{pid: pid, comm: readComm(pid), cgroup: readCgroup(pid), fresh: a.begun}
 	p.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if p.exe == "" && maps != nil && len(maps.Mappings) > 0 && maps.Mappings[0].Inode != 0 {
+		// Ended: its program is its first mapping.
+		p.exe = maps.Mappings[0].Name()
+	}
 	if a.depth > 0 {
-		if maps, err := stacks.ReadMaps(pid); err == nil {
+		if m, err := stacks.ReadMaps(pid); err == nil {
+			maps = m
+		}
+		if maps != nil {
 			p.maps = maps
 			p.hist.Add(maps)
 		}

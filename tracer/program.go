@@ -104,10 +104,10 @@ func (p *Probes) WatchAllExecs() error {
 	return nil
 }
 
-// ForgetExited drops the gens (see gens.go) of the processes that have
-// exited, so that the map of gens, as big as the map of processes, keeps
-// room for the living ones under --all. alive reports whether a PID is a
-// living process.
+// ForgetExited drops the gens (see gens.go) and the lists of mappings
+// (unwind.go) of the processes that have exited, so that those maps, as
+// big as the map of processes, keep room for the living ones under --all.
+// alive reports whether a PID is a living process.
 func (p *Probes) ForgetExited(alive func(pid int) bool) {
 	var (
 		tgid, gen uint32
@@ -121,5 +121,20 @@ func (p *Probes) ForgetExited(alive func(pid int) bool) {
 	}
 	for _, t := range gone {
 		p.objs.Gens.Delete(t)
+	}
+	if p.unwind == nil {
+		return
+	}
+	// The keys alone: a list is kilobytes.
+	gone = gone[:0]
+	var key, next uint32
+	for at := any(nil); p.unwind.procs.NextKey(at, &next) == nil; at = &key {
+		key = next
+		if !alive(int(key)) {
+			gone = append(gone, key)
+		}
+	}
+	for _, t := range gone {
+		p.forgetUnwind(int(t))
 	}
 }
