@@ -27,7 +27,6 @@
 #include <pthread.h>
 
 #include "cfi.h"
-#include "debug.h"
 #include "unwind.h"
 
 /* glibc 2.35 and later (cfi.c); without it the loader is not known. */
@@ -182,6 +181,13 @@ static pthread_key_t g_memo_key;
 static pthread_once_t g_memo_once = PTHREAD_ONCE_INIT;
 static bool g_memo_keyed;
 
+/*
+ * The library's mark of a thread inside it (debug.c), weak: the unwinder's
+ * own tests link it alone. pthread_setspecific may allocate.
+ */
+extern void md_internal_begin(void) __attribute__((weak, visibility("hidden")));
+extern void md_internal_end(void) __attribute__((weak, visibility("hidden")));
+
 static void memos_done(void *m)
 {
 	t_memo = NO_MEMOS;
@@ -201,7 +207,8 @@ static struct memo *memos(void)
 	if (__builtin_expect(t_memo != NULL, 1))
 		return t_memo == NO_MEMOS ? NULL : t_memo;
 	t_memo = NO_MEMOS;
-	md_internal_begin();
+	if (md_internal_begin)
+		md_internal_begin();
 	pthread_once(&g_memo_once, memo_key);
 	m = g_memo_keyed ? mmap(NULL, 2 * sizeof(struct memo), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
 			 : MAP_FAILED;
@@ -209,7 +216,8 @@ static struct memo *memos(void)
 		munmap(m, 2 * sizeof(struct memo));
 		m = MAP_FAILED;
 	}
-	md_internal_end();
+	if (md_internal_end)
+		md_internal_end();
 	if (m == MAP_FAILED)
 		return NULL;
 	t_memo = m;
