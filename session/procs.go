@@ -44,7 +44,15 @@ func (s *session) ready(pid int) error {
 		defer close(unwound)
 		s.loadUnwind(pid)
 	}()
-	err = s.attach(p, lib)
+	var in *tracer.Injected
+	if s.flags.Inject {
+		// The shim is loaded before the allocator is probed: what the
+		// loader allocates for it is not the program's.
+		in, err = s.injectLoad(p, lib)
+	}
+	if err == nil {
+		err = s.attach(p, lib)
+	}
 	if err == nil {
 		s.probeRuntime(p, runtime)
 	}
@@ -53,12 +61,21 @@ func (s *session) ready(pid int) error {
 		return err
 	}
 	s.watchLoader(p)
+	if in != nil {
+		if err := s.inject(p, lib, in); err != nil {
+			return err
+		}
+	}
 	if s.flags.ReadyFile != "" {
 		if err := writeReadyFile(s.flags.ReadyFile, pid); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	if s.injected != nil {
+		fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s\n", pid, prog, s.injectedLine())
+	} else {
+		fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s): %s in %s\n", pid, prog, strings.Join(s.probes.Attached(pid), " "), lib)
+	}
 	if pts := s.probes.ProbePoints(pid); len(pts) > 0 && s.cfg.Has(options.Verbose) {
 		// Where each probe went, and which ones trap twice: what a
 		// traced call costs depends on it.

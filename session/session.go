@@ -58,6 +58,10 @@ type session struct {
 	// unheld is set when the attached process is not held with ptrace:
 	// its exit hook comes once it is gone.
 	unheld bool
+	// injected is the shim --inject loaded into the attached process.
+	injected *tracer.Injected
+	// injectRouted and injectUnrouted count its GOT slots routed and not.
+	injectRouted, injectUnrouted int
 
 	// mu serializes the reports and guards the procs' finished flags;
 	// pmu, taken after mu if both are, guards procs and each
@@ -201,7 +205,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		// Batches need every block seen from the start, as a launched
 		// command's are: in an attached process the frees of older
 		// blocks would each be kept for an allocation that never comes.
-		NoBatch: flags.PID != 0 || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
+		// With --inject they are, and mdtrace drops those kept frees
+		// that no batch can match any more (sweepOrphans).
+		NoBatch: flags.PID != 0 && !flags.Inject || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 	})
 	<-counting
 	if s.sigCount != nil {
@@ -345,6 +351,7 @@ loop:
 			}
 		}
 		if interrupted != 0 {
+			s.uninject()
 			s.finishAll()
 			if err := s.proc.Detach(); err != nil {
 				fmt.Fprintf(stderr, "mdtrace: %v\n", err)

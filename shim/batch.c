@@ -318,10 +318,19 @@ void md_batch_init(size_t (*usable_size)(void *))
 	if (s == NULL || s[0] == '\0')
 		return;
 	d = strtoul(s, &end, 10);
-	if (*end != '\0' || d > MAX_STACK_DEPTH)
+	if (*end != '\0')
 		return;
+	md_batch_start(d, usable_size);
+}
+
+bool md_batch_start(unsigned long d, size_t (*usable_size)(void *))
+{
+	if (md_batch_on)
+		return true;
+	if (d > MAX_STACK_DEPTH || usable_size == NULL)
+		return false;
 	if (pthread_key_create(&g_key, thread_done) != 0)
-		return;
+		return false;
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	md_internal_begin();
 	learn_keys();
@@ -329,6 +338,7 @@ void md_batch_init(size_t (*usable_size)(void *))
 	md_batch_depth = (unsigned)d;
 	g_usable_size = usable_size;
 	md_batch_on = true;
+	return true;
 }
 
 /*
@@ -395,8 +405,14 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 	struct md_batch_thread *bt;
 
 	if (!probed()) {
-		/* mdtrace is gone: drop the events, free the blocks. */
+		/*
+		 * mdtrace is gone: drop the events, free the blocks. A shim
+		 * mdtrace loaded into the running process gives the program's
+		 * calls back to the allocator.
+		 */
 		md_batch_sync();
+		if (md_inject_routed)
+			md_inject_abandon();
 		return NULL;
 	}
 	bt = thread_batch();

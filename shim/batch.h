@@ -72,6 +72,19 @@ _Static_assert(sizeof(struct md_batch_thread) <= 12288, "a thread's batch outgre
 extern bool md_batch_on __attribute__((visibility("hidden")));
 extern unsigned md_batch_depth __attribute__((visibility("hidden")));
 void md_batch_init(size_t (*usable_size)(void *));
+/*
+ * md_batch_start turns batches on with depth frames an allocation, as
+ * md_batch_init does from MDSHIM_BATCH (inject.c calls it for a shim
+ * loaded into a running process); false when they cannot be.
+ */
+bool md_batch_start(unsigned long depth, size_t (*usable_size)(void *));
+/*
+ * md_inject_routed is set while inject.c routes the program's calls to the
+ * hooks; md_inject_abandon gives them back to the allocator when mdtrace is
+ * gone (inject.c).
+ */
+extern int md_inject_routed __attribute__((visibility("hidden")));
+void md_inject_abandon(void) __attribute__((visibility("hidden")));
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);
 void md_batch_sync(void);

@@ -22,7 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ucontext.h>
+#include <pthread.h>
 
 #include "cfi.h"
 #include "unwind.h"
@@ -167,7 +169,60 @@ struct memo {
 	} words[MEMO_WORDS];
 };
 
-static __thread struct memo t_memo[2] __attribute__((tls_model("initial-exec")));
+/*
+ * The two memos of a thread are in pages of their own, made at its first
+ * walk and unmapped at its end: in static TLS they took 4.7 KB, more than
+ * the loader keeps for a library loaded into a running process
+ * (--inject). NO_MEMOS marks a thread that goes without them.
+ */
+static __thread struct memo *t_memo __attribute__((tls_model("initial-exec")));
+#define NO_MEMOS ((struct memo *)1)
+static pthread_key_t g_memo_key;
+static pthread_once_t g_memo_once = PTHREAD_ONCE_INIT;
+static bool g_memo_keyed;
+
+/*
+ * The library's mark of a thread inside it (debug.c), weak: the unwinder's
+ * own tests link it alone. pthread_setspecific may allocate.
+ */
+extern void md_internal_begin(void) __attribute__((weak, visibility("hidden")));
+extern void md_internal_end(void) __attribute__((weak, visibility("hidden")));
+
+static void memos_done(void *m)
+{
+	t_memo = NO_MEMOS;
+	munmap(m, 2 * sizeof(struct memo));
+}
+
+static void memo_key(void)
+{
+	g_memo_keyed = pthread_key_create(&g_memo_key, memos_done) == 0;
+}
+
+/* memos returns the thread's two memos, made on its first walk, or NULL. */
+static struct memo *memos(void)
+{
+	void *m;
+
+	if (__builtin_expect(t_memo != NULL, 1))
+		return t_memo == NO_MEMOS ? NULL : t_memo;
+	t_memo = NO_MEMOS;
+	if (md_internal_begin)
+		md_internal_begin();
+	pthread_once(&g_memo_once, memo_key);
+	m = g_memo_keyed ? mmap(NULL, 2 * sizeof(struct memo), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+			 : MAP_FAILED;
+	if (m != MAP_FAILED && pthread_setspecific(g_memo_key, m) != 0) {
+		munmap(m, 2 * sizeof(struct memo));
+		m = MAP_FAILED;
+	}
+	if (md_internal_end)
+		md_internal_end();
+	if (m == MAP_FAILED)
+		return NULL;
+	t_memo = m;
+	return t_memo;
+}
 static __thread unsigned t_memo_last __attribute__((tls_model("initial-exec")));
 /* A walk is using the memos: one in a signal handler goes without. */
 static __thread bool t_memo_busy __attribute__((tls_model("initial-exec")));
@@ -505,7 +560,7 @@ size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo,
 		     size_t max, unsigned flags, enum md_unwind_stop *why_out)
 {
 	struct walk w = {lo, hi, alt_lo, alt_hi, out, 0, max, flags, NULL, NULL, false, -1, 0};
-	struct memo *last = NULL;
+	struct memo *last = NULL, *mine = NULL;
 	enum md_unwind_stop why;
 	struct regs r = {0};
 	unsigned k = 0;
@@ -521,12 +576,19 @@ size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo,
 	if (!t_memo_busy && alt_hi == 0) {
 		t_memo_busy = true;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		mine = memos();
+		if (mine == NULL) {
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			t_memo_busy = false;
+		}
+	}
+	if (mine != NULL) {
 		uint64_t gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
 
-		last = &t_memo[t_memo_last];
+		last = &mine[t_memo_last];
 		if (last->lo != lo || last->hi != hi || last->gen != gen)
 			last->nframes = 0;
-		w.memo = w.rec = &t_memo[t_memo_last ^ 1];
+		w.memo = w.rec = &mine[t_memo_last ^ 1];
 		w.rec->lo = lo;
 		w.rec->hi = hi;
 		w.rec->gen = gen;
@@ -552,7 +614,7 @@ size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo,
 			break;
 	}
 	if (w.memo != NULL) {
-		if (w.memo != &t_memo[t_memo_last])
+		if (w.memo != &mine[t_memo_last])
 			t_memo_last ^= 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t_memo_busy = false;

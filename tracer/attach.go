@@ -201,7 +201,7 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 		closeLinks(links)
 		return err
 	}
-	if hasMalloc && !strings.HasPrefix(filepath.Base(lib), "libc.so") {
+	if hasMalloc && !strings.HasPrefix(filepath.Base(lib), "libc.so") && prog != p.objs.AllocSite {
 		p.followMappings()
 	}
 	p.mu.Lock()
@@ -211,6 +211,10 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 			p.probed[pid] = map[fileID]bool{}
 		}
 		p.probed[pid][id] = true
+		if p.fileLinks[pid] == nil {
+			p.fileLinks[pid] = map[fileID][]link.Link{}
+		}
+		p.fileLinks[pid][id] = append(p.fileLinks[pid][id], links...)
 	}
 	if hasMalloc {
 		p.attached[pid] = names
@@ -401,4 +405,30 @@ func closeLinks(links []link.Link) {
 		wg.Go(func() { l.Close() })
 	}
 	wg.Wait()
+}
+
+// DetachFile takes the probes Attach put on file for process pid away
+// (--inject, once the shim's hooks take the calls). It reports whether
+// there were any.
+func (p *Probes) DetachFile(pid int, file stacks.File) bool {
+	id, ok := statID(file.Path)
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	links := p.fileLinks[pid][id]
+	delete(p.fileLinks[pid], id)
+	delete(p.probed[pid], id)
+	if len(links) > 0 {
+		kept := p.links[pid][:0]
+		for _, l := range p.links[pid] {
+			if !slices.Contains(links, l) {
+				kept = append(kept, l)
+			}
+		}
+		p.links[pid] = kept
+	}
+	p.mu.Unlock()
+	closeLinks(links)
+	return len(links) > 0
 }

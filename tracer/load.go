@@ -135,7 +135,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
 		noBatch: cfg.NoBatch || cfg.Record,
 		links:   map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
-		probed: map[int]map[fileID]bool{}, watched: map[int]map[string]bool{},
+		probed: map[int]map[fileID]bool{}, fileLinks: map[int]map[fileID][]link.Link{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {

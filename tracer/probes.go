@@ -174,6 +174,9 @@ type Probes struct {
 	// named again by another path (the loader's /lib/..., the maps'
 	// /usr/lib/...) is not probed twice.
 	probed map[int]map[fileID]bool
+	// fileLinks are the links of each process's probed files, for
+	// DetachFile.
+	fileLinks map[int]map[fileID][]link.Link
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
 	// tables is the live table's tiers, whose entry counts size snapshots

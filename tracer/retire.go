@@ -51,6 +51,7 @@ func (p *Probes) Release(pid int) {
 	delete(p.attached, pid)
 	delete(p.points, pid)
 	delete(p.probed, pid)
+	delete(p.fileLinks, pid)
 	delete(p.watched, pid)
 	if p.retired.pids == nil {
 		p.retired.pids = map[int]bool{}

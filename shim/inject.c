@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The shim loaded into a running process (mdtrace -p PID --inject).
+ *
+ * No loader preloaded the shim there: the program's calls of malloc and
+ * the others are bound to the allocator already, through each module's
+ * GOT (its JUMP_SLOT and GLOB_DAT relocations; glibc calls its own malloc
+ * through its GOT too). mdtrace makes one of the process's threads call
+ * dlopen on the shim and then mdshim_inject_start, which turns batches on
+ * and lists the GOT slots that hold the allocator's functions (and
+ * dlopen, so that a module loaded later is routed as well), without
+ * writing them; then, with every other thread stopped, mdshim_inject_route,
+ * which points each slot at the shim's hook. The hooks add no header to a
+ * block: a block moves freely between the hooks and the allocator, and a
+ * free of a block from before is an unknown free, as in attach mode.
+ * mdshim_inject_stop puts every slot back as it was, and so does the shim
+ * itself when it finds its probe sites unprobed (mdtrace gone, or a fork
+ * child that mdtrace does not follow): the hooks then pass every call to
+ * the allocator and hold nothing.
+ *
+ * Nothing here allocates: the slot list is in pages of its own, and the
+ * loader's list of modules is read with dl_iterate_phdr, whose lock no
+ * frozen thread can hold while mdtrace calls mdshim_inject_route (it
+ * picks a moment when none is in the loader).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "debug.h"
+#include "real.h"
+
+int md_inject_routed;
+
+#ifdef MD_STATIC_REAL
+void md_inject_abandon(void)
+{
+}
+#else
+
+extern void *md_hook_malloc(size_t) __attribute__((visibility("hidden")));
+extern void md_hook_free(void *) __attribute__((visibility("hidden")));
+extern void *md_hook_calloc(size_t, size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_realloc(void *, size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_reallocarray(void *, size_t, size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_memalign(size_t, size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_aligned_alloc(size_t, size_t) __attribute__((visibility("hidden")));
+extern int md_hook_posix_memalign(void **, size_t, size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_valloc(size_t) __attribute__((visibility("hidden")));
+extern void *md_hook_pvalloc(size_t) __attribute__((visibility("hidden")));
+
+static void *inject_dlopen(const char *file, int mode);
+
+/* The functions routed, by name, with the shim's hook for each and the allocator's (set at start). */
+static struct {
+	const char *name;
+	void *hook;
+	uintptr_t real;
+} g_funcs[] = {
+	{ "malloc", (void *)md_hook_malloc, 0 },
+	{ "free", (void *)md_hook_free, 0 },
+	{ "calloc", (void *)md_hook_calloc, 0 },
+	{ "realloc", (void *)md_hook_realloc, 0 },
+	{ "reallocarray", (void *)md_hook_reallocarray, 0 },
+	{ "memalign", (void *)md_hook_memalign, 0 },
+	{ "aligned_alloc", (void *)md_hook_aligned_alloc, 0 },
+	{ "posix_memalign", (void *)md_hook_posix_memalign, 0 },
+	{ "valloc", (void *)md_hook_valloc, 0 },
+	{ "pvalloc", (void *)md_hook_pvalloc, 0 },
+	{ "dlopen", (void *)inject_dlopen, 0 },
+};
+#define N_FUNCS (sizeof(g_funcs) / sizeof(g_funcs[0]))
+#define FUNC_DLOPEN (N_FUNCS - 1)
+
+/*
+ * A GOT slot routed or to route: its address, the value it held (the
+ * allocator's function, or its PLT entry before lazy binding), the hook's
+ * and the allocator's function; the bounds of the module's
+ * PT_GNU_RELRO, read-only after the loader relocated it, which must be
+ * made writable for the write.
+ */
+struct slot {
+	uintptr_t *addr;
+	uintptr_t old, hook, real;
+	uintptr_t relro_lo, relro_hi;
+};
+
+#define MAX_SLOTS 32768
+static struct slot *g_slots;
+static size_t g_nslots;
+/* Slots that could not be written (mprotect refused), and those past MAX_SLOTS. */
+static unsigned long g_failed, g_dropped;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t g_self_base;
+
+/*
+ * Published for mdtrace, which reads them from the process's memory: the
+ * slots routed, and those left to the allocator (failed or dropped).
+ */
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slots;
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
+
+/* The loader relocates most of the dynamic section's addresses in place: either way. */
+static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
+{
+	return p < base ? p + base : p;
+}
+
+static bool known_slot(const uintptr_t *addr)
+{
+	for (size_t i = 0; i < g_nslots; i++)
+		if (g_slots[i].addr == addr)
+			return true;
+	return false;
+}
+
+/* add_slot lists addr, which holds old for function f, unless it is listed already. */
+static void add_slot(uintptr_t *addr, size_t f, uintptr_t old, uintptr_t lo, uintptr_t hi)
+{
+	if (known_slot(addr))
+		return;
+	if (g_nslots == MAX_SLOTS) {
+		g_dropped++;
+		return;
+	}
+	g_slots[g_nslots++] = (struct slot){ addr, old, (uintptr_t)g_funcs[f].hook, g_funcs[f].real, lo, hi };
+}
+
+/* The extent of the module being scanned, which holds its PLT. */
+static uintptr_t g_mod_lo, g_mod_hi;
+
+/*
+ * scan_relocs lists the slots among n relocations at r that hold a routed
+ * function, or, for a JUMP_SLOT not bound yet (lazy binding: the slot
+ * holds an address in its own module's PLT), that will: the loader would
+ * bind it to the allocator's function on its first call.
+ */
+static void scan_relocs(uintptr_t base, const ElfW(Rela) * r, size_t n, const ElfW(Sym) * symtab, const char *strtab,
+			uintptr_t lo, uintptr_t hi)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned type = ELF64_R_TYPE(r[i].r_info);
+		const char *name;
+		uintptr_t *addr;
+
+		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT && type != R_X86_64_64)
+			continue;
+		if (ELF64_R_SYM(r[i].r_info) == 0)
+			continue;
+		name = strtab + symtab[ELF64_R_SYM(r[i].r_info)].st_name;
+		addr = (uintptr_t *)(base + r[i].r_offset);
+		for (size_t f = 0; f < N_FUNCS; f++) {
+			uintptr_t v;
+
+			if (g_funcs[f].real == 0 || strcmp(name, g_funcs[f].name) != 0)
+				continue;
+			/*
+			 * Only a slot bound to the allocator's own function, or
+			 * to be: a module that brings or binds to another keeps
+			 * it.
+			 */
+			v = __atomic_load_n(addr, __ATOMIC_RELAXED);
+			if (v == g_funcs[f].real)
+				add_slot(addr, f, v, lo, hi);
+			else if (type == R_X86_64_JUMP_SLOT && v >= g_mod_lo && v < g_mod_hi &&
+				 symtab[ELF64_R_SYM(r[i].r_info)].st_shndx == SHN_UNDEF)
+				add_slot(addr, f, v, lo, hi);
+			break;
+		}
+	}
+}
+
+static int scan_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Rela) *rela = NULL, *jmprel = NULL;
+	size_t relasz = 0, pltrelsz = 0;
+	uintptr_t base = info->dlpi_addr, lo = 0, hi = 0;
+
+	(void)size;
+	(void)data;
+	/* The shim's own calls stay the allocator's; the vDSO has none. */
+	if (base == g_self_base || (info->dlpi_name != NULL && strncmp(info->dlpi_name, "linux-vdso", 10) == 0))
+		return 0;
+	g_mod_lo = UINTPTR_MAX;
+	g_mod_hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD) {
+			if (base + ph->p_vaddr < g_mod_lo)
+				g_mod_lo = base + ph->p_vaddr;
+			if (base + ph->p_vaddr + ph->p_memsz > g_mod_hi)
+				g_mod_hi = base + ph->p_vaddr + ph->p_memsz;
+		}
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+		else if (ph->p_type == PT_GNU_RELRO) {
+			lo = base + ph->p_vaddr;
+			hi = lo + ph->p_memsz;
+		}
+	}
+	if (dyn == NULL)
+		return 0;
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB:
+			symtab = (const ElfW(Sym) *)dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			strtab = (const char *)dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_RELA:
+			rela = (const ElfW(Rela) *)dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			relasz = dyn->d_un.d_val;
+			break;
+		case DT_JMPREL:
+			jmprel = (const ElfW(Rela) *)dyn_addr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			pltrelsz = dyn->d_un.d_val;
+			break;
+		}
+	}
+	if (symtab == NULL || strtab == NULL)
+		return 0;
+	if (rela != NULL)
+		scan_relocs(base, rela, relasz / sizeof(ElfW(Rela)), symtab, strtab, lo, hi);
+	if (jmprel != NULL)
+		scan_relocs(base, jmprel, pltrelsz / sizeof(ElfW(Rela)), symtab, strtab, lo, hi);
+	return 0;
+}
+
+/*
+ * write_slot stores v in slot s, making a RELRO page writable for the
+ * store and read-only again after it. A slot's store is one aligned word:
+ * a thread calling through it meanwhile takes the old function or the new.
+ */
+static bool write_slot(const struct slot *s, uintptr_t v)
+{
+	uintptr_t a = (uintptr_t)s->addr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = a & ~(page - 1);
+	bool relro = a >= s->relro_lo && a < s->relro_hi;
+
+	if (relro && mprotect((void *)start, page, PROT_READ | PROT_WRITE) != 0)
+		return false;
+	__atomic_store_n(s->addr, v, __ATOMIC_RELEASE);
+	if (relro)
+		mprotect((void *)start, page, PROT_READ);
+	return true;
+}
+
+/* route_from points the slots from index i on at the hooks; g_lock held. */
+static void route_from(size_t i)
+{
+	for (; i < g_nslots; i++) {
+		uintptr_t v = __atomic_load_n(g_slots[i].addr, __ATOMIC_RELAXED);
+
+		/* A lazy slot may have been bound meanwhile. */
+		if (v != g_slots[i].old && v != g_slots[i].real)
+			continue;
+		if (!write_slot(&g_slots[i], g_slots[i].hook))
+			g_failed++;
+	}
+	mdshim_inject_slots = g_nslots - g_failed;
+	mdshim_inject_unrouted = g_failed + g_dropped;
+}
+
+/* restore puts every routed slot back; g_lock held (or every other thread stopped). */
+static unsigned long restore(void)
+{
+	unsigned long n = 0;
+
+	for (size_t i = 0; i < g_nslots; i++) {
+		if (__atomic_load_n(g_slots[i].addr, __ATOMIC_RELAXED) != g_slots[i].hook)
+			continue;
+		if (write_slot(&g_slots[i], g_slots[i].old))
+			n++;
+	}
+	return n;
+}
+
+/*
+ * inject_dlopen is dlopen while the calls are routed: the modules it
+ * loads (and those they need) get their slots routed too.
+ */
+static void *inject_dlopen(const char *file, int mode)
+{
+	void *h = ((void *(*)(const char *, int))g_funcs[FUNC_DLOPEN].real)(file, mode);
+	size_t first;
+
+	if (h == NULL || !__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE))
+		return h;
+	pthread_mutex_lock(&g_lock);
+	if (__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE)) {
+		first = g_nslots;
+		dl_iterate_phdr(scan_module, NULL);
+		route_from(first);
+	}
+	pthread_mutex_unlock(&g_lock);
+	return h;
+}
+
+/*
+ * mdshim_inject_start sets the shim up in a process it was loaded into
+ * with dlopen: batches with depth frames an allocation (no batches when
+ * batch is 0), and the list of slots to route. It returns the slots
+ * listed, or -errno.
+ */
+__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth)
+{
+	Dl_info self;
+	void *m;
+
+	md_debug_on();
+	md_real_resolve();
+	if (md_real_usable_size == NULL)
+		return -ENOSYS;
+	if (batch && !md_batch_start(depth, md_real_usable_size))
+		return -EINVAL;
+	if (dladdr((void *)mdshim_inject_start, &self) == 0)
+		return -ENOENT;
+	g_self_base = (uintptr_t)self.dli_fbase;
+	pthread_mutex_lock(&g_lock);
+	if (g_slots == NULL) {
+		m = mmap(NULL, MAX_SLOTS * sizeof(struct slot), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
+			pthread_mutex_unlock(&g_lock);
+			return -ENOMEM;
+		}
+		g_slots = m;
+	}
+	for (size_t f = 0; f < N_FUNCS; f++)
+		g_funcs[f].real = (uintptr_t)md_real_dlsym(RTLD_DEFAULT, g_funcs[f].name);
+	dl_iterate_phdr(scan_module, NULL);
+	pthread_mutex_unlock(&g_lock);
+	return (long)g_nslots;
+}
+
+/*
+ * mdshim_inject_route points the listed slots at the hooks. mdtrace calls
+ * it with every other thread stopped, so that the switch from its probes
+ * on the allocator to the hooks is one moment for the program; it takes no
+ * lock another thread could hold. It returns the slots routed.
+ */
+__attribute__((visibility("default"))) long mdshim_inject_route(void)
+{
+	if (g_slots == NULL)
+		return -EINVAL;
+	__atomic_store_n(&md_inject_routed, 1, __ATOMIC_RELEASE);
+	route_from(0);
+	return (long)mdshim_inject_slots;
+}
+
+/*
+ * mdshim_inject_stop puts every slot back, with every other thread
+ * stopped, and returns how many it restored. A hook called afterwards
+ * (through a pointer taken meanwhile) passes its call to the allocator
+ * once mdtrace has left the probe sites.
+ */
+__attribute__((visibility("default"))) long mdshim_inject_stop(void)
+{
+	__atomic_store_n(&md_inject_routed, 0, __ATOMIC_RELEASE);
+	return (long)restore();
+}
+
+void md_inject_abandon(void)
+{
+	pthread_mutex_lock(&g_lock);
+	if (__atomic_exchange_n(&md_inject_routed, 0, __ATOMIC_ACQ_REL))
+		restore();
+	pthread_mutex_unlock(&g_lock);
+}
+#endif

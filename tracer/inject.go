@@ -1,0 +1,524 @@
+//go:build linux && amd64
+
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/stacks"
+)
+
+// Injection (-p PID --inject): the shim is loaded into a running process
+// by one of its threads, which mdtrace makes call dlopen and then the
+// shim's mdshim_inject_start as a debugger calls a function: its registers
+// saved, its stack pointer moved below the red zone, its return address 0,
+// so that the call ends in a SIGSEGV that mdtrace takes and suppresses, and
+// its registers (the vector ones too) put back exactly, orig_rax included,
+// so that a system call it was in restarts as it would have. The other
+// threads run meanwhile: one of them may hold the loader's or the
+// allocator's lock. Then, with every thread stopped, one of them calls
+// mdshim_inject_route (shim/inject.c), which points the GOT slots of
+// malloc and the others at the shim's hooks, and mdtrace takes its probes
+// off the allocator in the same stop: no call is seen twice or missed.
+
+// injectCallWait is how long a call made in the process may take.
+const injectCallWait = 10 * time.Second
+
+// injectPickWait bounds the search for a thread that can make the calls.
+const injectPickWait = 3 * time.Second
+
+// ntX86Xstate is the register set of the x87, SSE and AVX registers.
+const ntX86Xstate = 0x202
+
+// rtldNow is dlfcn.h's RTLD_NOW.
+const rtldNow = 2
+
+// Injected is the shim loaded into a running process.
+type Injected struct {
+	PID int
+	// Shim is the shim's file as the process maps it, Base the address
+	// its first segment is mapped at.
+	Shim stacks.File
+	Base uint64
+	// Listed is the count of GOT slots the shim found to route.
+	Listed int
+	path   string
+}
+
+// savedRegs are a stopped thread's registers.
+type savedRegs struct {
+	regs   unix.PtraceRegs
+	xstate []byte
+}
+
+func saveRegs(tid int) (*savedRegs, error) {
+	s := &savedRegs{xstate: make([]byte, 8192)}
+	if err := unix.PtraceGetRegs(tid, &s.regs); err != nil {
+		return nil, err
+	}
+	iov := unix.Iovec{Base: &s.xstate[0]}
+	iov.SetLen(len(s.xstate))
+	if err := ptrace(unix.PTRACE_GETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov))); err != nil {
+		return nil, err
+	}
+	s.xstate = s.xstate[:iov.Len]
+	return s, nil
+}
+
+func (s *savedRegs) restore(tid int) error {
+	regs := s.regs
+	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
+		return err
+	}
+	iov := unix.Iovec{Base: &s.xstate[0]}
+	iov.SetLen(len(s.xstate))
+	return ptrace(unix.PTRACE_SETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov)))
+}
+
+// writeMem writes data at addr of process pid.
+func writeMem(pid int, addr uint64, data []byte) error {
+	local := []unix.Iovec{{Base: &data[0]}}
+	local[0].SetLen(len(data))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(data)}}
+	n, err := unix.ProcessVMWritev(pid, local, remote, 0)
+	if err == nil && n != len(data) {
+		err = fmt.Errorf("short write at %#x", addr)
+	}
+	return err
+}
+
+// remoteCall makes thread tid of process pid, in a ptrace stop with the
+// registers saved, call fn with args (data, if any, copied below its stack
+// and its address passed as the first argument), and returns what fn
+// returned. The thread is left stopped with its saved registers back,
+// whatever happens.
+func remoteCall(pid, tid int, saved *savedRegs, fn uint64, data []byte, args ...uint64) (ret uint64, err error) {
+	regs := saved.regs
+	sp := regs.Rsp - 128 // the red zone
+	if len(data) > 0 {
+		sp = (sp - uint64(len(data))) &^ 15
+		if err := writeMem(pid, sp, data); err != nil {
+			return 0, fmt.Errorf("writing the call's argument: %w", err)
+		}
+		args = append([]uint64{sp}, args...)
+	}
+	// At a function's entry the stack pointer is 8 past a multiple of
+	// 16: the return address, here 0, which ends the call in a fault.
+	sp = sp&^15 - 8
+	if err := writeMem(pid, sp, make([]byte, 8)); err != nil {
+		return 0, fmt.Errorf("writing the call's return address: %w", err)
+	}
+	regs.Rsp, regs.Rip, regs.Rax = sp, fn, 0
+	// Not in a system call any more: nothing restarts when it goes on.
+	regs.Orig_rax = ^uint64(0)
+	for i, a := range args {
+		switch i {
+		case 0:
+			regs.Rdi = a
+		case 1:
+			regs.Rsi = a
+		case 2:
+			regs.Rdx = a
+		case 3:
+			regs.Rcx = a
+		}
+	}
+	defer func() {
+		if rerr := saved.restore(tid); rerr != nil && err == nil {
+			err = fmt.Errorf("restoring thread %d's registers: %w", tid, rerr)
+		}
+	}()
+	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
+		return 0, err
+	}
+	if err := ptrace(unix.PTRACE_CONT, tid, 0, 0); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(injectCallWait)
+	for {
+		var ws unix.WaitStatus
+		wpid, err := wait4(tid, &ws, unix.WALL|unix.WNOHANG)
+		switch {
+		case err != nil || wpid == tid && (ws.Exited() || ws.Signaled()):
+			return 0, fmt.Errorf("thread %d: %w", tid, ErrProcessGone)
+		case wpid == 0:
+			if time.Now().After(deadline) {
+				// Stopped where it is; its registers go back.
+				ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0)
+				wait4(tid, &ws, unix.WALL)
+				return 0, fmt.Errorf("the call did not return within %s", injectCallWait)
+			}
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		sig := ws.StopSignal()
+		if int(ws>>16)&0xff != 0 {
+			// An event stop (a group stop): on.
+			ptrace(unix.PTRACE_CONT, tid, 0, 0)
+			continue
+		}
+		if sig == unix.SIGSEGV {
+			var now unix.PtraceRegs
+			if err := unix.PtraceGetRegs(tid, &now); err != nil {
+				return 0, err
+			}
+			if now.Rip == 0 {
+				return now.Rax, nil
+			}
+			return 0, fmt.Errorf("the call faulted at %#x", now.Rip)
+		}
+		// A signal for the thread: its handler runs above the call.
+		ptrace(unix.PTRACE_CONT, tid, 0, uintptr(sig))
+	}
+}
+
+// blockingSyscalls are system calls a thread waits in outside the
+// allocator: a thread stopped in one of them inside the C library can
+// make calls.
+var blockingSyscalls = map[uint64]bool{
+	unix.SYS_READ: true, unix.SYS_WRITE: true, unix.SYS_POLL: true, unix.SYS_PPOLL: true,
+	unix.SYS_SELECT: true, unix.SYS_PSELECT6: true, unix.SYS_EPOLL_WAIT: true, unix.SYS_EPOLL_PWAIT: true,
+	unix.SYS_NANOSLEEP: true, unix.SYS_CLOCK_NANOSLEEP: true, unix.SYS_WAIT4: true, unix.SYS_WAITID: true,
+	unix.SYS_ACCEPT: true, unix.SYS_ACCEPT4: true, unix.SYS_RECVFROM: true, unix.SYS_RECVMSG: true,
+	unix.SYS_PAUSE: true, unix.SYS_RT_SIGSUSPEND: true, unix.SYS_RT_SIGTIMEDWAIT: true, unix.SYS_FUTEX: true,
+	unix.SYS_READV: true, unix.SYS_WRITEV: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true,
+}
+
+// processFiles are the process's C library and loader mappings, and the
+// file that defines dlopen.
+type processFiles struct {
+	libc, loader []stacks.Mapping
+	libcFile     stacks.File
+}
+
+func filesOf(pid int) (*processFiles, error) {
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrProcessGone)
+	}
+	pf := &processFiles{}
+	for i := range maps.Mappings {
+		m := &maps.Mappings[i]
+		base := filepath.Base(m.Path)
+		switch {
+		case strings.HasPrefix(base, "libc.so"):
+			pf.libc = append(pf.libc, *m)
+			if m.Offset == 0 && pf.libcFile.Path == "" {
+				pf.libcFile = stacks.MappedFile(pid, m)
+			}
+		case strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld.so"):
+			pf.loader = append(pf.loader, *m)
+		}
+	}
+	if pf.libcFile.Path == "" {
+		return nil, fmt.Errorf("process %d maps no C library (libc.so): --inject needs glibc's dlopen", pid)
+	}
+	return pf, nil
+}
+
+func inMappings(ms []stacks.Mapping, pc uint64) bool {
+	for _, m := range ms {
+		if pc >= m.Start && pc < m.End {
+			return true
+		}
+	}
+	return false
+}
+
+// canCall reports whether a thread stopped with regs can make calls: not
+// inside the loader, and inside the C library only while it waits in a
+// system call that the allocator does not make.
+func (pf *processFiles) canCall(regs *unix.PtraceRegs) bool {
+	if inMappings(pf.loader, regs.Rip) {
+		return false
+	}
+	if !inMappings(pf.libc, regs.Rip) {
+		return true
+	}
+	return int64(regs.Orig_rax) >= 0 && blockingSyscalls[regs.Orig_rax]
+}
+
+// moduleSymbol returns the address of symbol name of the file f in
+// process pid, mapped from base.
+func moduleSymbol(f stacks.File, base uint64, name string) (uint64, error) {
+	off, err := symbolAddress(f.Path, name)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return base + off, nil
+}
+
+// mappedAt returns the base of the file like want that process pid maps.
+func mappedAt(pid int, want os.FileInfo) (stacks.File, uint64, bool) {
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return stacks.File{}, 0, false
+	}
+	for i := range maps.Mappings {
+		m := &maps.Mappings[i]
+		if m.Offset != 0 || m.Path == "" || m.Path[0] != '/' {
+			continue
+		}
+		f := stacks.MappedFile(pid, m)
+		if fi, err := os.Stat(f.Path); err == nil && os.SameFile(fi, want) {
+			return f, m.Start, true
+		}
+	}
+	return stacks.File{}, 0, false
+}
+
+// onTracerThread runs fn on an OS thread of its own, which stays locked:
+// it becomes the tracer of the threads fn seizes, and dies with them
+// detached.
+func onTracerThread(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- fn()
+	}()
+	return <-done
+}
+
+// seizeStopped seizes thread tid and waits for its stop; ok is false when
+// it is gone, cannot be traced, or stopped for a signal (then let go with
+// it).
+func seizeStopped(tid int) bool {
+	if ptrace(unix.PTRACE_SEIZE, tid, 0, 0) != nil {
+		return false
+	}
+	if ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0) != nil {
+		return false
+	}
+	deadline := time.Now().Add(freezeWait)
+	for {
+		var ws unix.WaitStatus
+		wpid, err := wait4(tid, &ws, unix.WALL|unix.WNOHANG)
+		switch {
+		case err != nil || wpid == tid && (ws.Exited() || ws.Signaled()):
+			return false
+		case wpid == tid && ws.Stopped():
+			if int(ws>>16)&0xff == 0 {
+				ptrace(unix.PTRACE_DETACH, tid, 0, uintptr(ws.StopSignal()))
+				return false
+			}
+			return true
+		}
+		if time.Now().After(deadline) {
+			// It stops later, and is let go then, by the wait below.
+			go func() {
+				runtime.LockOSThread()
+				var ws unix.WaitStatus
+				wait4(tid, &ws, unix.WALL)
+				ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+			}()
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// InjectLoad loads the shim at path (mdtrace's own copy) into process pid
+// and sets it up, with batches of depth frames an allocation when batch is
+// set. The path must name the same file in the process's root. On an
+// error the process is left running as it was (a shim loaded stays
+// loaded, unrouted).
+func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) {
+	want, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if there, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, path)); err != nil || !os.SameFile(there, want) {
+		return nil, fmt.Errorf("process %d does not see the shim at %s (another root or mount namespace): --inject needs the same file there", pid, path)
+	}
+	pf, err := filesOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	libcBase := pf.libc[0].Start
+	for _, m := range pf.libc {
+		if m.Offset == 0 {
+			libcBase = m.Start
+			break
+		}
+	}
+	dlopenAt, err := moduleSymbol(pf.libcFile, libcBase, "dlopen")
+	if err != nil {
+		return nil, fmt.Errorf("--inject needs glibc 2.34 or later, whose C library defines dlopen: %w", err)
+	}
+	dlerrorAt, err := moduleSymbol(pf.libcFile, libcBase, "dlerror")
+	if err != nil {
+		return nil, err
+	}
+	in := &Injected{PID: pid, path: path}
+	err = onTracerThread(func() error {
+		tid, err := pickThread(pid, pf)
+		if err != nil {
+			return err
+		}
+		defer ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+		saved, err := saveRegs(tid)
+		if err != nil {
+			return fmt.Errorf("reading thread %d's registers: %w", tid, err)
+		}
+		h, err := remoteCall(pid, tid, saved, dlopenAt, append([]byte(path), 0), rtldNow)
+		if err != nil {
+			return fmt.Errorf("calling dlopen in thread %d: %w", tid, err)
+		}
+		if h == 0 {
+			msg := "no reason given"
+			if e, err := remoteCall(pid, tid, saved, dlerrorAt, nil); err == nil && e != 0 {
+				msg = remoteCString(pid, e)
+			}
+			return fmt.Errorf("the process's dlopen refused the shim: %s", msg)
+		}
+		f, base, ok := mappedAt(pid, want)
+		if !ok {
+			return fmt.Errorf("the shim is not mapped after dlopen")
+		}
+		in.Shim, in.Base = f, base
+		start, err := moduleSymbol(f, base, "mdshim_inject_start")
+		if err != nil {
+			return fmt.Errorf("%s has no mdshim_inject_start: an older shim than mdtrace", path)
+		}
+		var b uint64
+		if batch {
+			b = 1
+		}
+		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth))
+		if err != nil {
+			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
+		}
+		if int64(n) < 0 {
+			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
+		}
+		in.Listed = int(n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// remoteCString reads a NUL-terminated string of up to 512 bytes at addr.
+func remoteCString(pid int, addr uint64) string {
+	buf := make([]byte, 512)
+	for n := len(buf); n >= 16; n /= 2 {
+		if readMem(pid, addr, buf[:n]) {
+			s := string(buf[:n])
+			if i := strings.IndexByte(s, 0); i >= 0 {
+				s = s[:i]
+			}
+			return s
+		}
+	}
+	return "(unreadable)"
+}
+
+// pickThread seizes a thread of pid that can make calls, letting the
+// process run a moment between tries; the thread is left stopped.
+func pickThread(pid int, pf *processFiles) (int, error) {
+	deadline := time.Now().Add(injectPickWait)
+	for {
+		tids, err := tasks(pid)
+		if err != nil {
+			return 0, fmt.Errorf("process %d: %w", pid, ErrProcessGone)
+		}
+		for _, tid := range tids {
+			if !seizeStopped(tid) {
+				continue
+			}
+			var regs unix.PtraceRegs
+			if unix.PtraceGetRegs(tid, &regs) == nil && pf.canCall(&regs) {
+				return tid, nil
+			}
+			ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no thread of process %d stopped outside the allocator and the loader within %s", pid, injectPickWait)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ErrInjectNoThread is returned when no stopped thread could make a call.
+var ErrInjectNoThread = errors.New("no thread could make the call")
+
+// callFrozen makes one of the frozen threads call the shim's function
+// name with no argument, and returns its result.
+func (in *Injected) callFrozen(fz *Frozen, name string) (uint64, error) {
+	fn, err := moduleSymbol(in.Shim, in.Base, name)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range fz.Threads {
+		saved, err := saveRegs(t.TID)
+		if err != nil {
+			continue
+		}
+		return remoteCall(in.PID, t.TID, saved, fn, nil)
+	}
+	return 0, ErrInjectNoThread
+}
+
+// Route points the process's calls at the shim's hooks, with every thread
+// stopped, and then, still in that stop, calls off (the allocator's
+// probes taken away). It returns the GOT slots routed and those left to
+// the allocator.
+func (in *Injected) Route(off func()) (routed, unrouted int, err error) {
+	_, err = Freeze(in.PID, func(fz *Frozen) error {
+		n, err := in.callFrozen(fz, "mdshim_inject_route")
+		if err != nil {
+			return err
+		}
+		if int64(n) < 0 {
+			return fmt.Errorf("the shim could not route the calls: %v", unix.Errno(-int64(n)))
+		}
+		routed = int(n)
+		off()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	unrouted = int(in.readWord("mdshim_inject_unrouted"))
+	return routed, unrouted, nil
+}
+
+// Stop gives every routed call back to the allocator, with every thread
+// stopped; it returns the slots restored.
+func (in *Injected) Stop() (int, error) {
+	var n uint64
+	_, err := Freeze(in.PID, func(fz *Frozen) error {
+		var err error
+		n, err = in.callFrozen(fz, "mdshim_inject_stop")
+		return err
+	})
+	return int(n), err
+}
+
+// readWord reads the shim's 64-bit variable name.
+func (in *Injected) readWord(name string) uint64 {
+	at, err := moduleSymbol(in.Shim, in.Base, name)
+	if err != nil {
+		return 0
+	}
+	var b [8]byte
+	if !readMem(in.PID, at, b[:]) {
+		return 0
+	}
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
