@@ -396,6 +396,7 @@ int libraries_changed(struct pt_regs *ctx)
 	if (w.up && w.n > 0) {
 		w.up->n = w.n;
 		w.up->unsorted = 1;
+		count_notice(w.tgid);
 	}
 	return 0;
 }

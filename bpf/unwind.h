@@ -102,6 +102,30 @@ struct unwind_file {
 	u32 unused;
 };
 
+/*
+ * The loader's notices that rewrote each process's list: user space reads
+ * the count before it reads the process's maps and after it writes the
+ * list from them, and does it again if a notice came between, whose
+ * library its list would lack.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, u32);
+	__type(value, u64);
+} unwind_notices SEC(".maps");
+
+static __always_inline void count_notice(u32 tgid)
+{
+	u64 *n = bpf_map_lookup_elem(&unwind_notices, &tgid), one = 1;
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&unwind_notices, &tgid, &one, BPF_ANY);
+}
+
 /* Files' tables by the FNV-1a hash of their path as the loader names
  * them (l_name), loaded ahead by user space. */
 struct {

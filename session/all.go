@@ -125,7 +125,8 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		syncWalks()
 		aud.summary(stdout)
 		if c, err := probes.Counters(); err == nil {
-			for _, l := range lossLines(c, flags.MaxAllocs, depth) {
+			lines := lossLines(c, flags.MaxAllocs, depth)
+			for _, l := range append(lines, auditDeferLines(c, probes.DeferredCounts())...) {
 				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
 			}
 		}
@@ -159,6 +160,19 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			return final()
 		}
 	}
+}
+
+// auditDeferLines says what became of the first walks of the processes
+// the audit had no list of mappings of yet.
+func auditDeferLines(c tracer.Counters, d tracer.DeferCounts) []string {
+	var out []string
+	if c.DeferLost > 0 {
+		out = append(out, fmt.Sprintf("%d backtraces of processes mdtrace had no unwind tables of yet (in their first moments) were walked by frame pointers alone, past the bounds of the walks left to mdtrace (32 a process, 256 a CPU a second): they may end early", c.DeferLost))
+	}
+	if n := d.Short + d.Gone + d.Stopped; n > 0 {
+		out = append(out, fmt.Sprintf("%d backtraces of processes mdtrace had no unwind tables of yet were left to mdtrace and not finished (%d past the stack kept, %d of processes gone before their maps were read, %d stopped by a rule): they end early", n, d.Short, d.Gone, d.Stopped))
+	}
+	return out
 }
 
 // freshProc is a process the audit heard of by its first walk, with its

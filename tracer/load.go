@@ -160,7 +160,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		return nil, fmt.Errorf("loading the BPF programs: %w", err)
 	}
 	if cfg.StackDepth > 0 {
-		p.unwind = &unwindTables{tables: p.objs.UnwindTables, inner: unwindInner, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles,
+		p.unwind = &unwindTables{tables: p.objs.UnwindTables, inner: unwindInner, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles, notices: p.objs.UnwindNotices,
 			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{},
 			placed: map[string]bpf.MdtraceUnwindFile{}}
 	}

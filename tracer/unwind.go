@@ -86,6 +86,9 @@ type unwindTables struct {
 	procs  *ebpf.Map
 	named  *ebpf.Map // unwind_files
 	exes   *ebpf.Map // unwind_exes
+	// notices counts the loader's notices that rewrote each process's
+	// list (unwind_notices).
+	notices *ebpf.Map
 	// room is the most entries all tables may have, used the entries
 	// they have, made the number of tables made; lost counts the files
 	// whose tables did not fit. acct guards them, for tables made at once
@@ -109,6 +112,33 @@ func (p *Probes) LoadUnwind(pid int) error {
 	if p.unwind == nil || p.stackDepth == 0 {
 		return nil
 	}
+	// The loader's notice may rewrite the list (a library dlopen'ed)
+	// between the read of the maps and the write of the list from them,
+	// which would take the library out again: then the list is made
+	// again, from maps that hold it.
+	for try := 0; ; try++ {
+		before := p.unwind.noticeCount(pid)
+		if err := p.loadUnwind(pid); err != nil {
+			return err
+		}
+		if p.unwind.noticeCount(pid) == before || try == 3 {
+			return nil
+		}
+	}
+}
+
+// noticeCount is the number of the loader's notices that rewrote process
+// pid's list.
+func (t *unwindTables) noticeCount(pid int) uint64 {
+	var n uint64
+	if t.notices != nil {
+		t.notices.Lookup(uint32(pid), &n)
+	}
+	return n
+}
+
+// loadUnwind is LoadUnwind once.
+func (p *Probes) loadUnwind(pid int) error {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return procErr(pid, err)
@@ -388,6 +418,9 @@ func (p *Probes) forgetUnwind(pid int) {
 	defer p.unwind.mu.Unlock()
 	p.unwind.procs.Delete(uint32(pid))
 	p.unwind.exes.Delete(uint32(pid))
+	if p.unwind.notices != nil {
+		p.unwind.notices.Delete(uint32(pid))
+	}
 	p.deferMu.Lock()
 	delete(p.deferExecs, pid)
 	p.deferMu.Unlock()
