@@ -35,6 +35,12 @@ struct batch_space {
 	u32 tgid, gen;
 	u64 zygote;
 	s64 allocs, frees, unknown, early;
+	/*
+	 * The batch's last allocation with a backtrace: its stack id (0:
+	 * none yet), and its frames, at word last_f, nr and cut.
+	 */
+	u64 last_id, last_cut;
+	u32 last_f, last_nr;
 	u64 hdr[2];	/* a batch's header, read with its words */
 	u64 w[2 * (BATCH_MASK + 1)];
 };
@@ -323,17 +329,76 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
 }
 
+/* Whether the nr frames at words f and g of a batch are the same. */
+static __always_inline bool same_frames(const struct batch_space *sp, u32 f, u32 g, u32 nr)
+{
+	u32 i;
+
+	for (i = 0; i < MAX_STACK_DEPTH; i++) {
+		if (i >= nr)
+			break;
+		if (sp->w[masked(f + i, 2 * BATCH_MASK + 1)] != sp->w[masked(g + i, 2 * BATCH_MASK + 1)])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The stack id of the nr frames at word f of a batch, cut at the frame
+ * limit or not; 0 when no backtrace was stored (counted). Most allocations
+ * of a batch come from a few call sites: one with the same frames as the
+ * batch's last allocation with a backtrace takes its id, with a compare a
+ * frame instead of a hash's chain of multiplications; a hash this CPU has
+ * seen lately is in the stacks map already, and only a new one is stored.
+ */
+static __always_inline u64 batch_stack(struct batch_space *sp, u32 f, u32 nr, u64 cut)
+{
+	u32 end = masked(f + nr, 2 * BATCH_MASK + 1);
+	struct batch_space *own;
+	u64 h, *seen, saved = 0;
+
+	if (sp->last_id && sp->last_nr == nr && sp->last_cut == cut && same_frames(sp, f, sp->last_f, nr))
+		return sp->last_id;
+	h = stack_hash(&sp->w[f], nr, cut);
+	if (!stack_seen(h, &seen)) {
+		/*
+		 * The frames are stored from the thread's space as the map
+		 * value it is: batch_event, a global function, gets sp as
+		 * plain memory, which kernels before 6.x refuse as the value
+		 * of a map update.
+		 */
+		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+		if (!own) {
+			count(COUNTER_STACK_ERROR);
+			return 0;
+		}
+		/* The word after the frames is the next event's: a zero ends them meanwhile. */
+		if (nr < stack_depth) {
+			saved = own->w[end];
+			own->w[end] = 0;
+		}
+		h = stack_store(h, (struct stack *)&own->w[f], seen);
+		if (nr < stack_depth)
+			own->w[end] = saved;
+		if (!h)
+			return 0;
+	}
+	sp->last_id = h;
+	sp->last_f = f;
+	sp->last_nr = nr;
+	sp->last_cut = cut;
+	return h;
+}
+
 static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 w0)
 {
 	u64 written = w0 >> BATCH_EPOCH_SHIFT;
 	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = live_size(sp->w[masked(at + 2, BATCH_MASK)]);
-	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
+	u32 f = masked(at + 3, BATCH_MASK);
 	struct alloc_key key = batch_key(sp, ptr);
 	struct alloc_info info = {
 		.size = size | sp->zygote,
 	};
-	struct batch_space *own;
-	u64 saved = 0;
 
 	if (take_kept_free(&key, written)) {
 		/* Freed by a thread whose batch came first. */
@@ -342,29 +407,15 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		return;
 	}
 	if (backtrace_for(size) && stack_depth > 0 && !(w0 & BATCH_NO_BACKTRACE)) {
-		/*
-		 * The frames are stored from the thread's space as the map
-		 * value it is: batch_event, a global function, gets sp as
-		 * plain memory, which kernels before 6.x refuse as the value
-		 * of a map update.
-		 */
-		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
-		if (nr == 0 || !own) {
+		if (nr == 0) {
 			count(COUNTER_STACK_ERROR);
 		} else {
-			/* The word after the frames is the next event's: a zero ends them meanwhile. */
-			if (nr < stack_depth) {
-				saved = own->w[end];
-				own->w[end] = 0;
-			}
 			/* How the shim's walk ended, counted as the probes count their own. */
 			if (w0 & BATCH_STACK_CUT)
 				count(COUNTER_STACK_TRUNCATED);
 			if (w0 & BATCH_STACK_STOPPED)
 				count(COUNTER_UNWIND_STOPPED);
-			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr, w0 & BATCH_STACK_CUT);
-			if (nr < stack_depth)
-				own->w[end] = saved;
+			info.stack_id = batch_stack(sp, f, nr, w0 & BATCH_STACK_CUT);
 		}
 	}
 	if (!insert_keyed(&key, &info))
@@ -435,6 +486,7 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	sp->gen = key.gen;
 	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
 	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
+	sp->last_id = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
 		if (at >= used)

@@ -38,6 +38,10 @@ type MdtraceBatchSpace struct {
 	Frees   int64
 	Unknown int64
 	Early   int64
+	LastId  uint64
+	LastCut uint64
+	LastF   uint32
+	LastNr  uint32
 	Hdr     [2]uint64
 	W       [2048]uint64
 }
