@@ -36,8 +36,8 @@ struct batch_space {
 	u64 zygote;
 	s64 allocs, frees, unknown, early;
 	/*
-	 * The batch's last allocation with a backtrace: its stack id (0:
-	 * none yet), and its frames, at word last_f, nr and cut.
+	 * The batch's last frames (last_nr 0: none yet), at word last_f, cut
+	 * or not, and their stack id (0: not taken).
 	 */
 	u64 last_id, last_cut;
 	u32 last_f, last_nr;
@@ -329,37 +329,39 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
 }
 
-/* Whether the nr frames at words f and g of a batch are the same. */
-static __always_inline bool same_frames(const struct batch_space *sp, u32 f, u32 g, u32 nr)
+/*
+ * The frames of an allocation, or of one taken back, at word f of a batch
+ * become its last, which an allocation with BATCH_STACK_PREV names. Their
+ * id is taken when an allocation needs it.
+ */
+static __always_inline void note_frames(struct batch_space *sp, u32 f, u32 nr, u64 cut)
 {
-	u32 i;
-
-	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i >= nr)
-			break;
-		if (sp->w[masked(f + i, 2 * BATCH_MASK + 1)] != sp->w[masked(g + i, 2 * BATCH_MASK + 1)])
-			return false;
-	}
-	return true;
+	sp->last_f = f;
+	sp->last_nr = nr;
+	sp->last_cut = cut;
+	sp->last_id = 0;
 }
 
 /*
- * The stack id of the nr frames at word f of a batch, cut at the frame
- * limit or not; 0 when no backtrace was stored (counted). Most allocations
- * of a batch come from a few call sites: one with the same frames as the
- * batch's last allocation with a backtrace takes its id, with a compare a
- * frame instead of a hash's chain of multiplications; a hash this CPU has
- * seen lately is in the stacks map already, and only a new one is stored.
+ * The stack id of the batch's last frames; 0 when no backtrace was stored
+ * (counted). A hash this CPU has seen lately is in the stacks map already,
+ * and only a new one is stored; the id is kept for the allocations that
+ * name the same frames.
  */
-static __always_inline u64 batch_stack(struct batch_space *sp, u32 f, u32 nr, u64 cut)
+static __always_inline u64 batch_stack(struct batch_space *sp)
 {
+	u32 f = masked(sp->last_f, BATCH_MASK), nr = sp->last_nr;
 	u32 end = masked(f + nr, 2 * BATCH_MASK + 1);
 	struct batch_space *own;
 	u64 h, *seen, saved = 0;
 
-	if (sp->last_id && sp->last_nr == nr && sp->last_cut == cut && same_frames(sp, f, sp->last_f, nr))
+	if (sp->last_id)
 		return sp->last_id;
-	h = stack_hash(&sp->w[f], nr, cut);
+	if (nr == 0 || nr > stack_depth || nr > MAX_STACK_DEPTH) {
+		count(COUNTER_STACK_ERROR);
+		return 0;
+	}
+	h = stack_hash(&sp->w[f], nr, sp->last_cut);
 	if (!stack_seen(h, &seen)) {
 		/*
 		 * The frames are stored from the thread's space as the map
@@ -380,13 +382,8 @@ static __always_inline u64 batch_stack(struct batch_space *sp, u32 f, u32 nr, u6
 		h = stack_store(h, (struct stack *)&own->w[f], seen);
 		if (nr < stack_depth)
 			own->w[end] = saved;
-		if (!h)
-			return 0;
 	}
 	sp->last_id = h;
-	sp->last_f = f;
-	sp->last_nr = nr;
-	sp->last_cut = cut;
 	return h;
 }
 
@@ -394,7 +391,6 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 {
 	u64 written = w0 >> BATCH_EPOCH_SHIFT;
 	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = live_size(sp->w[masked(at + 2, BATCH_MASK)]);
-	u32 f = masked(at + 3, BATCH_MASK);
 	struct alloc_key key = batch_key(sp, ptr);
 	struct alloc_info info = {
 		.size = size | sp->zygote,
@@ -407,7 +403,7 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		return;
 	}
 	if (backtrace_for(size) && stack_depth > 0 && !(w0 & BATCH_NO_BACKTRACE)) {
-		if (nr == 0) {
+		if (nr == 0 && !(w0 & BATCH_STACK_PREV)) {
 			count(COUNTER_STACK_ERROR);
 		} else {
 			/* How the shim's walk ended, counted as the probes count their own. */
@@ -415,7 +411,7 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 				count(COUNTER_STACK_TRUNCATED);
 			if (w0 & BATCH_STACK_STOPPED)
 				count(COUNTER_UNWIND_STOPPED);
-			info.stack_id = batch_stack(sp, f, nr, w0 & BATCH_STACK_CUT);
+			info.stack_id = batch_stack(sp);
 		}
 	}
 	if (!insert_keyed(&key, &info))
@@ -449,12 +445,22 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 		return at + 2;
 	}
 	if (kind == BATCH_ALLOC && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
+		/* Noted whatever becomes of the allocation: a later one may name them. */
+		if (nr != 0)
+			note_frames(sp, at + 3, nr, w0 & BATCH_STACK_CUT);
 		batch_alloc_event(sp, at, nr, w0);
 		return at + 3 + nr;
 	}
-	/* An allocation its thread freed before the batch went, and the free: neither is handed over. */
-	if (kind == BATCH_SKIP && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used)
+	/*
+	 * An allocation its thread freed before the batch went, and the free:
+	 * neither is handed over, but its frames are the batch's last, which
+	 * a later allocation may name. Their id is taken if one does.
+	 */
+	if (kind == BATCH_SKIP && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
+		if (nr != 0)
+			note_frames(sp, at + 3, nr, w0 & BATCH_STACK_CUT);
 		return at + 3 + nr;
+	}
 	count(COUNTER_BATCH_LOST);
 	return used;
 }
@@ -487,6 +493,7 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
 	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
 	sp->last_id = 0;
+	sp->last_nr = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
 		if (at >= used)

@@ -169,6 +169,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		bt->paired = 0;
 	}
 	bt->nrecent = 0;
+	bt->frames_at = 0;
 	for (unsigned i = 0; i < bt->nheld; i++) {
 		/*
 		 * The word under the key goes back: a block that glibc puts in
@@ -439,6 +440,25 @@ static inline uint64_t walk_end(enum md_unwind_stop why)
 	}
 }
 
+/*
+ * same_stack reports whether the n frames at frames, walked to the end
+ * walk_end says, are those of the batch's last event with frames (an
+ * allocation, or one taken back): the allocation then names them with
+ * BATCH_STACK_PREV instead of repeating them, and the probes take their
+ * stack id without hashing them again.
+ */
+static inline bool same_stack(const struct md_batch_thread *bt, const uint64_t *frames, unsigned n, uint64_t walk_end)
+{
+	const uint64_t *w;
+
+	if (bt->frames_at == 0)
+		return false;
+	w = &bt->b.words[bt->frames_at - 1];
+	return ((w[0] >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK) == n &&
+	       (w[0] & (BATCH_STACK_CUT | BATCH_STACK_STOPPED)) == walk_end &&
+	       memcmp(w + 3, frames, n * sizeof(*frames)) == 0;
+}
+
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
 {
 	struct md_batch_thread *bt = begin((uintptr_t)fp, 3 + md_batch_depth);
@@ -462,7 +482,14 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	}
 	if (!off)
 		n = walk(bt, (uintptr_t)fp, w + 3, &why);
-	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why) | off;
+	off |= walk_end(why);
+	if (n != 0 && same_stack(bt, w + 3, n, off)) {
+		off |= BATCH_STACK_PREV;
+		n = 0;
+	} else if (n != 0) {
+		bt->frames_at = (uint16_t)(bt->b.used + 1);
+	}
+	w[0] = event_word(BATCH_ALLOC, n) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
@@ -499,9 +526,12 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 			return false;
 		nr = (w[0] >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
-		if (*slot + 3 + nr == bt->b.used)
+		if (*slot + 3 + nr == bt->b.used) {
 			bt->b.used = *slot;
-		else
+			/* Its frames go with it: a later allocation repeats them. */
+			if (bt->frames_at > bt->b.used)
+				bt->frames_at = 0;
+		} else
 			w[0] = (w[0] & ~(uint64_t)BATCH_KIND_MASK) | BATCH_SKIP;
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		*slot = MD_BATCH_NO_EVENT;

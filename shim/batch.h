@@ -52,6 +52,12 @@ struct md_batch_thread {
 	 */
 	unsigned nrecent;
 	uint16_t recent[MD_BATCH_RECENT];
+	/*
+	 * One more than the word offset of the batch's last event with
+	 * frames (0: none), whose backtrace a later allocation with the same
+	 * frames names by BATCH_STACK_PREV.
+	 */
+	uint16_t frames_at;
 	uint64_t paired;
 	/* Blocks the thread gave back to glibc, each until a batched allocation returns it (0: none). */
 	uintptr_t given[MD_BATCH_GIVEN];
