@@ -355,7 +355,18 @@ static __always_inline int place(void *m, u32 t, const struct alloc_key *key, co
 	if (!bk[0] || !bk[1])
 		return -E2BIG;
 	found[0] = bucket_scan(bk[0], key);
-	found[1] = bucket_scan(bk[1], key);
+	/*
+	 * An empty first bucket is the emptier, or as empty, whatever the
+	 * second holds: the second is only looked in for the block, without
+	 * a count. Most buckets are empty until a tier fills.
+	 */
+	if (found[0] == BUCKET_SLOTS) {
+		found[1] = bucket_find(bk[1], key);
+		if (found[1] >= BUCKET_SLOTS)
+			found[1] = 2 * BUCKET_SLOTS;
+	} else {
+		found[1] = bucket_scan(bk[1], key);
+	}
 	for (int i = 0; i < 2; i++) {
 		if (found[i] >= BUCKET_SLOTS)
 			continue;
