@@ -492,6 +492,7 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	w[0] = event_word(BATCH_ALLOC, n) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
+	bt->recent_ptr[bt->nrecent % MD_BATCH_RECENT] = (uintptr_t)ptr;
 	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
 	if (bt->given[given_slot(ptr)] == (uintptr_t)ptr)
 		bt->given[given_slot(ptr)] = 0;
@@ -514,10 +515,11 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 	unsigned n = bt->nrecent < MD_BATCH_RECENT ? bt->nrecent : MD_BATCH_RECENT;
 
 	for (unsigned i = 1; i <= n; i++) {
-		uint16_t *slot = &bt->recent[(bt->nrecent - i) % MD_BATCH_RECENT];
+		unsigned k = (bt->nrecent - i) % MD_BATCH_RECENT;
+		uint16_t *slot = &bt->recent[k];
 		uint64_t *w, nr;
 
-		if (*slot == MD_BATCH_NO_EVENT)
+		if (bt->recent_ptr[k] != (uintptr_t)ptr || *slot == MD_BATCH_NO_EVENT)
 			continue;
 		w = &bt->b.words[*slot];
 		if (w[1] != (uintptr_t)ptr)
@@ -531,8 +533,9 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 			/* Its frames go with it: a later allocation repeats them. */
 			if (bt->frames_at > bt->b.used)
 				bt->frames_at = 0;
-		} else
+		} else {
 			w[0] = (w[0] & ~(uint64_t)BATCH_KIND_MASK) | BATCH_SKIP;
+		}
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		*slot = MD_BATCH_NO_EVENT;
 		bt->paired++;

@@ -52,6 +52,8 @@ struct md_batch_thread {
 	 */
 	unsigned nrecent;
 	uint16_t recent[MD_BATCH_RECENT];
+	/* Their blocks, which a free compares first: a free of an older block looks at no event. */
+	uintptr_t recent_ptr[MD_BATCH_RECENT];
 	/*
 	 * One more than the word offset of the batch's last event with
 	 * frames (0: none), whose backtrace a later allocation with the same
