@@ -414,16 +414,23 @@ static bool same_regs(const struct memo_frame *f, const struct regs *r)
 	       (!f->bp_used || r->bp_lost || f->r.bp == r->bp);
 }
 
-/* checked reports whether the stack words the memo's frames from k on used still hold what they held. */
+/*
+ * checked reports whether the stack words the memo's frames from k on used
+ * still hold what they held. Every word is read, a soft one too (it lies
+ * in the stack, where the walk read it), and its difference masked: a
+ * branch on each word's softness, which varies from word to word, would be
+ * mispredicted where this loop runs at every allocation.
+ */
 static bool checked(const struct memo *m, unsigned k)
 {
+	uintptr_t diff = 0;
+
 	for (unsigned i = m->frames[k].word; i < m->nwords; i++) {
 		uintptr_t addr = m->words[i].addr;
 
-		if (!(addr & WORD_SOFT) && *(const uintptr_t *)(addr & ~(uintptr_t)7) != m->words[i].val)
-			return false;
+		diff |= (*(const uintptr_t *)(addr & ~(uintptr_t)7) ^ m->words[i].val) & ((addr & WORD_SOFT) - 1);
 	}
-	return true;
+	return diff == 0;
 }
 
 /* copy_frame appends the last walk's frame i, and its words, to the memo being written. */
@@ -467,6 +474,25 @@ static enum md_unwind_stop replay(struct walk *w, struct memo *last, unsigned k,
 	for (unsigned i = k; i < last->nframes; i++) {
 		const struct memo_frame *f = &last->frames[i];
 
+		if (w->rec == last) {
+			/*
+			 * The memo is the walk's own: its frames go out as
+			 * they are, the count in a register (a store through
+			 * out could be to w->n, for all the compiler knows).
+			 */
+			size_t n = w->n;
+
+			if (!(w->flags & MD_UNWIND_NO_SELF)) {
+				uintptr_t adj = w->flags & MD_UNWIND_PC ? 1 : 0;
+
+				for (; i < last->nframes && n < w->max; i++)
+					w->out[n++] = last->frames[i].r.ra - adj + last->frames[i].trampoline;
+				w->n = n;
+				if (i == last->nframes)
+					break;
+				f = &last->frames[i];
+			}
+		}
 		if (!emit(w, f->r.ra, f->trampoline)) {
 			/* Ended here for this walk: the last memo stays as it was. */
 			if (w->rec == last)
