@@ -34,7 +34,7 @@ struct batch_space {
 	 */
 	u32 tgid, gen;
 	u64 zygote;
-	s64 allocs, frees, unknown, early;
+	s64 allocs, frees, unknown, early, truncated, stopped;
 	/*
 	 * The batch's last frames (last_nr 0: none yet), at word last_f, cut
 	 * or not, and their stack id (0: not taken).
@@ -408,9 +408,9 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		} else {
 			/* How the shim's walk ended, counted as the probes count their own. */
 			if (w0 & BATCH_STACK_CUT)
-				count(COUNTER_STACK_TRUNCATED);
+				sp->truncated++;
 			if (w0 & BATCH_STACK_STOPPED)
-				count(COUNTER_UNWIND_STOPPED);
+				sp->stopped++;
 			info.stack_id = batch_stack(sp);
 		}
 	}
@@ -491,7 +491,7 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	sp->tgid = key.tgid;
 	sp->gen = key.gen;
 	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
-	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
+	sp->allocs = sp->frees = sp->unknown = sp->early = sp->truncated = sp->stopped = 0;
 	sp->last_id = 0;
 	sp->last_nr = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
@@ -503,6 +503,10 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	count_by(COUNTER_FREES, sp->frees);
 	count_by(COUNTER_UNKNOWN_FREES, sp->unknown);
 	count_by(COUNTER_FREES_EARLY, sp->early);
+	if (sp->truncated)
+		count_by(COUNTER_STACK_TRUNCATED, sp->truncated);
+	if (sp->stopped)
+		count_by(COUNTER_UNWIND_STOPPED, sp->stopped);
 	return true;
 }
 
