@@ -440,6 +440,18 @@ static inline uint64_t walk_end(enum md_unwind_stop why)
 	}
 }
 
+/* same_end reports whether the batch's last frames are n, walked to the end walk_end says. */
+static inline bool same_end(const struct md_batch_thread *bt, size_t n, uint64_t walk_end)
+{
+	uint64_t w0;
+
+	if (bt->frames_at == 0)
+		return false;
+	w0 = bt->b.words[bt->frames_at - 1];
+	return ((w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK) == n &&
+	       (w0 & (BATCH_STACK_CUT | BATCH_STACK_STOPPED)) == walk_end;
+}
+
 /*
  * same_stack reports whether the n frames at frames, walked to the end
  * walk_end says, are those of the batch's last event with frames (an
@@ -449,14 +461,7 @@ static inline uint64_t walk_end(enum md_unwind_stop why)
  */
 static inline bool same_stack(const struct md_batch_thread *bt, const uint64_t *frames, unsigned n, uint64_t walk_end)
 {
-	const uint64_t *w;
-
-	if (bt->frames_at == 0)
-		return false;
-	w = &bt->b.words[bt->frames_at - 1];
-	return ((w[0] >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK) == n &&
-	       (w[0] & (BATCH_STACK_CUT | BATCH_STACK_STOPPED)) == walk_end &&
-	       memcmp(w + 3, frames, n * sizeof(*frames)) == 0;
+	return same_end(bt, n, walk_end) && memcmp(&bt->b.words[bt->frames_at - 1 + 3], frames, n * sizeof(*frames)) == 0;
 }
 
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
@@ -465,6 +470,7 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	enum md_unwind_stop why = MD_UNWIND_END;
 	uint64_t *w, off;
 	unsigned n = 0;
+	size_t same;
 
 	if (bt == NULL)
 		return false;
@@ -480,15 +486,25 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 		/* Android's backtrace_enable_on_signal starts with them off, unless backtrace was given too. */
 		off = md_cfg.backtrace_enable_on_signal && !md_cfg.backtrace_enabled ? BATCH_NO_BACKTRACE : 0;
 	}
-	if (!off)
-		n = walk(bt, (uintptr_t)fp, w + 3, &why);
-	off |= walk_end(why);
-	if (n != 0 && same_stack(bt, w + 3, n, off)) {
-		off |= BATCH_STACK_PREV;
-		n = 0;
-	} else if (n != 0) {
-		bt->frames_at = (uint16_t)(bt->b.used + 1);
+	if (!off && bt->frames_at != 0 && bt->frames_walk == md_unwind_walks &&
+	    md_unwind_same((uintptr_t)fp, bt->lo, bt->hi, md_batch_depth, 0, &same, &why) &&
+	    same_end(bt, same, walk_end(why))) {
+		/* The walk would give the frames of the last, which the batch's last frames are. */
+		off |= walk_end(why) | BATCH_STACK_PREV;
+	} else {
+		if (!off)
+			n = walk(bt, (uintptr_t)fp, w + 3, &why);
+		off |= walk_end(why);
+		if (n != 0 && same_stack(bt, w + 3, n, off)) {
+			off |= BATCH_STACK_PREV;
+			n = 0;
+		} else if (n != 0) {
+			bt->frames_at = (uint16_t)(bt->b.used + 1);
+		}
 	}
+	/* The thread's last walk has the batch's last frames. */
+	if ((off & BATCH_STACK_PREV) || n != 0)
+		bt->frames_walk = md_unwind_walks;
 	w[0] = event_word(BATCH_ALLOC, n) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
