@@ -132,7 +132,8 @@ const (
 // process's memory. seq is odd while the batch is handed over and emptied;
 // used words of events follow. An event is a word of kind (the low byte),
 // frame count and epoch, then the block's address, and for an allocation
-// its size and its frames, at most MAX_STACK_DEPTH.
+// its size and its frames, at most MAX_STACK_DEPTH (none with
+// BATCH_STACK_PREV).
 const (
 	BatchWords    = 1016
 	BatchHeader   = 16 // the bytes before the words
@@ -171,7 +172,18 @@ const (
 	SymbolBacktraceState = "mdshim_backtrace_state"
 	BacktraceStateOn     = 1
 	BacktraceStateOff    = 2
-	BatchEpochShift      = 20
+)
+
+// An allocation without frames (its count 0) whose backtrace is that of
+// the batch's last event with frames before it, an allocation or one taken
+// back (BATCH_SKIP): the same frames, walked to the same end (its
+// BATCH_STACK_CUT and BATCH_STACK_STOPPED are that event's). Most
+// allocations of a batch come from a few call sites: the shim compares a
+// walk with that event's frames, and the probes then take its stack id
+// without hashing the frames again.
+const (
+	BatchStackPrev  = 1 << 20
+	BatchEpochShift = 21
 
 	// The most events in a batch: every event takes two words at least.
 	BatchEvents = BatchWords / 2

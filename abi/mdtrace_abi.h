@@ -179,7 +179,8 @@ enum record_type {
  * process's memory. seq is odd while the batch is handed over and emptied;
  * used words of events follow. An event is a word of kind (the low byte),
  * frame count and epoch, then the block's address, and for an allocation
- * its size and its frames, at most MAX_STACK_DEPTH.
+ * its size and its frames, at most MAX_STACK_DEPTH (none with
+ * BATCH_STACK_PREV).
  */
 #define BATCH_WORDS 1016
 #define BATCH_HEADER 16 /* the bytes before the words */
@@ -215,7 +216,17 @@ enum record_type {
 #define SYMBOL_BACKTRACE_STATE "mdshim_backtrace_state"
 #define BACKTRACE_STATE_ON 1
 #define BACKTRACE_STATE_OFF 2
-#define BATCH_EPOCH_SHIFT 20
+/*
+ * An allocation without frames (its count 0) whose backtrace is that of
+ * the batch's last event with frames before it, an allocation or one taken
+ * back (BATCH_SKIP): the same frames, walked to the same end (its
+ * BATCH_STACK_CUT and BATCH_STACK_STOPPED are that event's). Most
+ * allocations of a batch come from a few call sites: the shim compares a
+ * walk with that event's frames, and the probes then take its stack id
+ * without hashing the frames again.
+ */
+#define BATCH_STACK_PREV (1 << 20)
+#define BATCH_EPOCH_SHIFT 21
 /* The most events in a batch: every event takes two words at least. */
 #define BATCH_EVENTS (BATCH_WORDS / 2)
 /*
@@ -257,7 +268,8 @@ _Static_assert(__builtin_offsetof(struct md_batch, words) == BATCH_HEADER, "BATC
 _Static_assert(BATCH_FRAMES_MASK >= MAX_STACK_DEPTH, "a frame count does not fit its bits");
 _Static_assert(BATCH_EPOCH_SHIFT >= BATCH_FRAMES_SHIFT + 9, "the frame count overlaps the epoch");
 _Static_assert(BATCH_STACK_CUT > (BATCH_FRAMES_MASK << BATCH_FRAMES_SHIFT), "a walk's end overlaps the frame count");
-_Static_assert(BATCH_NO_BACKTRACE < (1 << BATCH_EPOCH_SHIFT), "a walk's end overlaps the epoch");
+_Static_assert(BATCH_NO_BACKTRACE < BATCH_STACK_PREV, "a walk's end overlaps BATCH_STACK_PREV");
+_Static_assert(BATCH_STACK_PREV < (1 << BATCH_EPOCH_SHIFT), "BATCH_STACK_PREV overlaps the epoch");
 _Static_assert(3 + MAX_STACK_DEPTH <= BATCH_WORDS, "an allocation does not fit a batch");
 _Static_assert(BATCH_WORDS <= BATCH_MASK + 1 && (BATCH_MASK & (BATCH_MASK + 1)) == 0, "BATCH_MASK");
 

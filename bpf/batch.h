@@ -34,7 +34,13 @@ struct batch_space {
 	 */
 	u32 tgid, gen;
 	u64 zygote;
-	s64 allocs, frees, unknown, early;
+	s64 allocs, frees, unknown, early, truncated, stopped;
+	/*
+	 * The batch's last frames (last_nr 0: none yet), at word last_f, cut
+	 * or not, and their stack id (0: not taken).
+	 */
+	u64 last_id, last_cut;
+	u32 last_f, last_nr;
 	u64 hdr[2];	/* a batch's header, read with its words */
 	u64 w[2 * (BATCH_MASK + 1)];
 };
@@ -323,17 +329,72 @@ static __always_inline bool take_kept_free(const struct alloc_key *key, u64 writ
 	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
 }
 
+/*
+ * The frames of an allocation, or of one taken back, at word f of a batch
+ * become its last, which an allocation with BATCH_STACK_PREV names. Their
+ * id is taken when an allocation needs it.
+ */
+static __always_inline void note_frames(struct batch_space *sp, u32 f, u32 nr, u64 cut)
+{
+	sp->last_f = f;
+	sp->last_nr = nr;
+	sp->last_cut = cut;
+	sp->last_id = 0;
+}
+
+/*
+ * The stack id of the batch's last frames; 0 when no backtrace was stored
+ * (counted). A hash this CPU has seen lately is in the stacks map already,
+ * and only a new one is stored; the id is kept for the allocations that
+ * name the same frames.
+ */
+static __always_inline u64 batch_stack(struct batch_space *sp)
+{
+	u32 f = masked(sp->last_f, BATCH_MASK), nr = sp->last_nr;
+	u32 end = masked(f + nr, 2 * BATCH_MASK + 1);
+	struct batch_space *own;
+	u64 h, *seen, saved = 0;
+
+	if (sp->last_id)
+		return sp->last_id;
+	if (nr == 0 || nr > stack_depth || nr > MAX_STACK_DEPTH) {
+		count(COUNTER_STACK_ERROR);
+		return 0;
+	}
+	h = stack_hash(&sp->w[f], nr, sp->last_cut);
+	if (!stack_seen(h, &seen)) {
+		/*
+		 * The frames are stored from the thread's space as the map
+		 * value it is: batch_event, a global function, gets sp as
+		 * plain memory, which kernels before 6.x refuse as the value
+		 * of a map update.
+		 */
+		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
+		if (!own) {
+			count(COUNTER_STACK_ERROR);
+			return 0;
+		}
+		/* The word after the frames is the next event's: a zero ends them meanwhile. */
+		if (nr < stack_depth) {
+			saved = own->w[end];
+			own->w[end] = 0;
+		}
+		h = stack_store(h, (struct stack *)&own->w[f], seen);
+		if (nr < stack_depth)
+			own->w[end] = saved;
+	}
+	sp->last_id = h;
+	return h;
+}
+
 static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u32 nr, u64 w0)
 {
 	u64 written = w0 >> BATCH_EPOCH_SHIFT;
 	u64 ptr = sp->w[masked(at + 1, BATCH_MASK)], size = live_size(sp->w[masked(at + 2, BATCH_MASK)]);
-	u32 f = masked(at + 3, BATCH_MASK), end = masked(f + nr, 2 * BATCH_MASK + 1);
 	struct alloc_key key = batch_key(sp, ptr);
 	struct alloc_info info = {
 		.size = size | sp->zygote,
 	};
-	struct batch_space *own;
-	u64 saved = 0;
 
 	if (take_kept_free(&key, written)) {
 		/* Freed by a thread whose batch came first. */
@@ -342,29 +403,15 @@ static __always_inline void batch_alloc_event(struct batch_space *sp, u32 at, u3
 		return;
 	}
 	if (backtrace_for(size) && stack_depth > 0 && !(w0 & BATCH_NO_BACKTRACE)) {
-		/*
-		 * The frames are stored from the thread's space as the map
-		 * value it is: batch_event, a global function, gets sp as
-		 * plain memory, which kernels before 6.x refuse as the value
-		 * of a map update.
-		 */
-		own = bpf_task_storage_get(&batch_spaces, bpf_get_current_task_btf(), 0, 0);
-		if (nr == 0 || !own) {
+		if (nr == 0 && !(w0 & BATCH_STACK_PREV)) {
 			count(COUNTER_STACK_ERROR);
 		} else {
-			/* The word after the frames is the next event's: a zero ends them meanwhile. */
-			if (nr < stack_depth) {
-				saved = own->w[end];
-				own->w[end] = 0;
-			}
 			/* How the shim's walk ended, counted as the probes count their own. */
 			if (w0 & BATCH_STACK_CUT)
-				count(COUNTER_STACK_TRUNCATED);
+				sp->truncated++;
 			if (w0 & BATCH_STACK_STOPPED)
-				count(COUNTER_UNWIND_STOPPED);
-			info.stack_id = stack_id_of((struct stack *)&own->w[f], nr, w0 & BATCH_STACK_CUT);
-			if (nr < stack_depth)
-				own->w[end] = saved;
+				sp->stopped++;
+			info.stack_id = batch_stack(sp);
 		}
 	}
 	if (!insert_keyed(&key, &info))
@@ -398,12 +445,22 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 		return at + 2;
 	}
 	if (kind == BATCH_ALLOC && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
+		/* Noted whatever becomes of the allocation: a later one may name them. */
+		if (nr != 0)
+			note_frames(sp, at + 3, nr, w0 & BATCH_STACK_CUT);
 		batch_alloc_event(sp, at, nr, w0);
 		return at + 3 + nr;
 	}
-	/* An allocation its thread freed before the batch went, and the free: neither is handed over. */
-	if (kind == BATCH_SKIP && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used)
+	/*
+	 * An allocation its thread freed before the batch went, and the free:
+	 * neither is handed over, but its frames are the batch's last, which
+	 * a later allocation may name. Their id is taken if one does.
+	 */
+	if (kind == BATCH_SKIP && nr <= stack_depth && nr <= MAX_STACK_DEPTH && at + 3 + nr <= used) {
+		if (nr != 0)
+			note_frames(sp, at + 3, nr, w0 & BATCH_STACK_CUT);
 		return at + 3 + nr;
+	}
 	count(COUNTER_BATCH_LOST);
 	return used;
 }
@@ -434,7 +491,9 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	sp->tgid = key.tgid;
 	sp->gen = key.gen;
 	sp->zygote = !inherited && have_zygotes && bpf_map_lookup_elem(&zygotes, &key.tgid) ? ALLOC_ZYGOTE : 0;
-	sp->allocs = sp->frees = sp->unknown = sp->early = 0;
+	sp->allocs = sp->frees = sp->unknown = sp->early = sp->truncated = sp->stopped = 0;
+	sp->last_id = 0;
+	sp->last_nr = 0;
 	for (i = 0; i < BATCH_EVENTS; i++) {
 		at = batch_event(sp, at, used, epoch);
 		if (at >= used)
@@ -444,6 +503,10 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	count_by(COUNTER_FREES, sp->frees);
 	count_by(COUNTER_UNKNOWN_FREES, sp->unknown);
 	count_by(COUNTER_FREES_EARLY, sp->early);
+	if (sp->truncated)
+		count_by(COUNTER_STACK_TRUNCATED, sp->truncated);
+	if (sp->stopped)
+		count_by(COUNTER_UNWIND_STOPPED, sp->stopped);
 	return true;
 }
 

@@ -27,19 +27,25 @@ type MdtraceAllocKey struct {
 }
 
 type MdtraceBatchSpace struct {
-	_       structs.HostLayout
-	Addr    uint64
-	Seq     uint64
-	SeqAddr uint64
-	Tgid    uint32
-	Gen     uint32
-	Zygote  uint64
-	Allocs  int64
-	Frees   int64
-	Unknown int64
-	Early   int64
-	Hdr     [2]uint64
-	W       [2048]uint64
+	_         structs.HostLayout
+	Addr      uint64
+	Seq       uint64
+	SeqAddr   uint64
+	Tgid      uint32
+	Gen       uint32
+	Zygote    uint64
+	Allocs    int64
+	Frees     int64
+	Unknown   int64
+	Early     int64
+	Truncated int64
+	Stopped   int64
+	LastId    uint64
+	LastCut   uint64
+	LastF     uint32
+	LastNr    uint32
+	Hdr       [2]uint64
+	W         [2048]uint64
 }
 
 type MdtraceBatchThread struct {

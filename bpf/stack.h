@@ -477,33 +477,50 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 }
 
 /*
- * The id of the backtrace of nr frames at st (followed by a zero when
- * there are fewer than stack_depth), stored in the stacks map if it is not
- * there yet: a 64-bit hash of its frames, which mdtrace computes the same
- * way (tracer/batch.go). 0 when it could not be stored (counted).
+ * The id of the backtrace of nr frames at ips: a 64-bit hash of its frames,
+ * which mdtrace computes the same way (tracer/batch.go). The lowest bit
+ * says the backtrace was cut at the frame limit: a cut one never shares an
+ * id with a complete one of the same frames. No hash has the bit of a
+ * deferred walk's id (STACK_ID_DEFERRED).
  */
-static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
+static __always_inline u64 stack_hash(const u64 *ips, u32 nr, u32 truncated)
 {
-	struct stack *old;
-	u64 h = nr, *seen;
-	u32 i, slot;
+	u64 h = nr;
+	u32 i;
 
 	for (i = 0; i < MAX_STACK_DEPTH; i++) {
 		if (i >= nr)
 			break;
-		h = mix64(h ^ st->ips[i]);
+		h = mix64(h ^ ips[i]);
 	}
-	/*
-	 * The lowest bit says the backtrace was cut at the frame limit: a
-	 * cut one never shares an id with a complete one of the same frames.
-	 */
 	h = (h & ~(u64)(STACK_ID_TRUNCATED | STACK_ID_DEFERRED)) | (truncated ? STACK_ID_TRUNCATED : 0);
 	if (h == 0)
 		h = 4;
-	slot = (u32)h & (SEEN_STACKS - 1);
-	seen = bpf_map_lookup_elem(&seen_stacks, &slot);
-	if (seen && *seen == h)
-		return h;
+	return h;
+}
+
+/*
+ * The slot of this CPU's recent stacks for id h, and whether it holds h:
+ * the stack is in the stacks map then.
+ */
+static __always_inline bool stack_seen(u64 h, u64 **seen)
+{
+	u32 slot = (u32)h & (SEEN_STACKS - 1);
+
+	*seen = bpf_map_lookup_elem(&seen_stacks, &slot);
+	return *seen && **seen == h;
+}
+
+/*
+ * Stores the backtrace st (followed by a zero when there are fewer than
+ * stack_depth frames) under its id h in the stacks map if it is not there
+ * yet, and notes h in the CPU's recent stacks at seen. Returns h, or 0 when
+ * it could not be stored (counted).
+ */
+static __always_inline u64 stack_store(u64 h, struct stack *st, u64 *seen)
+{
+	struct stack *old;
+
 	old = bpf_map_lookup_elem(&stacks, &h);
 	if (old) {
 		if (old->ips[0] != st->ips[0]) {
@@ -591,6 +608,20 @@ __noinline u64 defer_walk(struct walk_buf *w, u32 nr)
 	bpf_ringbuf_submit(e, 0);
 	count(COUNTER_UNWIND_DEFERRED);
 	return id;
+}
+
+/*
+ * The id of the backtrace of nr frames at st (followed by a zero when
+ * there are fewer than stack_depth), stored in the stacks map if it is not
+ * there yet. 0 when it could not be stored (counted).
+ */
+static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
+{
+	u64 h = stack_hash(st->ips, nr, truncated), *seen;
+
+	if (stack_seen(h, &seen))
+		return h;
+	return stack_store(h, st, seen);
 }
 
 /*

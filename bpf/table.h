@@ -154,23 +154,54 @@ static __always_inline void add_blocks(u32 t, s64 n)
  */
 
 /*
+ * Whether slot j of bucket bk, whose pointer matches key's, holds key's
+ * block: the pointer alone matches most of the time, and only then are the
+ * process and gen read.
+ */
+static __always_inline bool slot_is(const struct bucket *bk, u32 j, const struct alloc_key *key)
+{
+	return bk->tgid[j] == key->tgid && bk->gen[j] == key->gen;
+}
+
+/*
  * Looks for key in bucket bk: its slot, or BUCKET_SLOTS plus the number of
- * slots in use.
+ * slots in use. The loop is unrolled and a slot in use counted without a
+ * branch ((p | -p) >> 63 is 1 for any p but 0): every insertion scans two
+ * buckets whole, the most of a batch's work per event.
  */
 __noinline int bucket_scan(struct bucket *bk, const struct alloc_key *key)
 {
+	u64 kp, p;
 	int j, used = 0;
 
 	if (!bk || !key)
 		return 2 * BUCKET_SLOTS;
+	kp = key->ptr;
+#pragma unroll
 	for (j = 0; j < BUCKET_SLOTS; j++) {
-		u64 p = bk->ptr[j];
-
-		if (p == key->ptr && bk->tgid[j] == key->tgid && bk->gen[j] == key->gen)
+		p = bk->ptr[j];
+		if (p == kp && slot_is(bk, j, key))
 			return j;
-		used += p != 0;
+		used += (p | (0 - p)) >> 63;
 	}
 	return BUCKET_SLOTS + used;
+}
+
+/* Looks for key in bucket bk: its slot, or BUCKET_SLOTS. */
+__noinline int bucket_find(struct bucket *bk, const struct alloc_key *key)
+{
+	u64 kp;
+	int j;
+
+	if (!bk || !key)
+		return BUCKET_SLOTS;
+	kp = key->ptr;
+#pragma unroll
+	for (j = 0; j < BUCKET_SLOTS; j++) {
+		if (bk->ptr[j] == kp && slot_is(bk, j, key))
+			return j;
+	}
+	return BUCKET_SLOTS;
 }
 
 /* Finds key in tier t, table m. */
@@ -186,7 +217,7 @@ static __always_inline bool find_in(void *m, u32 t, const struct alloc_key *key,
 
 		if (!bk)
 			continue;
-		j = bucket_scan(bk, key);
+		j = bucket_find(bk, key);
 		if (j >= BUCKET_SLOTS)
 			continue;
 		pl->bk = bk;
@@ -324,7 +355,18 @@ static __always_inline int place(void *m, u32 t, const struct alloc_key *key, co
 	if (!bk[0] || !bk[1])
 		return -E2BIG;
 	found[0] = bucket_scan(bk[0], key);
-	found[1] = bucket_scan(bk[1], key);
+	/*
+	 * An empty first bucket is the emptier, or as empty, whatever the
+	 * second holds: the second is only looked in for the block, without
+	 * a count. Most buckets are empty until a tier fills.
+	 */
+	if (found[0] == BUCKET_SLOTS) {
+		found[1] = bucket_find(bk[1], key);
+		if (found[1] >= BUCKET_SLOTS)
+			found[1] = 2 * BUCKET_SLOTS;
+	} else {
+		found[1] = bucket_scan(bk[1], key);
+	}
 	for (int i = 0; i < 2; i++) {
 		if (found[i] >= BUCKET_SLOTS)
 			continue;

@@ -169,6 +169,7 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		bt->paired = 0;
 	}
 	bt->nrecent = 0;
+	bt->frames_at = 0;
 	for (unsigned i = 0; i < bt->nheld; i++) {
 		/*
 		 * The word under the key goes back: a block that glibc puts in
@@ -455,12 +456,37 @@ static inline uint64_t walk_end(enum md_unwind_stop why)
 	}
 }
 
+/* same_end reports whether the batch's last frames are n, walked to the end walk_end says. */
+static inline bool same_end(const struct md_batch_thread *bt, size_t n, uint64_t walk_end)
+{
+	uint64_t w0;
+
+	if (bt->frames_at == 0)
+		return false;
+	w0 = bt->b.words[bt->frames_at - 1];
+	return ((w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK) == n &&
+	       (w0 & (BATCH_STACK_CUT | BATCH_STACK_STOPPED)) == walk_end;
+}
+
+/*
+ * same_stack reports whether the n frames at frames, walked to the end
+ * walk_end says, are those of the batch's last event with frames (an
+ * allocation, or one taken back): the allocation then names them with
+ * BATCH_STACK_PREV instead of repeating them, and the probes take their
+ * stack id without hashing them again.
+ */
+static inline bool same_stack(const struct md_batch_thread *bt, const uint64_t *frames, unsigned n, uint64_t walk_end)
+{
+	return same_end(bt, n, walk_end) && memcmp(&bt->b.words[bt->frames_at - 1 + 3], frames, n * sizeof(*frames)) == 0;
+}
+
 bool md_batch_alloc(void *fp, void *ptr, size_t size)
 {
 	struct md_batch_thread *bt = begin((uintptr_t)fp, 3 + md_batch_depth);
 	enum md_unwind_stop why = MD_UNWIND_END;
 	uint64_t *w, off;
 	unsigned n = 0;
+	size_t same;
 
 	if (bt == NULL)
 		return false;
@@ -476,11 +502,29 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 		/* Android's backtrace_enable_on_signal starts with them off, unless backtrace was given too. */
 		off = md_cfg.backtrace_enable_on_signal && !md_cfg.backtrace_enabled ? BATCH_NO_BACKTRACE : 0;
 	}
-	if (!off)
-		n = walk(bt, (uintptr_t)fp, w + 3, &why);
-	w[0] = event_word(BATCH_ALLOC, n) | walk_end(why) | off;
+	if (!off && bt->frames_at != 0 && bt->frames_walk == md_unwind_walks &&
+	    md_unwind_same((uintptr_t)fp, bt->lo, bt->hi, md_batch_depth, 0, &same, &why) &&
+	    same_end(bt, same, walk_end(why))) {
+		/* The walk would give the frames of the last, which the batch's last frames are. */
+		off |= walk_end(why) | BATCH_STACK_PREV;
+	} else {
+		if (!off)
+			n = walk(bt, (uintptr_t)fp, w + 3, &why);
+		off |= walk_end(why);
+		if (n != 0 && same_stack(bt, w + 3, n, off)) {
+			off |= BATCH_STACK_PREV;
+			n = 0;
+		} else if (n != 0) {
+			bt->frames_at = (uint16_t)(bt->b.used + 1);
+		}
+	}
+	/* The thread's last walk has the batch's last frames. */
+	if ((off & BATCH_STACK_PREV) || n != 0)
+		bt->frames_walk = md_unwind_walks;
+	w[0] = event_word(BATCH_ALLOC, n) | off;
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
+	bt->recent_ptr[bt->nrecent % MD_BATCH_RECENT] = (uintptr_t)ptr;
 	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
 	if (bt->given[given_slot(ptr)] == (uintptr_t)ptr)
 		bt->given[given_slot(ptr)] = 0;
@@ -503,10 +547,11 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 	unsigned n = bt->nrecent < MD_BATCH_RECENT ? bt->nrecent : MD_BATCH_RECENT;
 
 	for (unsigned i = 1; i <= n; i++) {
-		uint16_t *slot = &bt->recent[(bt->nrecent - i) % MD_BATCH_RECENT];
+		unsigned k = (bt->nrecent - i) % MD_BATCH_RECENT;
+		uint16_t *slot = &bt->recent[k];
 		uint64_t *w, nr;
 
-		if (*slot == MD_BATCH_NO_EVENT)
+		if (bt->recent_ptr[k] != (uintptr_t)ptr || *slot == MD_BATCH_NO_EVENT)
 			continue;
 		w = &bt->b.words[*slot];
 		if (w[1] != (uintptr_t)ptr)
@@ -515,10 +560,14 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 			return false;
 		nr = (w[0] >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
-		if (*slot + 3 + nr == bt->b.used)
+		if (*slot + 3 + nr == bt->b.used) {
 			bt->b.used = *slot;
-		else
+			/* Its frames go with it: a later allocation repeats them. */
+			if (bt->frames_at > bt->b.used)
+				bt->frames_at = 0;
+		} else {
 			w[0] = (w[0] & ~(uint64_t)BATCH_KIND_MASK) | BATCH_SKIP;
+		}
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		*slot = MD_BATCH_NO_EVENT;
 		bt->paired++;

@@ -52,6 +52,21 @@ struct md_batch_thread {
 	 */
 	unsigned nrecent;
 	uint16_t recent[MD_BATCH_RECENT];
+	/* Their blocks, which a free compares first: a free of an older block looks at no event. */
+	uintptr_t recent_ptr[MD_BATCH_RECENT];
+	/*
+	 * One more than the word offset of the batch's last event with
+	 * frames (0: none), whose backtrace a later allocation with the same
+	 * frames names by BATCH_STACK_PREV.
+	 */
+	uint16_t frames_at;
+	/*
+	 * The thread's walks (md_unwind_walks) when the last allocation with
+	 * those frames or naming them was written: while no walk came since,
+	 * that walk is the thread's last, and a walk that would repeat it
+	 * (md_unwind_same) names them without being written.
+	 */
+	unsigned long frames_walk;
 	uint64_t paired;
 	/* Blocks the thread gave back to glibc, each until a batched allocation returns it (0: none). */
 	uintptr_t given[MD_BATCH_GIVEN];

@@ -227,6 +227,14 @@ static __thread unsigned t_memo_last __attribute__((tls_model("initial-exec")));
 /* A walk is using the memos: one in a signal handler goes without. */
 static __thread bool t_memo_busy __attribute__((tls_model("initial-exec")));
 __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec")));
+__thread unsigned long md_unwind_walks __attribute__((tls_model("initial-exec")));
+/*
+ * The last walk with the memos: its frame limit (0: none yet), flags,
+ * frames and stop, whose memo is t_memo[t_memo_last].
+ */
+static __thread size_t t_last_max, t_last_n __attribute__((tls_model("initial-exec")));
+static __thread unsigned t_last_flags __attribute__((tls_model("initial-exec")));
+static __thread enum md_unwind_stop t_last_why __attribute__((tls_model("initial-exec")));
 
 /*
  * A walk: the stack, where its frames go, the memo that will be its own
@@ -477,16 +485,23 @@ static bool same_regs(const struct memo_frame *f, const struct regs *r)
 	       (!f->bp_used || r->bp_lost || f->r.bp == r->bp);
 }
 
-/* checked reports whether the stack words the memo's frames from k on used still hold what they held. */
+/*
+ * checked reports whether the stack words the memo's frames from k on used
+ * still hold what they held. Every word is read, a soft one too (it lies
+ * in the stack, where the walk read it), and its difference masked: a
+ * branch on each word's softness, which varies from word to word, would be
+ * mispredicted where this loop runs at every allocation.
+ */
 static bool checked(const struct memo *m, unsigned k)
 {
+	uintptr_t diff = 0;
+
 	for (unsigned i = m->frames[k].word; i < m->nwords; i++) {
 		uintptr_t addr = m->words[i].addr;
 
-		if (!(addr & WORD_SOFT) && *(const uintptr_t *)(addr & ~(uintptr_t)7) != m->words[i].val)
-			return false;
+		diff |= (*(const uintptr_t *)(addr & ~(uintptr_t)7) ^ m->words[i].val) & ((addr & WORD_SOFT) - 1);
 	}
-	return true;
+	return diff == 0;
 }
 
 /* copy_frame appends the last walk's frame i, and its words, to the memo being written. */
@@ -530,6 +545,25 @@ static enum md_unwind_stop replay(struct walk *w, struct memo *last, unsigned k,
 	for (unsigned i = k; i < last->nframes; i++) {
 		const struct memo_frame *f = &last->frames[i];
 
+		if (w->rec == last) {
+			/*
+			 * The memo is the walk's own: its frames go out as
+			 * they are, the count in a register (a store through
+			 * out could be to w->n, for all the compiler knows).
+			 */
+			size_t n = w->n;
+
+			if (!(w->flags & MD_UNWIND_NO_SELF)) {
+				uintptr_t adj = w->flags & MD_UNWIND_PC ? 1 : 0;
+
+				for (; i < last->nframes && n < w->max; i++)
+					w->out[n++] = last->frames[i].r.ra - adj + last->frames[i].trampoline;
+				w->n = n;
+				if (i == last->nframes)
+					break;
+				f = &last->frames[i];
+			}
+		}
 		if (!emit(w, f->r.ra, f->trampoline)) {
 			/* Ended here for this walk: the last memo stays as it was. */
 			if (w->rec == last)
@@ -616,10 +650,53 @@ size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo,
 	if (w.memo != NULL) {
 		if (w.memo != &mine[t_memo_last])
 			t_memo_last ^= 1;
+		t_last_max = max;
+		t_last_n = w.n;
+		t_last_flags = flags;
+		t_last_why = why;
+		md_unwind_walks++;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t_memo_busy = false;
 	}
 	if (why_out != NULL)
 		*why_out = why;
 	return stop(why, w.n);
+}
+
+bool md_unwind_same(uintptr_t fp, uintptr_t lo, uintptr_t hi, size_t max, unsigned flags, size_t *n,
+		    enum md_unwind_stop *why)
+{
+	const struct memo *m;
+	struct regs r = {0};
+	bool same;
+
+	if (t_memo_busy || t_last_max == 0 || t_last_max != max || t_last_flags != flags || fp < lo || fp > hi - 16 ||
+	    (fp & 7) != 0)
+		return false;
+	t_memo_busy = true;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	m = &t_memo[t_memo_last];
+	r.bp = ((const uintptr_t *)fp)[0];
+	r.ra = ((const uintptr_t *)fp)[1];
+	r.sp = fp + 16;
+	/*
+	 * The last walk's frames all came from its memo: max of them, the
+	 * memo reaching that far (the walk was cut there, or ended, for a
+	 * reason the words checked decide), or all of the memo's, which
+	 * recorded where the walk stopped. Each of its frames gave one (no
+	 * MD_UNWIND_NO_SELF, which skips some).
+	 */
+	same = m->lo == lo && m->hi == hi && m->gen == __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE) && m->nframes > 0 &&
+	       !(flags & MD_UNWIND_NO_SELF) &&
+	       (t_last_n == max ? m->nframes >= max : m->why >= 0 && t_last_n == m->nframes) &&
+	       same_regs(&m->frames[0], &r) && checked(m, 0);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t_memo_busy = false;
+	if (!same)
+		return false;
+	md_unwind_replays++;
+	*n = t_last_n;
+	*why = t_last_why;
+	stop(t_last_why, 0);
+	return true;
 }

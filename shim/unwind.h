@@ -4,6 +4,7 @@
 #define MD_UNWIND_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Why a walk stopped, counted by md_unwind_stops. */
@@ -45,6 +46,24 @@ size_t md_unwind_alt(uintptr_t fp, uintptr_t lo, uintptr_t hi, uintptr_t alt_lo,
 
 /* md_unwind_replays counts the thread's walks that took frames from its last one (for the tests). */
 extern __thread unsigned long md_unwind_replays __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/*
+ * md_unwind_walks counts the thread's walks that had its memo (not one in
+ * a signal handler that came during another): the last of them is the one
+ * md_unwind_same compares with.
+ */
+extern __thread unsigned long md_unwind_walks __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/*
+ * md_unwind_same reports whether md_unwind from fp, with the same stack,
+ * max and flags, would give the frames of the thread's last walk and stop
+ * for the same reason, without writing them: its first frame has the same
+ * registers, the stack words its steps read hold what they held, and its
+ * frames all came from them. *n and *why are then that walk's; the walk is
+ * counted by its stop as md_unwind's are.
+ */
+bool md_unwind_same(uintptr_t fp, uintptr_t lo, uintptr_t hi, size_t max, unsigned flags, size_t *n,
+		    enum md_unwind_stop *why) __attribute__((visibility("hidden")));
 
 /*
  * md_unwind_stops adds up, for every reason, the walks that stopped for it

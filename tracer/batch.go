@@ -115,6 +115,9 @@ func readMem(pid int, addr uint64, buf []byte) bool {
 // appendCalls decodes the events of a batch's words, as batch_event does,
 // up to the first that makes no sense.
 func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
+	// The batch's last frames, which an allocation with BatchStackPrev
+	// names.
+	var last []uint64
 	for at := 0; at < len(w); {
 		kind := w[at] & abi.BatchKindMask
 		nr := int(w[at]>>abi.BatchFramesShift) & abi.BatchFramesMask
@@ -124,12 +127,21 @@ func appendCalls(calls []pendingCall, w []uint64, depth int) []pendingCall {
 			c.free, c.ptr = true, w[at+1]
 			at += 2
 		case kind == abi.BatchSkip && nr <= depth && at+3+nr <= len(w):
-			// An allocation freed in its own batch: neither call counts.
+			// An allocation freed in its own batch: neither call
+			// counts, but its frames are the batch's last.
+			if nr > 0 {
+				last = w[at+3 : at+3+nr]
+			}
 			at += 3 + nr
 			continue
 		case kind == abi.BatchAlloc && nr <= depth && at+3+nr <= len(w):
 			c.ptr, c.size = w[at+1], max(w[at+2], 1) // a block of size 0 is tracked as 1, as the probes do
 			c.frames = w[at+3 : at+3+nr]
+			if nr > 0 {
+				last = c.frames
+			} else if w[at]&abi.BatchStackPrev != 0 {
+				c.frames = last
+			}
 			c.cut = w[at]&abi.BatchStackCut != 0
 			at += 3 + nr
 		default:

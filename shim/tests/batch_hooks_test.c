@@ -13,6 +13,8 @@
  *  - 20000 allocations and frees reach the model exactly, a batch at a
  *    time, each allocation with its frames, the first of them in the
  *    function that called malloc;
+ *  - allocations from one call site name the batch's last frames, those
+ *    of an allocation taken back too;
  *  - a realloc hands the thread's batch over first;
  *  - threads that end hand their last batch over: after the joins the
  *    model holds exactly the blocks they kept.
@@ -180,6 +182,56 @@ static void frames(void)
 	free(r);
 }
 
+/*
+ * Allocations from one call site after the first name the batch's last
+ * frames (BATCH_STACK_PREV), also when those are of an allocation taken
+ * back inside the batch; one taken back at the batch's end takes its
+ * frames with it, and the next allocation repeats them.
+ */
+static void same_site(void)
+{
+	void *r0 = sync_realloc(), *volatile p[3], *r;
+	struct site_model_counts c0 = site_model_counts(), c;
+	/* Not a constant: a loop the compiler unrolls has a call site an allocation. */
+	volatile int n = 3;
+	Dl_info info;
+
+	for (int i = 0; i < n; i++) {
+		p[i] = make_block(10);
+		if (i == 1)
+			free(p[0]);
+	}
+	r = sync_realloc();
+	c = site_model_diff(c0, site_model_counts());
+	/* The model also has the realloc's block, from the unbatched sites. */
+	CHECK(c.allocs == 3 && c.skipped == 1 && c.framed == 2 && c.prev == 2 && c.bad_events == 0,
+	      "three allocations from one site, the first taken back: %ld allocations, %ld skipped, %ld with frames, %ld named the last, %ld bad; want 3, 1, 2, 2, 0",
+	      c.allocs, c.skipped, c.framed, c.prev, c.bad_events);
+	CHECK(dladdr((void *)c.last_frame, &info) != 0 && info.dli_sname != NULL && strcmp(info.dli_sname, "make_block") == 0,
+	      "first frame %#lx of the named frames is in %s, want make_block", (unsigned long)c.last_frame,
+	      info.dli_sname != NULL ? info.dli_sname : "?");
+	for (int i = 1; i < 3; i++)
+		free(p[i]);
+	free(r);
+
+	free(sync_realloc());
+	c0 = site_model_counts();
+	n = 2;
+	for (int i = 0; i < n; i++) {
+		p[i] = make_block(10);
+		if (i == 0)
+			free(p[0]);
+	}
+	r = sync_realloc();
+	c = site_model_diff(c0, site_model_counts());
+	CHECK(c.allocs == 2 && c.paired == 1 && c.framed == 1 && c.prev == 0 && c.bad_events == 0,
+	      "an allocation taken back at the batch's end, then one from its site: %ld allocations, %ld paired, %ld with frames, %ld named the last, %ld bad; want 2, 1, 1, 0, 0",
+	      c.allocs, c.paired, c.framed, c.prev, c.bad_events);
+	free(p[1]);
+	free(r);
+	free(r0);
+}
+
 static void *worker(void *arg)
 {
 	void **kept = arg;
@@ -231,6 +283,7 @@ int main(void)
 	exact();
 	pairs();
 	frames();
+	same_site();
 	threads();
 	if (failures == 0)
 		printf("ok\n");

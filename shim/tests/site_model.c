@@ -161,6 +161,8 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 	pthread_mutex_lock(&g_model_lock);
 	g_counts.batches++;
 	g_counts.paired += (long)(flags >> BATCH_PAIRED_SHIFT);
+	/* The batch's last frames, which an allocation with BATCH_STACK_PREV names (last_nr 0: none). */
+	uint64_t last_at = 0, last_nr = 0;
 	for (uint64_t at = 0; at < used && used <= BATCH_WORDS;) {
 		uint64_t w0 = b->words[at], nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
 
@@ -172,18 +174,36 @@ void mdshim_site_batch(struct md_batch *b, uint64_t used, uint64_t epoch, uint64
 				g_counts.unknown_frees++;
 			at += 2;
 		} else if ((w0 & BATCH_KIND_MASK) == BATCH_ALLOC && nr <= md_batch_depth && at + 3 + nr <= used) {
+			uint64_t f = at + 3, n = nr;
+
 			put((uintptr_t)b->words[at + 1], b->words[at + 2]);
 			count_alloc(b->words[at + 2]);
 			if (nr > 0) {
-				g_counts.framed++;
-				g_counts.last_frame = b->words[at + 3];
+				last_at = f;
+				last_nr = nr;
+			} else if (w0 & BATCH_STACK_PREV) {
+				if (last_nr == 0) {
+					g_counts.bad_events++;
+					break;
+				}
+				f = last_at;
+				n = last_nr;
+				g_counts.prev++;
 			}
-			for (uint64_t i = 0; i < nr; i++)
-				g_last_frames[i] = b->words[at + 3 + i];
-			g_last_nframes = nr;
+			if (n > 0) {
+				g_counts.framed++;
+				g_counts.last_frame = b->words[f];
+			}
+			for (uint64_t i = 0; i < n; i++)
+				g_last_frames[i] = b->words[f + i];
+			g_last_nframes = n;
 			at += 3 + nr;
 		} else if ((w0 & BATCH_KIND_MASK) == BATCH_SKIP && nr <= md_batch_depth && at + 3 + nr <= used) {
 			g_counts.skipped++;
+			if (nr > 0) {
+				last_at = at + 3;
+				last_nr = nr;
+			}
 			at += 3 + nr;
 		} else {
 			g_counts.bad_events++;
@@ -217,6 +237,7 @@ struct site_model_counts site_model_diff(struct site_model_counts a, struct site
 		.est_bytes = b.est_bytes - a.est_bytes,
 		.batches = b.batches - a.batches,
 		.framed = b.framed - a.framed,
+		.prev = b.prev - a.prev,
 		.bad_events = b.bad_events - a.bad_events,
 		.skipped = b.skipped - a.skipped,
 		.paired = b.paired - a.paired,

@@ -20,6 +20,7 @@ struct site_model_counts {
 	double est_bytes;   /* their sizes weighted likewise */
 	long batches;	    /* batches handed over (mdshim_site_batch) */
 	long framed;	    /* batched allocations that came with frames */
+	long prev;	    /* of those, the ones that named the batch's last frames (BATCH_STACK_PREV) */
 	long bad_events;    /* batch events that made no sense */
 	long skipped;	    /* batch events of allocations freed in their batch (BATCH_SKIP) */
 	long paired;	    /* allocations freed in their batch, as the hand-overs count them */

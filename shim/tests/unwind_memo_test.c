@@ -8,7 +8,8 @@
  * a frame limit), in the main thread, in a second thread, and in a
  * SIGALRM handler that stops them anywhere, md_unwind included (the
  * handler's walks go without the memo). Every walk must give backtrace()'s
- * frames, and most walks must take frames from the one before.
+ * frames, and most walks must take frames from the one before; where
+ * md_unwind_same says a walk repeats the last one, it must.
  */
 #define _GNU_SOURCE
 #include <alloca.h>
@@ -31,8 +32,18 @@ enum { WALKS = 30000, MAX_FRAMES = 64, MAX_DEPTH = 12 };
 static __thread uintptr_t t_lo, t_hi;
 static __thread unsigned t_seed;
 static __thread long t_walks;
-static long g_mismatches, g_handler_walks, g_replays;
+static long g_mismatches, g_handler_walks, g_replays, g_sames, g_same_mismatches;
 static volatile int sink, repeats = 4;
+/*
+ * The thread's last walk with the memo, its frames and stop, and
+ * md_unwind_walks after it (0: none known); probes in the signal handler
+ * keep none.
+ */
+static __thread uintptr_t t_prev[MAX_FRAMES];
+static __thread size_t t_prev_n;
+static __thread enum md_unwind_stop t_prev_why;
+static __thread unsigned long t_prev_walks;
+static __thread bool t_in_handler;
 
 /*
  * probe walks from its own frame and compares with backtrace(), whose
@@ -43,10 +54,36 @@ static volatile int sink, repeats = 4;
 NOINLINE static void probe(size_t max)
 {
 	void *ref[MAX_FRAMES + 1];
-	uintptr_t got[MAX_FRAMES];
-	size_t n = md_unwind((uintptr_t)__builtin_frame_address(0), t_lo, t_hi, got, max, 0, NULL);
+	uintptr_t got[MAX_FRAMES], fp = (uintptr_t)__builtin_frame_address(0);
+	enum md_unwind_stop why, again_why;
+	size_t again_n;
+	/*
+	 * md_unwind_same first: where it says the walk repeats the last one
+	 * (with no other walk with the memo meanwhile, one of the signal
+	 * handler's), the walk must give that one's frames and stop.
+	 */
+	unsigned long walks = md_unwind_walks;
+	bool again = md_unwind_same(fp, t_lo, t_hi, max, 0, &again_n, &again_why) && walks == md_unwind_walks &&
+		     walks == t_prev_walks;
+	size_t n = md_unwind(fp, t_lo, t_hi, got, max, 0, &why);
 	size_t m = (size_t)backtrace(ref, MAX_FRAMES + 1) - 1;
 	bool same = n == (m < max ? m : max);
+
+	if (again) {
+		__atomic_fetch_add(&g_sames, 1, __ATOMIC_RELAXED);
+		if ((again_n != n || again_why != why || again_n != t_prev_n || again_why != t_prev_why ||
+		     memcmp(got, t_prev, n * sizeof(*got)) != 0) &&
+		    __atomic_fetch_add(&g_same_mismatches, 1, __ATOMIC_RELAXED) < 3)
+			fprintf(stderr, "walk %ld: md_unwind_same said %zu frames as the last walk's (stop %d), the walk gave %zu (stop %d)\n",
+				t_walks, again_n, again_why, n, why);
+	}
+	if (!t_in_handler) {
+		/* Kept only when this walk alone moved the count: a handler's walk may have come in between. */
+		t_prev_walks = md_unwind_walks == walks + 1 ? md_unwind_walks : 0;
+		memcpy(t_prev, got, n * sizeof(*got));
+		t_prev_n = n;
+		t_prev_why = why;
+	}
 
 	for (size_t i = 0; same && i < n; i++)
 		same = got[i] - (uintptr_t)ref[i + 1] <= 1;
@@ -153,8 +190,12 @@ static void *walks(void *arg)
 
 static void on_alarm(int sig)
 {
+	bool was = t_in_handler;
+
 	(void)sig;
+	t_in_handler = true;
 	probe(MAX_FRAMES);
+	t_in_handler = was;
 	__atomic_fetch_add(&g_handler_walks, 1, __ATOMIC_RELAXED);
 }
 
@@ -182,8 +223,11 @@ int main(void)
 	pthread_join(t, NULL);
 	CHECK(g_mismatches == 0, "%ld walks differ from backtrace()'s", g_mismatches);
 	CHECK(g_handler_walks > 0, "no walk in the signal handler");
+	CHECK(g_same_mismatches == 0, "%ld of %ld walks md_unwind_same said repeat the last one do not", g_same_mismatches,
+	      g_sames);
+	CHECK(g_sames > WALKS / 2, "md_unwind_same said %ld of %d walks repeat the last one", g_sames, 2 * WALKS);
 	if (failures == 0)
-		printf("ok: %d walks in two threads, %ld from the last one's frames; %ld in the signal handler\n", 2 * WALKS,
-		       g_replays, g_handler_walks);
+		printf("ok: %d walks in two threads, %ld from the last one's frames, %ld known to repeat it; %ld in the signal handler\n",
+		       2 * WALKS, g_replays, g_sames, g_handler_walks);
 	return failures != 0;
 }

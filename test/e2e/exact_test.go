@@ -475,3 +475,32 @@ func TestRecordPresentBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestSameSiteFrames: 2000 allocations at one call site, every other one
+// freed as the next comes, the rest (1000 blocks of 48 bytes) live at
+// exit. In the shim's batches an allocation with the same frames as the
+// batch's last names them instead of repeating them, also when those were
+// an allocation taken back in its batch: each of the 1000 blocks has the
+// whole backtrace, in every launch mode, and none is lost.
+func TestSameSiteFrames(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		t.Run(mode.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, modeFlag(mode.flag), "--no-default-suppressions", "-o", "backtrace leak_track", "--log", logPath, "--", prog("samesite"), "2000")
+			if r.code != 0 || r.stdout != "samesite 2000\n" {
+				t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			log := readFile(t, logPath)
+			if strings.Contains(log, "could not be taken") {
+				t.Errorf("backtraces lost:\n%s", log)
+			}
+			report := normalizeLeakReport(t, logMessages(t, log, ""), prog("samesite"))
+			block := regexp.MustCompile(`(?m)^\+\+\+ testdata/samesite leaked block of size 48 at 0xPTR \(leak \d+ of \d+\)\nBacktrace at time of allocation:\n` +
+				`          #00  pc PC  samesite \(samesite_make\+OFF\)\n          #01  pc PC  samesite \(main\+OFF\)\n`)
+			if n, all := len(block.FindAllString(report, -1)), strings.Count(report, " leaked block of size 48 "); n != 1000 || all != 1000 {
+				t.Errorf("%d blocks of 48 bytes, %d of them with the whole backtrace, want 1000 and 1000; report:\n%.3000s", all, n, report)
+			}
+		})
+	}
+}
