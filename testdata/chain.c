@@ -11,10 +11,15 @@
 // probes, where a block freed at once takes both calls back in its
 // thread's batch (LAG 0). The bench measures both.
 //
+// With CHAIN_WAIT set in its environment, it says "ready" and waits for a
+// line on standard input before its loop, for a tracer to attach meanwhile
+// (the bench's -p rows).
+//
 //   chain COUNT [LAG]   (LAG up to 1024)
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static void *volatile sink;
 static int lag;
@@ -80,6 +85,14 @@ int main(int argc, char **argv)
 	if (lag < 0 || lag > 1024) {
 		fprintf(stderr, "chain: LAG must be 0 to 1024\n");
 		return 2;
+	}
+	if (getenv("CHAIN_WAIT") != NULL) {
+		char c;
+
+		/* Without stdio, which would allocate its buffers before the attach. */
+		write(1, "ready\n", 6);
+		while (read(0, &c, 1) == 1 && c != '\n')
+			;
 	}
 	void *p = chain_1(argc > 1 ? atoi(argv[1]) : 0);
 	__asm__ volatile("" : : "r"(p) : "memory");
