@@ -22,7 +22,7 @@ func (s *session) injectLoad(p *proc, lib stacks.File) (*tracer.Injected, error)
 		return nil, fmt.Errorf("--inject: %w", err)
 	}
 	depth, batch := s.probes.BatchDepth()
-	in, err := tracer.InjectLoad(p.pid, shim, batch, depth)
+	in, err := tracer.InjectLoad(p.pid, shim, batch, depth, s.flags.SampleBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--inject: %w", err)
 	}
@@ -37,7 +37,18 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 	if err := s.probes.Attach(p.pid, in.Shim); err != nil {
 		return fmt.Errorf("--inject: probing the shim's sites: %w", err)
 	}
-	routed, unrouted, err := in.Route(func() { s.probes.DetachFile(p.pid, lib) })
+	routed, unrouted, err := in.Route(func() {
+		s.probes.DetachFile(p.pid, lib)
+		if s.flags.SampleBytes > 0 {
+			// The probes on the allocator saw every call until now;
+			// from here only the sampled ones come, and a block of
+			// before would be weighed as sampled, and its free never
+			// seen. Those blocks go: they are from before the attach.
+			if err := s.probes.Forget(p.pid); err != nil {
+				s.notice("--inject: %v", err)
+			}
+		}
+	})
 	if err != nil {
 		// Whatever the shim routed goes back.
 		in.Stop()
@@ -57,6 +68,9 @@ func (s *session) injectedLine() string {
 	line := fmt.Sprintf("the shim loaded with --inject takes malloc, free, calloc, realloc, reallocarray, memalign, aligned_alloc, posix_memalign, valloc and pvalloc through %d GOT slots", s.injectRouted)
 	if _, batch := s.probes.BatchDepth(); batch {
 		line += ", in batches"
+	}
+	if s.flags.SampleBytes > 0 {
+		line += fmt.Sprintf(", sampling one allocation every %d bytes on average (block counts and byte totals in the reports are estimates, sizes are exact)", s.flags.SampleBytes)
 	}
 	line += "; the allocator itself is no longer probed (calls through a function pointer taken before, and the loader's own, are not seen)"
 	if s.injectUnrouted > 0 {

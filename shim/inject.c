@@ -38,6 +38,7 @@
 #include "batch.h"
 #include "debug.h"
 #include "real.h"
+#include "sample.h"
 
 int md_inject_routed;
 
@@ -317,10 +318,12 @@ static void *inject_dlopen(const char *file, int mode)
 /*
  * mdshim_inject_start sets the shim up in a process it was loaded into
  * with dlopen: batches with depth frames an allocation (no batches when
- * batch is 0), and the list of slots to route. It returns the slots
- * listed, or -errno.
+ * batch is 0), or sampling of one allocation every sample bytes on
+ * average (none when 0), and the list of slots to route. It returns the
+ * slots listed, or -errno.
  */
-__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth)
+__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
+								unsigned long sample)
 {
 	Dl_info self;
 	void *m;
@@ -329,8 +332,12 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	md_real_resolve();
 	if (md_real_usable_size == NULL)
 		return -ENOSYS;
+	if (batch && sample)
+		return -EINVAL;
 	if (batch && !md_batch_start(depth, md_real_usable_size))
 		return -EINVAL;
+	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
+		return -ENOMEM;
 	if (dladdr((void *)mdshim_inject_start, &self) == 0)
 		return -ENOENT;
 	g_self_base = (uintptr_t)self.dli_fbase;

@@ -331,10 +331,11 @@ func seizeStopped(tid int) bool {
 
 // InjectLoad loads the shim at path (mdtrace's own copy) into process pid
 // and sets it up, with batches of depth frames an allocation when batch is
-// set. The path must name the same file in the process's root. On an
+// set, or sampling one allocation every sample bytes on average when
+// sample is not 0. The path must name the same file in the process's root. On an
 // error the process is left running as it was (a shim loaded stays
 // loaded, unrouted).
-func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) {
+func InjectLoad(pid int, path string, batch bool, depth int, sample uint64) (*Injected, error) {
 	want, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -396,7 +397,7 @@ func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) 
 		if batch {
 			b = 1
 		}
-		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth))
+		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample)
 		if err != nil {
 			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
 		}
