@@ -233,6 +233,7 @@ const (
 	MdtraceMapFences             = "fences"
 	MdtraceMapFreed              = "freed"
 	MdtraceMapGens               = "gens"
+	MdtraceMapInjectPending      = "inject_pending"
 	MdtraceMapMappings           = "mappings"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapOrphans            = "orphans"
@@ -362,39 +363,40 @@ type MdtraceProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type MdtraceMapSpecs struct {
-	Allocs       *ebpf.MapSpec `ebpf:"allocs"`
-	BatchSpaces  *ebpf.MapSpec `ebpf:"batch_spaces"`
-	BatchThreads *ebpf.MapSpec `ebpf:"batch_threads"`
-	Counters     *ebpf.MapSpec `ebpf:"counters"`
-	DeferBudget  *ebpf.MapSpec `ebpf:"defer_budget"`
-	DeferNew     *ebpf.MapSpec `ebpf:"defer_new"`
-	Deferred     *ebpf.MapSpec `ebpf:"deferred"`
-	Errors       *ebpf.MapSpec `ebpf:"errors"`
-	ExecScratch  *ebpf.MapSpec `ebpf:"exec_scratch"`
-	Execs        *ebpf.MapSpec `ebpf:"execs"`
-	Fences       *ebpf.MapSpec `ebpf:"fences"`
-	Freed        *ebpf.MapSpec `ebpf:"freed"`
-	Gens         *ebpf.MapSpec `ebpf:"gens"`
-	Mappings     *ebpf.MapSpec `ebpf:"mappings"`
-	Notify       *ebpf.MapSpec `ebpf:"notify"`
-	Orphans      *ebpf.MapSpec `ebpf:"orphans"`
-	Rdebug       *ebpf.MapSpec `ebpf:"rdebug"`
-	Records      *ebpf.MapSpec `ebpf:"records"`
-	SeenStacks   *ebpf.MapSpec `ebpf:"seen_stacks"`
-	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
-	Tables       *ebpf.MapSpec `ebpf:"tables"`
-	Threads      *ebpf.MapSpec `ebpf:"threads"`
-	TierBlocks   *ebpf.MapSpec `ebpf:"tier_blocks"`
-	TierMoves    *ebpf.MapSpec `ebpf:"tier_moves"`
-	Traced       *ebpf.MapSpec `ebpf:"traced"`
-	UnwindExes   *ebpf.MapSpec `ebpf:"unwind_exes"`
-	UnwindFiles  *ebpf.MapSpec `ebpf:"unwind_files"`
-	UnwindProcs  *ebpf.MapSpec `ebpf:"unwind_procs"`
-	UnwindTables *ebpf.MapSpec `ebpf:"unwind_tables"`
-	WalkScratch  *ebpf.MapSpec `ebpf:"walk_scratch"`
-	Watched      *ebpf.MapSpec `ebpf:"watched"`
-	Zygotes      *ebpf.MapSpec `ebpf:"zygotes"`
+	Allocs        *ebpf.MapSpec `ebpf:"allocs"`
+	BatchSpaces   *ebpf.MapSpec `ebpf:"batch_spaces"`
+	BatchThreads  *ebpf.MapSpec `ebpf:"batch_threads"`
+	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	DeferBudget   *ebpf.MapSpec `ebpf:"defer_budget"`
+	DeferNew      *ebpf.MapSpec `ebpf:"defer_new"`
+	Deferred      *ebpf.MapSpec `ebpf:"deferred"`
+	Errors        *ebpf.MapSpec `ebpf:"errors"`
+	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
+	Execs         *ebpf.MapSpec `ebpf:"execs"`
+	Fences        *ebpf.MapSpec `ebpf:"fences"`
+	Freed         *ebpf.MapSpec `ebpf:"freed"`
+	Gens          *ebpf.MapSpec `ebpf:"gens"`
+	InjectPending *ebpf.MapSpec `ebpf:"inject_pending"`
+	Mappings      *ebpf.MapSpec `ebpf:"mappings"`
+	Notify        *ebpf.MapSpec `ebpf:"notify"`
+	Orphans       *ebpf.MapSpec `ebpf:"orphans"`
+	Rdebug        *ebpf.MapSpec `ebpf:"rdebug"`
+	Records       *ebpf.MapSpec `ebpf:"records"`
+	SeenStacks    *ebpf.MapSpec `ebpf:"seen_stacks"`
+	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
+	Tables        *ebpf.MapSpec `ebpf:"tables"`
+	Threads       *ebpf.MapSpec `ebpf:"threads"`
+	TierBlocks    *ebpf.MapSpec `ebpf:"tier_blocks"`
+	TierMoves     *ebpf.MapSpec `ebpf:"tier_moves"`
+	Traced        *ebpf.MapSpec `ebpf:"traced"`
+	UnwindExes    *ebpf.MapSpec `ebpf:"unwind_exes"`
+	UnwindFiles   *ebpf.MapSpec `ebpf:"unwind_files"`
+	UnwindProcs   *ebpf.MapSpec `ebpf:"unwind_procs"`
+	UnwindTables  *ebpf.MapSpec `ebpf:"unwind_tables"`
+	WalkScratch   *ebpf.MapSpec `ebpf:"walk_scratch"`
+	Watched       *ebpf.MapSpec `ebpf:"watched"`
+	Zygotes       *ebpf.MapSpec `ebpf:"zygotes"`
 }
 
 // MdtraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -458,39 +460,40 @@ func (o *MdtraceObjects) Close() error {
 //
 // It can be passed to LoadMdtraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type MdtraceMaps struct {
-	Allocs       *ebpf.Map `ebpf:"allocs"`
-	BatchSpaces  *ebpf.Map `ebpf:"batch_spaces"`
-	BatchThreads *ebpf.Map `ebpf:"batch_threads"`
-	Counters     *ebpf.Map `ebpf:"counters"`
-	DeferBudget  *ebpf.Map `ebpf:"defer_budget"`
-	DeferNew     *ebpf.Map `ebpf:"defer_new"`
-	Deferred     *ebpf.Map `ebpf:"deferred"`
-	Errors       *ebpf.Map `ebpf:"errors"`
-	ExecScratch  *ebpf.Map `ebpf:"exec_scratch"`
-	Execs        *ebpf.Map `ebpf:"execs"`
-	Fences       *ebpf.Map `ebpf:"fences"`
-	Freed        *ebpf.Map `ebpf:"freed"`
-	Gens         *ebpf.Map `ebpf:"gens"`
-	Mappings     *ebpf.Map `ebpf:"mappings"`
-	Notify       *ebpf.Map `ebpf:"notify"`
-	Orphans      *ebpf.Map `ebpf:"orphans"`
-	Rdebug       *ebpf.Map `ebpf:"rdebug"`
-	Records      *ebpf.Map `ebpf:"records"`
-	SeenStacks   *ebpf.Map `ebpf:"seen_stacks"`
-	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks       *ebpf.Map `ebpf:"stacks"`
-	Tables       *ebpf.Map `ebpf:"tables"`
-	Threads      *ebpf.Map `ebpf:"threads"`
-	TierBlocks   *ebpf.Map `ebpf:"tier_blocks"`
-	TierMoves    *ebpf.Map `ebpf:"tier_moves"`
-	Traced       *ebpf.Map `ebpf:"traced"`
-	UnwindExes   *ebpf.Map `ebpf:"unwind_exes"`
-	UnwindFiles  *ebpf.Map `ebpf:"unwind_files"`
-	UnwindProcs  *ebpf.Map `ebpf:"unwind_procs"`
-	UnwindTables *ebpf.Map `ebpf:"unwind_tables"`
-	WalkScratch  *ebpf.Map `ebpf:"walk_scratch"`
-	Watched      *ebpf.Map `ebpf:"watched"`
-	Zygotes      *ebpf.Map `ebpf:"zygotes"`
+	Allocs        *ebpf.Map `ebpf:"allocs"`
+	BatchSpaces   *ebpf.Map `ebpf:"batch_spaces"`
+	BatchThreads  *ebpf.Map `ebpf:"batch_threads"`
+	Counters      *ebpf.Map `ebpf:"counters"`
+	DeferBudget   *ebpf.Map `ebpf:"defer_budget"`
+	DeferNew      *ebpf.Map `ebpf:"defer_new"`
+	Deferred      *ebpf.Map `ebpf:"deferred"`
+	Errors        *ebpf.Map `ebpf:"errors"`
+	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
+	Execs         *ebpf.Map `ebpf:"execs"`
+	Fences        *ebpf.Map `ebpf:"fences"`
+	Freed         *ebpf.Map `ebpf:"freed"`
+	Gens          *ebpf.Map `ebpf:"gens"`
+	InjectPending *ebpf.Map `ebpf:"inject_pending"`
+	Mappings      *ebpf.Map `ebpf:"mappings"`
+	Notify        *ebpf.Map `ebpf:"notify"`
+	Orphans       *ebpf.Map `ebpf:"orphans"`
+	Rdebug        *ebpf.Map `ebpf:"rdebug"`
+	Records       *ebpf.Map `ebpf:"records"`
+	SeenStacks    *ebpf.Map `ebpf:"seen_stacks"`
+	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks        *ebpf.Map `ebpf:"stacks"`
+	Tables        *ebpf.Map `ebpf:"tables"`
+	Threads       *ebpf.Map `ebpf:"threads"`
+	TierBlocks    *ebpf.Map `ebpf:"tier_blocks"`
+	TierMoves     *ebpf.Map `ebpf:"tier_moves"`
+	Traced        *ebpf.Map `ebpf:"traced"`
+	UnwindExes    *ebpf.Map `ebpf:"unwind_exes"`
+	UnwindFiles   *ebpf.Map `ebpf:"unwind_files"`
+	UnwindProcs   *ebpf.Map `ebpf:"unwind_procs"`
+	UnwindTables  *ebpf.Map `ebpf:"unwind_tables"`
+	WalkScratch   *ebpf.Map `ebpf:"walk_scratch"`
+	Watched       *ebpf.Map `ebpf:"watched"`
+	Zygotes       *ebpf.Map `ebpf:"zygotes"`
 }
 
 func (m *MdtraceMaps) Close() error {
@@ -508,6 +511,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Fences,
 		m.Freed,
 		m.Gens,
+		m.InjectPending,
 		m.Mappings,
 		m.Notify,
 		m.Orphans,

@@ -37,6 +37,11 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 	if err := s.probes.Attach(p.pid, in.Shim); err != nil {
 		return fmt.Errorf("--inject: probing the shim's sites: %w", err)
 	}
+	if in.Pending != 0 {
+		if err := s.probes.CountPending(p.pid, in.Pending); err != nil {
+			return fmt.Errorf("--inject: %w", err)
+		}
+	}
 	routed, unrouted, err := in.Route(func() {
 		s.probes.DetachFile(p.pid, lib)
 		if s.flags.SampleBytes > 0 {
@@ -86,6 +91,7 @@ func (s *session) uninject() {
 		return
 	}
 	n, err := s.injected.Stop()
+	s.probes.CountPending(s.injected.PID, 0)
 	if err != nil {
 		s.notice("--inject: giving process %d's calls back to the allocator: %v", s.injected.PID, err)
 		return

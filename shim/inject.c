@@ -116,6 +116,8 @@ static uintptr_t g_self_base;
  */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slots;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
+/* And where the counts of md_batch_pending are. */
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
 static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
@@ -341,6 +343,14 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 		return -ENOSYS;
 	if (batch && sample)
 		return -EINVAL;
+	if (batch && md_batch_pending == NULL) {
+		m = mmap(NULL, sizeof(uint32_t) << INJECT_PENDING_BITS, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -ENOMEM;
+		md_batch_pending = m;
+		mdshim_inject_pending = (uintptr_t)m;
+	}
 	if (batch && !md_batch_start(depth, md_real_usable_size))
 		return -EINVAL;
 	if (sample && md_sample_bytes != sample && !md_sample_start(sample))

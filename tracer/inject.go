@@ -51,7 +51,10 @@ type Injected struct {
 	Base uint64
 	// Listed is the count of GOT slots the shim found to route.
 	Listed int
-	path   string
+	// Pending is where the shim counts the allocations its batches
+	// hold (0 without batches).
+	Pending uint64
+	path    string
 }
 
 // savedRegs are a stopped thread's registers.
@@ -405,6 +408,9 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64) (*In
 			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
 		}
 		in.Listed = int(n)
+		if batch {
+			in.Pending = in.readWord("mdshim_inject_pending")
+		}
 		return nil
 	})
 	if err != nil {

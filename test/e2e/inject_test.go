@@ -328,3 +328,26 @@ func TestInjectCxxNew(t *testing.T) {
 		t.Errorf("%d of the 10 blocks have operator new(unsigned long) as their first frame; log:\n%s", news, log)
 	}
 }
+
+// TestInjectFreesBefore: prefree frees 30000 blocks from before the
+// attach under --inject (more than the probes could keep aside for
+// batches still to come), while another thread holds blocks it allocated
+// since in its batch: every free is counted as a free of a block from
+// before, none is lost, and the blocks held are not reported leaked once
+// freed.
+func TestInjectFreesBefore(t *testing.T) {
+	needRoot(t)
+	const count = 30000
+	pid, stderr, log := injectAndRun(t, "backtrace leak_track", "done", prog("prefree"), fmt.Sprint(count))
+	if want := fmt.Sprintf("mdtrace: --inject: %d frees of blocks allocated before the attach\n", count); !strings.Contains(stderr, want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line %q", stderr, want)
+	}
+	if strings.Contains(stderr, "could not be kept") || strings.Contains(log, "could not be kept") {
+		t.Errorf("frees lost; stderr:\n%s", stderr)
+	}
+	for _, m := range logMessages(t, log, pid) {
+		if strings.Contains(m, "leaked block") {
+			t.Errorf("a block reported leaked: %s", m)
+		}
+	}
+}
