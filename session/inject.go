@@ -42,7 +42,7 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 			return fmt.Errorf("--inject: %w", err)
 		}
 	}
-	routed, unrouted, err := in.Route(func() {
+	routed, unrouted, inside, err := in.Route(func() {
 		s.probes.DetachFile(p.pid, lib)
 		if s.flags.SampleBytes > 0 {
 			// The probes on the allocator saw every call until now;
@@ -62,6 +62,9 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 	if routed == 0 {
 		in.Stop()
 		return fmt.Errorf("--inject: process %d calls the allocator through no GOT slot the shim could route (a statically linked allocator?)", p.pid)
+	}
+	if inside > 0 {
+		s.notice("--inject: %d threads of process %d were inside a call of the allocator at every stop tried: those calls may be missed", inside, p.pid)
 	}
 	s.injected = in
 	s.injectRouted, s.injectUnrouted = routed, unrouted

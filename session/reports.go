@@ -261,7 +261,7 @@ func (s *session) reportLosses() {
 	}
 	if s.injectRouted > 0 && c.UnknownFrees > 0 {
 		// Not a loss: what the process freed of its blocks from before.
-		fmt.Fprintf(s.stderr, "mdtrace: --inject: %d frees of blocks allocated before the attach\n", c.UnknownFrees)
+		fmt.Fprintf(s.stderr, "mdtrace: --inject: %d frees of blocks allocated before the attach (or before the probes went in)\n", c.UnknownFrees)
 	}
 	d := s.probes.DeferredCounts()
 	for _, l := range deferLines(c, d) {
