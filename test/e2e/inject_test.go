@@ -177,23 +177,53 @@ func TestInjectDetachRestores(t *testing.T) {
 	}
 }
 
-// TestInjectKilled: pairs_mt's four threads allocate under --inject, and
-// mdtrace is killed with SIGKILL in the middle: the program finishes every
-// pair and exits normally.
+// TestInjectKilled: pairs_mt's four threads allocate under --inject, with
+// batches and with --sample-bytes (no batches: the shim's sampled calls
+// find mdtrace gone), and mdtrace is killed with SIGKILL in the middle:
+// the shim gives the program's GOT slots of malloc and free back to the
+// allocator by itself, and the program finishes every pair and exits
+// normally.
 func TestInjectKilled(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	const pairs = "150000000"
-	target := start(t, prog("pairs_mt"), pairs, "4")
-	time.Sleep(20 * time.Millisecond)
-	m := start(t, mdtraceBin, "-p", fmt.Sprint(target.cmd.Process.Pid), "--inject", "-o", "backtrace", "--ready-file", dir+"/ready")
-	waitFile(t, dir+"/ready")
-	time.Sleep(300 * time.Millisecond)
-	m.cmd.Process.Kill()
-	<-m.done
-	line, _ := target.stdout.ReadString('\n')
-	if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
-		t.Errorf("pairs_mt exit status %d, output %q; want 0 and all %s pairs; its stderr:\n%s\nmdtrace's:\n%s", code, line, pairs, target.stderr.String(), m.stderr.String())
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"batched", nil},
+		{"sampled", []string{"--sample-bytes", "4096"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			const pairs = "150000000"
+			target := start(t, prog("pairs_mt"), pairs, "4")
+			time.Sleep(20 * time.Millisecond)
+			pid := target.cmd.Process.Pid
+			slots := gotSlots(t, pid, prog("pairs_mt"))
+			before := readSlots(t, pid, slots)
+			args := append([]string{"-p", fmt.Sprint(pid), "--inject", "-o", "backtrace", "--ready-file", dir + "/ready"}, mode.args...)
+			m := start(t, mdtraceBin, args...)
+			waitFile(t, dir+"/ready")
+			time.Sleep(300 * time.Millisecond)
+			lo, hi := mapRange(t, pid, shimBin())
+			for name, v := range readSlots(t, pid, slots) {
+				if v < lo || v >= hi {
+					t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
+				}
+			}
+			m.cmd.Process.Kill()
+			<-m.done
+			time.Sleep(100 * time.Millisecond)
+			after := readSlots(t, pid, slots)
+			for name := range before {
+				if after[name] != before[name] {
+					t.Errorf("after mdtrace was killed, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
+				}
+			}
+			line, _ := target.stdout.ReadString('\n')
+			if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
+				t.Errorf("pairs_mt exit status %d, output %q; want 0 and all %s pairs; its stderr:\n%s\nmdtrace's:\n%s", code, line, pairs, target.stderr.String(), m.stderr.String())
+			}
+		})
 	}
 }
 
