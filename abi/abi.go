@@ -199,6 +199,15 @@ const BatchMask = 1023
 // allocator aligns blocks to 8 bytes at least).
 const OrphanWays = 8
 
+// A shim loaded into a running process (--inject) counts, for the probes,
+// the allocations its threads' batches hold that were not handed over yet,
+// in 1 << INJECT_PENDING_BITS 32-bit counters, a block's by the top bits
+// of its address times 0x9e3779b97f4a7c15 (pending_slot in shim/batch.c
+// and bpf/batch.h). A batched free of a block the table does not hold,
+// whose counter is 0, is of a block from before the attach: no batch can
+// bring its allocation, and it is not kept aside.
+const InjectPendingBits = 14
+
 const (
 	BatchRegister  = 1
 	BatchRetire    = 2

@@ -91,6 +91,19 @@ struct {
 } orphans SEC(".maps");
 
 /*
+ * The processes whose shim mdtrace loaded (--inject): where, in each, the
+ * shim counts the allocations its batches hold (abi/mdtrace_abi.h,
+ * INJECT_PENDING_BITS). Set by mdtrace.
+ */
+#define MAX_INJECTED 64
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INJECTED);
+	__type(key, u32);
+	__type(value, u64);
+} inject_pending SEC(".maps");
+
+/*
  * The newest epoch of a kept free: an allocation written at or after it
  * cannot cancel against any, and does not look. last_epoch is the newest
  * epoch of a batch.
@@ -214,12 +227,38 @@ static __always_inline bool keep_free(const struct alloc_key *key, u64 epoch)
 	return delete_block(key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0;
 }
 
+/*
+ * Whether no batch of the current process can bring the allocation of
+ * ptr: its shim was loaded by mdtrace, and counts no allocation at ptr's
+ * hash in the batches (a count goes down only once the probes have the
+ * allocation). The block is then from before the attach, or its
+ * allocation was handed over meanwhile, which the caller looks for again.
+ */
+static __always_inline bool no_pending_alloc(u64 ptr)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, n;
+	u64 *at = bpf_map_lookup_elem(&inject_pending, &tgid);
+	u64 slot = (ptr * 0x9e3779b97f4a7c15ULL) >> (64 - INJECT_PENDING_BITS);
+
+	if (!at || bpf_probe_read_user(&n, sizeof(n), (void *)(*at + 4 * slot)) != 0)
+		return false;
+	return n == 0;
+}
+
 static __always_inline void batch_free_event(struct batch_space *sp, u64 ptr, u64 epoch)
 {
 	struct alloc_key key = batch_key(sp, ptr);
 
 	if (delete_block(&key, 0) == 0) {
 		sp->frees++;
+		return;
+	}
+	if (no_pending_alloc(ptr)) {
+		/* Its allocation may have come between the two looks. */
+		if (delete_block(&key, 0) == 0)
+			sp->frees++;
+		else
+			sp->unknown++;
 		return;
 	}
 	sp->unknown++;
@@ -241,6 +280,10 @@ static __always_inline void site_free_batched(u64 ptr, u64 epoch)
 	raise_epoch(&last_epoch, epoch);
 	if (delete_block(&key, 0) == 0) {
 		count(COUNTER_FREES);
+		return;
+	}
+	if (no_pending_alloc(ptr)) {
+		count(delete_block(&key, 0) == 0 ? COUNTER_FREES : COUNTER_UNKNOWN_FREES);
 		return;
 	}
 	if (keep_free(&key, epoch)) {

@@ -239,6 +239,7 @@ const (
 	MdtraceMapFences             = "fences"
 	MdtraceMapFreed              = "freed"
 	MdtraceMapGens               = "gens"
+	MdtraceMapInjectPending      = "inject_pending"
 	MdtraceMapMappings           = "mappings"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapOrphans            = "orphans"
@@ -382,6 +383,7 @@ type MdtraceMapSpecs struct {
 	Fences        *ebpf.MapSpec `ebpf:"fences"`
 	Freed         *ebpf.MapSpec `ebpf:"freed"`
 	Gens          *ebpf.MapSpec `ebpf:"gens"`
+	InjectPending *ebpf.MapSpec `ebpf:"inject_pending"`
 	Mappings      *ebpf.MapSpec `ebpf:"mappings"`
 	Notify        *ebpf.MapSpec `ebpf:"notify"`
 	Orphans       *ebpf.MapSpec `ebpf:"orphans"`
@@ -479,6 +481,7 @@ type MdtraceMaps struct {
 	Fences        *ebpf.Map `ebpf:"fences"`
 	Freed         *ebpf.Map `ebpf:"freed"`
 	Gens          *ebpf.Map `ebpf:"gens"`
+	InjectPending *ebpf.Map `ebpf:"inject_pending"`
 	Mappings      *ebpf.Map `ebpf:"mappings"`
 	Notify        *ebpf.Map `ebpf:"notify"`
 	Orphans       *ebpf.Map `ebpf:"orphans"`
@@ -517,6 +520,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Fences,
 		m.Freed,
 		m.Gens,
+		m.InjectPending,
 		m.Mappings,
 		m.Notify,
 		m.Orphans,

@@ -233,7 +233,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.DurationVar(&f.Duration, "duration", 0, "with --all, end the audit after `DURATION` (e.g. 1m) with its summary")
 	fs.StringVar(&f.Format, "format", "text", "with --all, the summaries' `FORM`: text, or json (one object a summary, a line each)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
-	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the preloaded shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands only)")
+	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands, and -p PID --inject)")
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.Hold, "hold", false, "with -p, hold the process with ptrace while tracing it, as a launched command is: a program it executes is probed before it runs, and its exit reports read it at its exit; debuggers cannot attach beside mdtrace then")
@@ -378,8 +378,8 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
 	case fs.Changed("sample-bytes") && f.SampleBytes == 0:
 		return nil, &UsageError{"--sample-bytes must be at least 1"}
-	case f.SampleBytes > 0 && (f.PID != 0 || f.All || f.Program != ""):
-		return nil, &UsageError{"--sample-bytes samples in the shim preloaded into a launched command: not with -p, --program or --all"}
+	case f.SampleBytes > 0 && (f.PID != 0 && !f.Inject || f.All || f.Program != ""):
+		return nil, &UsageError{"--sample-bytes samples in the shim, preloaded into a launched command or loaded with -p PID --inject: not with -p alone, --program or --all"}
 	case f.NoBatch && (f.PID != 0 || f.All || f.Program != "" || f.NoPreload):
 		return nil, &UsageError{"--no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload"}
 	case f.SampleBytes > 0 && f.NoPreload:

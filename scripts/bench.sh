@@ -39,7 +39,7 @@
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
 # the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
-# THREADS (4), PROCS (100), SETTLE (0.3: seconds of rest before each
+# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
 # CPU, which slowed the next run by up to 40%).
@@ -143,6 +143,10 @@ run_config() {
 		rm -f "$tmp"/heaptrack.*
 		return $rc
 		;;
+	# mdtrace attached to the running program (-p), with and without
+	# --inject, before its loop: see attached.
+	pattach) attached "" "$@" ;;
+	inject) attached --inject "$@" ;;
 	memcheck) valgrind --tool=memcheck -q "$@" ;;
 	massif)
 		valgrind --tool=massif -q --massif-out-file="$tmp/massif.out" "$@" || rc=$?
@@ -150,6 +154,95 @@ run_config() {
 		return $rc
 		;;
 	esac
+}
+
+# The chain's cost per pair as the slope between two loop lengths, N and
+# 10 N pairs (N = SLOPE_N), so that what a tool's start-up and its first calls cost does
+# not count (heaptrack resolves symbols in the background as the loop runs).
+# Two measures, medians of ROUNDS runs at each length:
+#  - in the loop: each run's own timing of its loop, times its pairs: what
+#    the program waits for;
+#  - CPU: user and system time of the tool and every process it waits for
+#    (mdtrace: its probes run in the traced program's time; heaptrack: its
+#    interpreter process works beside the program on the other CPU): what
+#    the machine pays. The target against heaptrack is on this one.
+# And two patterns: each block freed at once (LAG 0; the shim takes a pair
+# whose malloc is still in its thread's batch back, and no probe sees it),
+# and each freed 256 pairs after its malloc (LAG 256: every call reaches
+# the probes, each allocation with its 16 frames).
+# chain_slope CONFIG LAG prints "INLOOP CPU LOOPCPU" in ns a pair, the last
+# being the CPU the process spent in its loop (its own clock, the probes'
+# time included), which no tool's start or end can blur.
+chain_slope() {
+	local cfg=$1 lag=$2 n r loop1 loop2 cpu1 cpu2 lcpu1 lcpu2
+	local TIMEFORMAT='%3U %3S'
+	for n in "$SLOPE_N" "$((SLOPE_N * 10))"; do
+		local loops="" cpus="" lcpus="" out t
+		for ((r = 0; r < ROUNDS; r++)); do
+			sleep "$SETTLE"
+			out=$({ time run_config "$cfg" testdata/chain_gcc_o2 "$n" "$lag" </dev/null >"$tmp/slope.out" 2>/dev/null; } 2>&1) || true
+			t=$(awk -v n="$n" '/^pairs / {print $3 * n; exit}' "$tmp/slope.out")
+			[[ -n $t ]] || continue
+			loops+="$t "
+			lcpus+="$(awk -v n="$n" '/^pairs / {print $4 * n; exit}' "$tmp/slope.out") "
+			cpus+="$(awk '{printf "%.0f", ($1 + $2) * 1e9}' <<<"$out") "
+		done
+		if [[ $n == "$SLOPE_N" ]]; then
+			loop1=$(median <<<"$loops") cpu1=$(median <<<"$cpus") lcpu1=$(median <<<"$lcpus")
+		else
+			loop2=$(median <<<"$loops") cpu2=$(median <<<"$cpus") lcpu2=$(median <<<"$lcpus")
+		fi
+	done
+	[[ -n $loop1 && -n $loop2 && -n $cpu1 && -n $cpu2 ]] &&
+		awk -v a="$loop1" -v b="$loop2" -v c="$cpu1" -v d="$cpu2" -v e="$lcpu1" -v f="$lcpu2" -v n="$SLOPE_N" \
+			'BEGIN {printf "%.1f %.1f %.1f", (b - a) / (9 * n), (d - c) / (9 * n), (f - e) / (9 * n)}'
+}
+# inject_row LAG TEXT: the chain's slopes attached with -p --inject, and
+# with -p alone, against launch mode's: --inject's target is launch mode's
+# cost, twice at most, in the CPU the process spends in its loop (the
+# probes' time included). The CPU of the whole tree (mdtrace's too) is for
+# information: attached, mdtrace's start and end vary by more than the
+# shorter loop costs.
+inject_row() {
+	local lag=$1 what=$2
+	local s_loop s_cpu s_lcpu i_loop i_cpu i_lcpu p_loop p_cpu p_lcpu
+	read -r s_loop s_cpu s_lcpu <<<"$(chain_slope sites "$lag")" || true
+	read -r i_loop i_cpu i_lcpu <<<"$(chain_slope inject "$lag")" || true
+	read -r p_loop p_cpu p_lcpu <<<"$(chain_slope pattach "$lag")" || true
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: launch, ns a pair: loop, its CPU, tree CPU" "${s_loop:-n/a}, ${s_lcpu:-n/a}, ${s_cpu:-n/a}"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: -p --inject, the same" "${i_loop:-n/a}, ${i_lcpu:-n/a}, ${i_cpu:-n/a}"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: -p, the same" "${p_loop:-n/a}, ${p_lcpu:-n/a}, ${p_cpu:-n/a}"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: --inject / launch mode, in the loop" "$(ratio "${i_loop:-}" "${s_loop:-}")x"
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: --inject / launch mode, CPU in the loop" "$(ratio "${i_lcpu:-}" "${s_lcpu:-}")x" "<=" 2 \
+		"$(awk -v i="${i_lcpu:-}" -v s="${s_lcpu:-}" 'BEGIN {print (i != "" && s > 0 && i / s <= 2) ? "PASS" : "MISS"}')"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: -p / -p --inject, CPU in the loop" "$(ratio "${p_lcpu:-}" "${i_lcpu:-}")x"
+}
+
+# attached [--inject] testdata/chain_gcc_o2 ARGS: runs the chain with
+# CHAIN_WAIT set, attaches mdtrace -p (and --inject) to it while it waits,
+# lets it run its loop once mdtrace is ready, and interrupts mdtrace once
+# it has exited. Both are this shell's children: a `time` around it
+# counts the CPU of both.
+attached() {
+	local inject=$1 pid m rc=0
+	shift
+	rm -f "$tmp/go" "$tmp/pready" "$tmp/chain.out"
+	mkfifo "$tmp/go"
+	CHAIN_WAIT=1 "$@" <"$tmp/go" >"$tmp/chain.out" &
+	pid=$!
+	exec {go}>"$tmp/go"
+	while ! grep -q '^ready' "$tmp/chain.out" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 0.005; done
+	bin/mdtrace -p "$pid" $inject -o backtrace=16 --log /dev/null --ready-file "$tmp/pready" 2>"$tmp/attached.err" &
+	m=$!
+	while [[ ! -e $tmp/pready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.005; done
+	echo >&"$go"
+	exec {go}>&-
+	wait "$pid" || rc=$?
+	kill -INT "$m" 2>/dev/null || true
+	wait "$m" || rc=$?
+	grep -v '^ready' "$tmp/chain.out"
+	[[ -e $tmp/pready ]] || rc=1
+	return $rc
 }
 
 # sample WORKLOAD CONFIG: one measurement, ns/pair or ms, or "fail" (the
@@ -393,6 +486,12 @@ target() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
 
+if [[ -n ${INJECT_ONLY:-} ]]; then
+	echo "chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs, $ROUNDS rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	inject_row 0 "LAG 0"
+	inject_row 256 "LAG 256"
+	exit 0
+fi
 echo "malloc debug overhead, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 # The figures depend on the kernel: say which speed-ups this one has.
 bin/mdtrace --check 2>/dev/null | grep -E '^  (yes|no ) +(uprobe_multi|optimized uprobes|kprobes)' | sed 's/^  /  kernel feature: /' || true
@@ -544,50 +643,12 @@ fi
 if [[ -x /usr/bin/python3 ]]; then
 	audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
 fi
-# The chain's cost per pair as the slope between two loop lengths, N and
-# 10 N pairs (N = SLOPE_N), so that what a tool's start-up and its first calls cost does
-# not count (heaptrack resolves symbols in the background as the loop runs).
-# Two measures, medians of ROUNDS runs at each length:
-#  - in the loop: each run's own timing of its loop, times its pairs: what
-#    the program waits for;
-#  - CPU: user and system time of the tool and every process it waits for
-#    (mdtrace: its probes run in the traced program's time; heaptrack: its
-#    interpreter process works beside the program on the other CPU): what
-#    the machine pays. The target against heaptrack is on this one.
-# And two patterns: each block freed at once (LAG 0; the shim takes a pair
-# whose malloc is still in its thread's batch back, and no probe sees it),
-# and each freed 256 pairs after its malloc (LAG 256: every call reaches
-# the probes, each allocation with its 16 frames).
-# chain_slope CONFIG LAG prints "INLOOP CPU" in ns a pair.
-chain_slope() {
-	local cfg=$1 lag=$2 n r loop1 loop2 cpu1 cpu2
-	local TIMEFORMAT='%3U %3S'
-	for n in "$SLOPE_N" "$((SLOPE_N * 10))"; do
-		local loops="" cpus="" out t
-		for ((r = 0; r < ROUNDS; r++)); do
-			sleep "$SETTLE"
-			out=$({ time run_config "$cfg" testdata/chain_gcc_o2 "$n" "$lag" </dev/null >"$tmp/slope.out" 2>/dev/null; } 2>&1) || true
-			t=$(awk -v n="$n" '/^pairs / {print $3 * n; exit}' "$tmp/slope.out")
-			[[ -n $t ]] || continue
-			loops+="$t "
-			cpus+="$(awk '{printf "%.0f", ($1 + $2) * 1e9}' <<<"$out") "
-		done
-		if [[ $n == "$SLOPE_N" ]]; then
-			loop1=$(median <<<"$loops") cpu1=$(median <<<"$cpus")
-		else
-			loop2=$(median <<<"$loops") cpu2=$(median <<<"$cpus")
-		fi
-	done
-	[[ -n $loop1 && -n $loop2 && -n $cpu1 && -n $cpu2 ]] &&
-		awk -v a="$loop1" -v b="$loop2" -v c="$cpu1" -v d="$cpu2" -v n="$SLOPE_N" \
-			'BEGIN {printf "%.1f %.1f", (b - a) / (9 * n), (d - c) / (9 * n)}'
-}
 slope_row() {
 	local lag=$1 what=$2 s h
-	read -r s_loop s_cpu <<<"$(chain_slope sites "$lag")" || true
+	read -r s_loop s_cpu _ <<<"$(chain_slope sites "$lag")" || true
 	h_loop="" h_cpu=""
 	if command -v heaptrack >/dev/null 2>&1; then
-		read -r h_loop h_cpu <<<"$(chain_slope heaptrack "$lag")" || true
+		read -r h_loop h_cpu _ <<<"$(chain_slope heaptrack "$lag")" || true
 	fi
 	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: with sites, ns a pair in the loop" "${s_loop:-n/a}" "<=" 500 \
 		"$(awk -v r="${s_loop:-}" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
@@ -600,6 +661,8 @@ slope_row() {
 echo "  chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs; LAG 0 frees each block at once, LAG 256 256 pairs later"
 slope_row 0 "LAG 0"
 slope_row 256 "LAG 256"
+inject_row 0 "LAG 0"
+inject_row 256 "LAG 256"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "attach style: new/delete / malloc/free pairs" \
 	"$(ratio "${med[newpairs/attach]:-}" "${med[pairs/attach]:-}")x"
 printf '  %-9s %-44s %8s  (for information)\n' newpairs "with sites: new/delete / malloc/free pairs" \

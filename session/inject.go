@@ -22,7 +22,7 @@ func (s *session) injectLoad(p *proc, lib stacks.File) (*tracer.Injected, error)
 		return nil, fmt.Errorf("--inject: %w", err)
 	}
 	depth, batch := s.probes.BatchDepth()
-	in, err := tracer.InjectLoad(p.pid, shim, batch, depth)
+	in, err := tracer.InjectLoad(p.pid, shim, batch, depth, s.flags.SampleBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--inject: %w", err)
 	}
@@ -37,7 +37,23 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 	if err := s.probes.Attach(p.pid, in.Shim); err != nil {
 		return fmt.Errorf("--inject: probing the shim's sites: %w", err)
 	}
-	routed, unrouted, err := in.Route(func() { s.probes.DetachFile(p.pid, lib) })
+	if in.Pending != 0 {
+		if err := s.probes.CountPending(p.pid, in.Pending); err != nil {
+			return fmt.Errorf("--inject: %w", err)
+		}
+	}
+	routed, unrouted, inside, err := in.Route(func() {
+		s.probes.DetachFile(p.pid, lib)
+		if s.flags.SampleBytes > 0 {
+			// The probes on the allocator saw every call until now;
+			// from here only the sampled ones come, and a block of
+			// before would be weighed as sampled, and its free never
+			// seen. Those blocks go: they are from before the attach.
+			if err := s.probes.Forget(p.pid); err != nil {
+				s.notice("--inject: %v", err)
+			}
+		}
+	})
 	if err != nil {
 		// Whatever the shim routed goes back.
 		in.Stop()
@@ -46,6 +62,9 @@ func (s *session) inject(p *proc, lib stacks.File, in *tracer.Injected) error {
 	if routed == 0 {
 		in.Stop()
 		return fmt.Errorf("--inject: process %d calls the allocator through no GOT slot the shim could route (a statically linked allocator?)", p.pid)
+	}
+	if inside > 0 {
+		s.notice("--inject: %d threads of process %d were inside a call of the allocator at every stop tried: those calls may be missed", inside, p.pid)
 	}
 	s.injected = in
 	s.injectRouted, s.injectUnrouted = routed, unrouted
@@ -57,6 +76,9 @@ func (s *session) injectedLine() string {
 	line := fmt.Sprintf("the shim loaded with --inject takes malloc, free, calloc, realloc, reallocarray, memalign, aligned_alloc, posix_memalign, valloc and pvalloc through %d GOT slots", s.injectRouted)
 	if _, batch := s.probes.BatchDepth(); batch {
 		line += ", in batches"
+	}
+	if s.flags.SampleBytes > 0 {
+		line += fmt.Sprintf(", sampling one allocation every %d bytes on average (block counts and byte totals in the reports are estimates, sizes are exact)", s.flags.SampleBytes)
 	}
 	line += "; the allocator itself is no longer probed (calls through a function pointer taken before, and the loader's own, are not seen)"
 	if s.injectUnrouted > 0 {
@@ -72,6 +94,7 @@ func (s *session) uninject() {
 		return
 	}
 	n, err := s.injected.Stop()
+	s.probes.CountPending(s.injected.PID, 0)
 	if err != nil {
 		s.notice("--inject: giving process %d's calls back to the allocator: %v", s.injected.PID, err)
 		return

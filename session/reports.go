@@ -259,6 +259,10 @@ func (s *session) reportLosses() {
 	for _, l := range lossLines(c, s.flags.MaxAllocs, s.depth) {
 		s.notice("%s", l)
 	}
+	if s.injectRouted > 0 && c.UnknownFrees > 0 {
+		// Not a loss: what the process freed of its blocks from before.
+		fmt.Fprintf(s.stderr, "mdtrace: --inject: %d frees of blocks allocated before the attach (or before the probes went in)\n", c.UnknownFrees)
+	}
 	d := s.probes.DeferredCounts()
 	for _, l := range deferLines(c, d) {
 		s.notice("%s", l)

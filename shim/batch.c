@@ -85,6 +85,33 @@ static bool g_heaps_known;
 extern void *__curbrk;
 
 static uint64_t g_epoch = 1;
+
+uint32_t *md_batch_pending;
+
+static inline unsigned pending_slot(const void *ptr)
+{
+	return (unsigned)(((uintptr_t)ptr * 0x9e3779b97f4a7c15ULL) >> (64 - INJECT_PENDING_BITS));
+}
+
+/* pending_done counts off the allocations of a batch just handed over (md_batch_pending). */
+static void pending_done(const struct md_batch *b, uint64_t used)
+{
+	for (uint64_t at = 0; at < used;) {
+		uint64_t w0 = b->words[at], nr = (w0 >> BATCH_FRAMES_SHIFT) & BATCH_FRAMES_MASK;
+
+		switch (w0 & BATCH_KIND_MASK) {
+		case BATCH_FREE:
+			at += 2;
+			continue;
+		case BATCH_ALLOC:
+			if (at + 1 < used)
+				__atomic_sub_fetch(&md_batch_pending[pending_slot((const void *)(uintptr_t)b->words[at + 1])], 1,
+						   __ATOMIC_RELEASE);
+			break;
+		}
+		at += 3 + nr;
+	}
+}
 static pthread_mutex_t g_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct md_batch_thread *g_registry;
 static pthread_key_t g_key;
@@ -164,6 +191,9 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
 		if (probed())
 			mdshim_site_batch(&bt->b, bt->b.used, epoch, flags | bt->paired << BATCH_PAIRED_SHIFT);
+		/* Only once the probes have the allocations: see md_batch_pending. */
+		if (md_batch_pending != NULL)
+			pending_done(&bt->b, bt->b.used);
 		__atomic_store_n(&bt->b.used, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		bt->paired = 0;
@@ -525,6 +555,8 @@ bool md_batch_alloc(void *fp, void *ptr, size_t size)
 	w[1] = (uintptr_t)ptr;
 	w[2] = size;
 	bt->recent_ptr[bt->nrecent % MD_BATCH_RECENT] = (uintptr_t)ptr;
+	if (md_batch_pending != NULL)
+		__atomic_add_fetch(&md_batch_pending[pending_slot(ptr)], 1, __ATOMIC_RELAXED);
 	bt->recent[bt->nrecent++ % MD_BATCH_RECENT] = (uint16_t)bt->b.used;
 	if (bt->given[given_slot(ptr)] == (uintptr_t)ptr)
 		bt->given[given_slot(ptr)] = 0;
@@ -571,6 +603,9 @@ static inline bool pair(struct md_batch_thread *bt, void *ptr)
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		*slot = MD_BATCH_NO_EVENT;
 		bt->paired++;
+		/* No batch holds the allocation any more: the block goes back to the allocator. */
+		if (md_batch_pending != NULL)
+			__atomic_sub_fetch(&md_batch_pending[pending_slot(ptr)], 1, __ATOMIC_RELEASE);
 		return true;
 	}
 	return false;

@@ -99,6 +99,14 @@ bool md_batch_start(unsigned long depth, size_t (*usable_size)(void *));
  * gone (inject.c).
  */
 extern int md_inject_routed __attribute__((visibility("hidden")));
+/*
+ * md_batch_pending, set by inject.c, counts by a hash of their addresses
+ * the allocations that the threads' batches hold and have not handed over
+ * (abi/mdtrace_abi.h, INJECT_PENDING_BITS): a count goes down only once
+ * the probes have the allocation, or once the thread took it back with
+ * its free. The probes read it at a free of a block they do not know.
+ */
+extern uint32_t *md_batch_pending __attribute__((visibility("hidden")));
 void md_inject_abandon(void) __attribute__((visibility("hidden")));
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);

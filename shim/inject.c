@@ -38,6 +38,7 @@
 #include "batch.h"
 #include "debug.h"
 #include "real.h"
+#include "sample.h"
 
 int md_inject_routed;
 
@@ -60,23 +61,30 @@ extern void *md_hook_pvalloc(size_t) __attribute__((visibility("hidden")));
 
 static void *inject_dlopen(const char *file, int mode);
 
-/* The functions routed, by name, with the shim's hook for each and the allocator's (set at start). */
+/*
+ * The functions routed, by name, with the shim's hook for each, and (set
+ * at start) the allocator's function and the function's address as the
+ * program sees it: they differ in an executable built without -fPIE that
+ * takes the function's address, whose PLT entry is then the function's
+ * address for every module (a "canonical" PLT entry), and which calls the
+ * allocator's through its own slot.
+ */
 static struct {
 	const char *name;
 	void *hook;
-	uintptr_t real;
+	uintptr_t real, canon;
 } g_funcs[] = {
-	{ "malloc", (void *)md_hook_malloc, 0 },
-	{ "free", (void *)md_hook_free, 0 },
-	{ "calloc", (void *)md_hook_calloc, 0 },
-	{ "realloc", (void *)md_hook_realloc, 0 },
-	{ "reallocarray", (void *)md_hook_reallocarray, 0 },
-	{ "memalign", (void *)md_hook_memalign, 0 },
-	{ "aligned_alloc", (void *)md_hook_aligned_alloc, 0 },
-	{ "posix_memalign", (void *)md_hook_posix_memalign, 0 },
-	{ "valloc", (void *)md_hook_valloc, 0 },
-	{ "pvalloc", (void *)md_hook_pvalloc, 0 },
-	{ "dlopen", (void *)inject_dlopen, 0 },
+	{ "malloc", (void *)md_hook_malloc, 0, 0 },
+	{ "free", (void *)md_hook_free, 0, 0 },
+	{ "calloc", (void *)md_hook_calloc, 0, 0 },
+	{ "realloc", (void *)md_hook_realloc, 0, 0 },
+	{ "reallocarray", (void *)md_hook_reallocarray, 0, 0 },
+	{ "memalign", (void *)md_hook_memalign, 0, 0 },
+	{ "aligned_alloc", (void *)md_hook_aligned_alloc, 0, 0 },
+	{ "posix_memalign", (void *)md_hook_posix_memalign, 0, 0 },
+	{ "valloc", (void *)md_hook_valloc, 0, 0 },
+	{ "pvalloc", (void *)md_hook_pvalloc, 0, 0 },
+	{ "dlopen", (void *)inject_dlopen, 0, 0 },
 };
 #define N_FUNCS (sizeof(g_funcs) / sizeof(g_funcs[0]))
 #define FUNC_DLOPEN (N_FUNCS - 1)
@@ -108,6 +116,8 @@ static uintptr_t g_self_base;
  */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slots;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
+/* And where the counts of md_batch_pending are. */
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
 static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
@@ -164,12 +174,12 @@ static void scan_relocs(uintptr_t base, const ElfW(Rela) * r, size_t n, const El
 			if (g_funcs[f].real == 0 || strcmp(name, g_funcs[f].name) != 0)
 				continue;
 			/*
-			 * Only a slot bound to the allocator's own function, or
-			 * to be: a module that brings or binds to another keeps
-			 * it.
+			 * Only a slot bound to the allocator's own function (or
+			 * to the executable's canonical PLT entry of it), or to
+			 * be: a module that brings or binds to another keeps it.
 			 */
 			v = __atomic_load_n(addr, __ATOMIC_RELAXED);
-			if (v == g_funcs[f].real)
+			if (v == g_funcs[f].real || v == g_funcs[f].canon)
 				add_slot(addr, f, v, lo, hi);
 			else if (type == R_X86_64_JUMP_SLOT && v >= g_mod_lo && v < g_mod_hi &&
 				 symtab[ELF64_R_SYM(r[i].r_info)].st_shndx == SHN_UNDEF)
@@ -317,20 +327,34 @@ static void *inject_dlopen(const char *file, int mode)
 /*
  * mdshim_inject_start sets the shim up in a process it was loaded into
  * with dlopen: batches with depth frames an allocation (no batches when
- * batch is 0), and the list of slots to route. It returns the slots
- * listed, or -errno.
+ * batch is 0), or sampling of one allocation every sample bytes on
+ * average (none when 0), and the list of slots to route. It returns the
+ * slots listed, or -errno.
  */
-__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth)
+__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
+								unsigned long sample)
 {
-	Dl_info self;
-	void *m;
+	Dl_info self, alloc;
+	void *m, *lib;
 
 	md_debug_on();
 	md_real_resolve();
 	if (md_real_usable_size == NULL)
 		return -ENOSYS;
+	if (batch && sample)
+		return -EINVAL;
+	if (batch && md_batch_pending == NULL) {
+		m = mmap(NULL, sizeof(uint32_t) << INJECT_PENDING_BITS, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -ENOMEM;
+		md_batch_pending = m;
+		mdshim_inject_pending = (uintptr_t)m;
+	}
 	if (batch && !md_batch_start(depth, md_real_usable_size))
 		return -EINVAL;
+	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
+		return -ENOMEM;
 	if (dladdr((void *)mdshim_inject_start, &self) == 0)
 		return -ENOENT;
 	g_self_base = (uintptr_t)self.dli_fbase;
@@ -344,8 +368,19 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 		}
 		g_slots = m;
 	}
-	for (size_t f = 0; f < N_FUNCS; f++)
-		g_funcs[f].real = (uintptr_t)md_real_dlsym(RTLD_DEFAULT, g_funcs[f].name);
+	/*
+	 * The allocator's functions are looked up in its own object: in the
+	 * global scope an executable's canonical PLT entry comes first.
+	 */
+	lib = dladdr((void *)md_real_malloc, &alloc) != 0 ? dlopen(alloc.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	for (size_t f = 0; f < N_FUNCS; f++) {
+		g_funcs[f].canon = (uintptr_t)md_real_dlsym(RTLD_DEFAULT, g_funcs[f].name);
+		g_funcs[f].real = lib != NULL ? (uintptr_t)md_real_dlsym(lib, g_funcs[f].name) : 0;
+		if (g_funcs[f].real == 0)
+			g_funcs[f].real = g_funcs[f].canon;
+	}
+	if (lib != NULL)
+		dlclose(lib);
 	dl_iterate_phdr(scan_module, NULL);
 	pthread_mutex_unlock(&g_lock);
 	return (long)g_nslots;

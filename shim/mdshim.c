@@ -366,7 +366,16 @@ static inline bool site_new(void *r, size_t size)
 {
 	if (md_sample_bytes == 0)
 		return true;
-	return r != NULL && md_sample_alloc(size) && md_sample_mark(r);
+	if (r == NULL || !md_sample_alloc(size))
+		return false;
+	/*
+	 * A shim mdtrace loaded into the running process, which samples
+	 * without batches, finds at a sampled allocation that mdtrace is
+	 * gone, and gives the program's calls back to the allocator.
+	 */
+	if (md_inject_routed && !md_site_probed((const void *)(uintptr_t)mdshim_site_alloc))
+		md_inject_abandon();
+	return md_sample_mark(r);
 }
 
 /* site_old reports whether the free of a block goes to the probe sites. */

@@ -48,7 +48,6 @@ void md_sample_init(void)
 	const char *s = getenv(ENV_SAMPLE_BYTES);
 	char *end;
 	unsigned long long n;
-	void *f;
 
 	if (s == NULL || s[0] == '\0')
 		return;
@@ -57,18 +56,26 @@ void md_sample_init(void)
 		md_log('E', ENV_SAMPLE_BYTES "=%s: not a sampling interval; every allocation is reported", s);
 		return;
 	}
-	f = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (f == MAP_FAILED) {
+	if (!md_sample_start(n))
 		md_log('E', "sampling: no memory for the filter; every allocation is reported");
-		return;
-	}
+}
+
+bool md_sample_start(uint64_t n)
+{
+	void *f;
+
+	if (n == 0 || n > (1ULL << 40))
+		return false;
+	f = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (f == MAP_FAILED)
+		return false;
 	g_filter = f;
 	md_sample_bytes = n;
 	/* The child of a fork never inherits a held shard lock. */
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	return true;
 }
 
-/* next_u64 is xorshift64*, seeded per thread. */
 static uint64_t next_u64(void)
 {
 	uint64_t x = t_rng;

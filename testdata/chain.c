@@ -2,7 +2,9 @@
 // twelve functions deep (main, then chain_1 to chain_12), and mallocs and
 // frees COUNT more blocks there: its backtraces reach main only through
 // every function of the chain. It prints the loop's nanoseconds a pair
-// ("pairs COUNT NS"), as testdata/pairs does, for make bench. The Makefile builds it as distributions
+// ("pairs COUNT NS CPU"), as testdata/pairs does, for make bench, and the
+// CPU nanoseconds a pair the process spent in the loop (the probes' time
+// included: they run in its context). The Makefile builds it as distributions
 // build code, -O2 without frame pointers, with gcc and with clang, and at
 // -O0 with frame pointers.
 //
@@ -11,10 +13,15 @@
 // probes, where a block freed at once takes both calls back in its
 // thread's batch (LAG 0). The bench measures both.
 //
+// With CHAIN_WAIT set in its environment, it says "ready" and waits for a
+// line on standard input before its loop, for a tracer to attach meanwhile
+// (the bench's -p rows).
+//
 //   chain COUNT [LAG]   (LAG up to 1024)
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static void *volatile sink;
 static int lag;
@@ -29,16 +36,21 @@ static void *ring[1024];
 		return p;                                                    \
 	}
 
-static double now_ns(void)
+static double clock_ns(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 __attribute__((noinline)) void *chain_12(int count)
 {
-	double t0 = now_ns();
+	double t0 = now_ns(), c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (lag == 0) {
 		for (int i = 0; i < count; i++) {
 			/* Through a volatile: -O2 removes a malloc freed at once. */
@@ -53,7 +65,8 @@ __attribute__((noinline)) void *chain_12(int count)
 		}
 	}
 	if (count > 0)
-		printf("pairs %d %.1f\n", count, (now_ns() - t0) / count);
+		printf("pairs %d %.1f %.1f\n", count, (now_ns() - t0) / count,
+		       (clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / count);
 	for (int i = 0; i < lag; i++)
 		free(ring[i]);
 	sink = malloc(4321);
@@ -80,6 +93,14 @@ int main(int argc, char **argv)
 	if (lag < 0 || lag > 1024) {
 		fprintf(stderr, "chain: LAG must be 0 to 1024\n");
 		return 2;
+	}
+	if (getenv("CHAIN_WAIT") != NULL) {
+		char c;
+
+		/* Without stdio, which would allocate its buffers before the attach. */
+		write(1, "ready\n", 6);
+		while (read(0, &c, 1) == 1 && c != '\n')
+			;
 	}
 	void *p = chain_1(argc > 1 ? atoi(argv[1]) : 0);
 	__asm__ volatile("" : : "r"(p) : "memory");

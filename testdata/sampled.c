@@ -1,12 +1,15 @@
 // sampled leaks known numbers of blocks of three sizes from three functions,
 // and mallocs and frees as many small blocks again: the workload of
 // mdtrace --sample-bytes, whose estimates must find the leaks' counts.
-// It uses no stdio, which would allocate.
+// It uses no stdio, which would allocate. With SAMPLED_WAIT set in its
+// environment it says "ready" and waits for a line on standard input
+// first, for mdtrace -p to attach meanwhile.
 //
 //   sampled   20000 blocks of 64 bytes from leak_small, 2000 of 4096 from
 //             leak_large, 2000 of 2048 from leak_grown, each grown by
 //             realloc from 16 and 256 bytes; 20000 of 64 bytes freed at once
 #include <stdlib.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
 
@@ -25,6 +28,13 @@ NOINLINE void leak_grown(void)
 
 int main(void)
 {
+	if (getenv("SAMPLED_WAIT") != NULL) {
+		char c;
+
+		write(1, "ready\n", 6);
+		while (read(0, &c, 1) == 1 && c != '\n')
+			;
+	}
 	for (int i = 0; i < 20000; i++) {
 		leak_small();
 		free(malloc(64));

@@ -365,3 +365,19 @@ func (p *Probes) batchAddrs(tgid int) ([]uint64, error) {
 	}
 	return addrs, it.Err()
 }
+
+// CountPending tells the probes where the shim loaded into process pid
+// (--inject) counts the allocations its batches hold (at, in the
+// process's memory; 0 forgets it): a batched free of a block the table
+// does not hold, with no allocation counted at its hash, is of a block
+// from before the attach, and is not kept aside.
+func (p *Probes) CountPending(pid int, at uint64) error {
+	if at == 0 {
+		err := p.objs.InjectPending.Delete(uint32(pid))
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		return err
+	}
+	return p.objs.InjectPending.Put(uint32(pid), at)
+}

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -51,7 +52,10 @@ type Injected struct {
 	Base uint64
 	// Listed is the count of GOT slots the shim found to route.
 	Listed int
-	path   string
+	// Pending is where the shim counts the allocations its batches
+	// hold (0 without batches).
+	Pending uint64
+	path    string
 }
 
 // savedRegs are a stopped thread's registers.
@@ -331,10 +335,11 @@ func seizeStopped(tid int) bool {
 
 // InjectLoad loads the shim at path (mdtrace's own copy) into process pid
 // and sets it up, with batches of depth frames an allocation when batch is
-// set. The path must name the same file in the process's root. On an
+// set, or sampling one allocation every sample bytes on average when
+// sample is not 0. The path must name the same file in the process's root. On an
 // error the process is left running as it was (a shim loaded stays
 // loaded, unrouted).
-func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) {
+func InjectLoad(pid int, path string, batch bool, depth int, sample uint64) (*Injected, error) {
 	want, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -396,7 +401,7 @@ func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) 
 		if batch {
 			b = 1
 		}
-		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth))
+		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample)
 		if err != nil {
 			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
 		}
@@ -404,6 +409,9 @@ func InjectLoad(pid int, path string, batch bool, depth int) (*Injected, error) 
 			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
 		}
 		in.Listed = int(n)
+		if batch {
+			in.Pending = in.readWord("mdshim_inject_pending")
+		}
 		return nil
 	})
 	if err != nil {
@@ -473,28 +481,102 @@ func (in *Injected) callFrozen(fz *Frozen, name string) (uint64, error) {
 	return 0, ErrInjectNoThread
 }
 
+// routeTries bounds the stops Route makes to find no thread inside a
+// probed call.
+const routeTries = 50
+
+// errCallInFlight is a stop in which a thread was inside a probed call.
+var errCallInFlight = errors.New("a thread is inside a probed call")
+
+// uprobesArea returns the bounds of process pid's "[uprobes]" mapping,
+// where the kernel points the return address of a call whose return is
+// probed; false if there is none.
+func uprobesArea(pid int) (lo, hi uint64, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasSuffix(line, "[uprobes]") {
+			continue
+		}
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil {
+			return lo, hi, true
+		}
+	}
+	return 0, 0, false
+}
+
+// inFlight reports whether the stopped thread whose stack pointer is sp
+// looks inside a call whose return is probed: a return address into the
+// [uprobes] area (lo to hi) in the 8 KB above sp, which hold the frames of
+// an allocator's call. A stale word there can look so too: the caller
+// tries again a few times, then goes on.
+func inFlight(pid int, sp, lo, hi uint64) bool {
+	for n := 8192; n >= 512; n /= 2 {
+		buf := make([]byte, n)
+		if !readMem(pid, sp, buf) {
+			continue
+		}
+		for i := 0; i+8 <= n; i += 8 {
+			if w := binary.LittleEndian.Uint64(buf[i:]); w >= lo && w < hi {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
 // Route points the process's calls at the shim's hooks, with every thread
 // stopped, and then, still in that stop, calls off (the allocator's
-// probes taken away). It returns the GOT slots routed and those left to
-// the allocator.
-func (in *Injected) Route(off func()) (routed, unrouted int, err error) {
-	_, err = Freeze(in.PID, func(fz *Frozen) error {
-		n, err := in.callFrozen(fz, "mdshim_inject_route")
-		if err != nil {
-			return err
+// probes taken away). A thread stopped inside a probed call of the
+// allocator would lose its return probe, and the call: the stop is made
+// again, up to routeTries times, until no thread is inside one. It returns
+// the GOT slots routed and those left to the allocator, and the threads
+// that still looked inside a probed call at the last stop.
+func (in *Injected) Route(off func()) (routed, unrouted, inside int, err error) {
+	for try := 1; ; try++ {
+		inside = 0
+		// Made at the first probe hit in the process.
+		lo, hi, probed := uprobesArea(in.PID)
+		_, err = Freeze(in.PID, func(fz *Frozen) error {
+			if probed {
+				for _, t := range fz.Threads {
+					if inFlight(in.PID, t.SP, lo, hi) {
+						inside++
+					}
+				}
+				if inside > 0 && try < routeTries {
+					return errCallInFlight
+				}
+			}
+			return in.route(fz, off, &routed)
+		})
+		if !errors.Is(err, errCallInFlight) {
+			break
 		}
-		if int64(n) < 0 {
-			return fmt.Errorf("the shim could not route the calls: %v", unix.Errno(-int64(n)))
-		}
-		routed = int(n)
-		off()
-		return nil
-	})
+		time.Sleep(time.Millisecond)
+	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	unrouted = int(in.readWord("mdshim_inject_unrouted"))
-	return routed, unrouted, nil
+	return routed, unrouted, inside, nil
+}
+
+// route makes a frozen thread route the calls, and calls off.
+func (in *Injected) route(fz *Frozen, off func(), routed *int) error {
+	n, err := in.callFrozen(fz, "mdshim_inject_route")
+	if err != nil {
+		return err
+	}
+	if int64(n) < 0 {
+		return fmt.Errorf("the shim could not route the calls: %v", unix.Errno(-int64(n)))
+	}
+	*routed = int(n)
+	off()
+	return nil
 }
 
 // Stop gives every routed call back to the allocator, with every thread

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,23 +177,53 @@ func TestInjectDetachRestores(t *testing.T) {
 	}
 }
 
-// TestInjectKilled: pairs_mt's four threads allocate under --inject, and
-// mdtrace is killed with SIGKILL in the middle: the program finishes every
-// pair and exits normally.
+// TestInjectKilled: pairs_mt's four threads allocate under --inject, with
+// batches and with --sample-bytes (no batches: the shim's sampled calls
+// find mdtrace gone), and mdtrace is killed with SIGKILL in the middle:
+// the shim gives the program's GOT slots of malloc and free back to the
+// allocator by itself, and the program finishes every pair and exits
+// normally.
 func TestInjectKilled(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	const pairs = "150000000"
-	target := start(t, prog("pairs_mt"), pairs, "4")
-	time.Sleep(20 * time.Millisecond)
-	m := start(t, mdtraceBin, "-p", fmt.Sprint(target.cmd.Process.Pid), "--inject", "-o", "backtrace", "--ready-file", dir+"/ready")
-	waitFile(t, dir+"/ready")
-	time.Sleep(300 * time.Millisecond)
-	m.cmd.Process.Kill()
-	<-m.done
-	line, _ := target.stdout.ReadString('\n')
-	if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
-		t.Errorf("pairs_mt exit status %d, output %q; want 0 and all %s pairs; its stderr:\n%s\nmdtrace's:\n%s", code, line, pairs, target.stderr.String(), m.stderr.String())
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"batched", nil},
+		{"sampled", []string{"--sample-bytes", "4096"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			const pairs = "150000000"
+			target := start(t, prog("pairs_mt"), pairs, "4")
+			time.Sleep(20 * time.Millisecond)
+			pid := target.cmd.Process.Pid
+			slots := gotSlots(t, pid, prog("pairs_mt"))
+			before := readSlots(t, pid, slots)
+			args := append([]string{"-p", fmt.Sprint(pid), "--inject", "-o", "backtrace", "--ready-file", dir + "/ready"}, mode.args...)
+			m := start(t, mdtraceBin, args...)
+			waitFile(t, dir+"/ready")
+			time.Sleep(300 * time.Millisecond)
+			lo, hi := mapRange(t, pid, shimBin())
+			for name, v := range readSlots(t, pid, slots) {
+				if v < lo || v >= hi {
+					t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
+				}
+			}
+			m.cmd.Process.Kill()
+			<-m.done
+			time.Sleep(100 * time.Millisecond)
+			after := readSlots(t, pid, slots)
+			for name := range before {
+				if after[name] != before[name] {
+					t.Errorf("after mdtrace was killed, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
+				}
+			}
+			line, _ := target.stdout.ReadString('\n')
+			if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
+				t.Errorf("pairs_mt exit status %d, output %q; want 0 and all %s pairs; its stderr:\n%s\nmdtrace's:\n%s", code, line, pairs, target.stderr.String(), m.stderr.String())
+			}
+		})
 	}
 }
 
@@ -208,5 +239,174 @@ func TestInjectRefused(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "--inject") {
 			t.Errorf("mdtrace %v: exit status %d, stderr:\n%s\nwant a refusal that names --inject", args, r.code, r.stderr)
 		}
+	}
+}
+
+// injectAndRun starts argv, waits for its "ready", attaches mdtrace -p
+// --inject with opts, lets the program go on, and once it has said done,
+// ends it and mdtrace; it returns the program's pid, mdtrace's stderr and
+// its log.
+func injectAndRun(t *testing.T, opts, done string, argv ...string) (pid, stderr, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	target := start(t, argv[0], argv[1:]...)
+	target.expectLine(t, "ready")
+	pid = fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "--inject", "-o", opts, "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, done)
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("%s exit status %d", argv[0], code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if !strings.Contains(m.stderr.String(), "the shim loaded with --inject takes malloc") {
+		t.Errorf("mdtrace did not inject; stderr:\n%s", m.stderr.String())
+	}
+	return pid, m.stderr.String(), readFile(t, dir+"/log")
+}
+
+// TestInjectPython: Debian's python3, attached with --inject before it
+// builds 20 bytearrays it keeps: each is reported leaked, with a backtrace
+// that the shim's batches walked from the hook up to Py_BytesMain, through
+// the interpreter built without frame pointers.
+func TestInjectPython(t *testing.T) {
+	needRoot(t)
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not installed", python)
+	}
+	// os._exit: the interpreter's finalization would free them.
+	script := `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+kept = [bytearray(1000 + i) for i in range(20)]
+print("py: done", flush=True)
+sys.stdin.read()
+os._exit(0)
+`
+	pid, _, log := injectAndRun(t, "backtrace=256 leak_track", "py: done", python, "-c", script)
+	msgs := logMessages(t, log, pid)
+	arrays, reached := 0, 0
+	for i, msg := range msgs {
+		at := strings.Index(msg, "leaked block of size ")
+		if at < 0 {
+			continue
+		}
+		var size int
+		fmt.Sscanf(msg[at+len("leaked block of size "):], "%d", &size)
+		// A bytearray of n bytes holds n+1.
+		if size < 1001 || size > 1020 {
+			continue
+		}
+		arrays++
+		for _, f := range msgs[i+2:] {
+			fm := deepFrameRe.FindStringSubmatch(f)
+			if fm == nil {
+				break
+			}
+			if fm[4] == "Py_BytesMain" {
+				reached++
+				break
+			}
+		}
+	}
+	if arrays != 20 || reached != 20 {
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, log)
+	}
+}
+
+// TestInjectCxxNew: cxxchain, C++ built -O2 without frame pointers,
+// attached with --inject: libstdc++'s operator new calls malloc through
+// libstdc++'s GOT, which the shim routes, so each of the ten Nodes leaked
+// has operator new as its first frame, in libstdc++, then the whole chain
+// of its callers to main and _start.
+func TestInjectCxxNew(t *testing.T) {
+	needRoot(t)
+	pid, _, log := injectAndRun(t, "backtrace=32 leak_track", "done", prog("cxxchain"), "hold")
+	msgs := logMessages(t, log, pid)
+	want := []string{"Tree::grow(int)", "Tree::build(int)", "build_forest()", "main", "_start"}
+	fns, files := programChain(t, msgs, 56, prog("cxxchain"))
+	if len(fns) != 10 {
+		t.Fatalf("%d leaked blocks of 56 bytes, want 10; log:\n%s", len(fns), log)
+	}
+	for i, fn := range fns {
+		for j := range fn {
+			fn[j], _, _ = strings.Cut(fn[j], " (.")
+		}
+		if !slices.Equal(fn, want) {
+			t.Errorf("block %d: frames in cxxchain %q, want %q", i, fn, want)
+		}
+		if first := files[i][0]; !strings.Contains(first, "/libstdc++.so") {
+			t.Errorf("block %d: first frame in %s, want operator new's file, libstdc++", i, first)
+		}
+	}
+	// The first frame's function, by name.
+	news := 0
+	for i, m := range msgs {
+		if !strings.Contains(m, "leaked block of size 56 ") || i+2 >= len(msgs) {
+			continue
+		}
+		if fm := deepFrameRe.FindStringSubmatch(msgs[i+2]); fm != nil && fm[4] == "operator new(unsigned long)" {
+			news++
+		}
+	}
+	if news != 10 {
+		t.Errorf("%d of the 10 blocks have operator new(unsigned long) as their first frame; log:\n%s", news, log)
+	}
+}
+
+// TestInjectFreesBefore: prefree frees 30000 blocks from before the
+// attach under --inject (more than the probes could keep aside for
+// batches still to come), while another thread holds blocks it allocated
+// since in its batch: every free is counted as a free of a block from
+// before, none is lost, and the blocks held are not reported leaked once
+// freed.
+func TestInjectFreesBefore(t *testing.T) {
+	needRoot(t)
+	const count = 30000
+	pid, stderr, log := injectAndRun(t, "backtrace leak_track", "done", prog("prefree"), fmt.Sprint(count))
+	if want := fmt.Sprintf("mdtrace: --inject: %d frees of blocks allocated before the attach (or before the probes went in)\n", count); !strings.Contains(stderr, want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line %q", stderr, want)
+	}
+	if strings.Contains(stderr, "could not be kept") || strings.Contains(log, "could not be kept") {
+		t.Errorf("frees lost; stderr:\n%s", stderr)
+	}
+	for _, m := range logMessages(t, log, pid) {
+		if strings.Contains(m, "leaked block") {
+			t.Errorf("a block reported leaked: %s", m)
+		}
+	}
+}
+
+// TestInjectUnderLoad: pairs_mt's four threads call malloc and free
+// without a pause while --inject routes them: the switch is made at a stop
+// where no thread is inside a probed call of the allocator (whose return
+// probe would be lost), and mdtrace says nothing was missed.
+func TestInjectUnderLoad(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("pairs_mt"), "1000000000", "4")
+	time.Sleep(50 * time.Millisecond)
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(target.cmd.Process.Pid), "--inject", "-o", "backtrace", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	time.Sleep(200 * time.Millisecond)
+	m.cmd.Process.Signal(syscall.SIGINT)
+	code := m.wait(t)
+	target.cmd.Process.Kill()
+	<-target.done
+	if code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	for _, bad := range []string{"inside a call", "missed", "lost", "could not"} {
+		if strings.Contains(m.stderr.String(), bad) {
+			t.Errorf("mdtrace stderr says %q:\n%s", bad, m.stderr.String())
+		}
+	}
+	if !strings.Contains(m.stderr.String(), "GOT slots of process") {
+		t.Errorf("mdtrace did not give the slots back; stderr:\n%s", m.stderr.String())
 	}
 }
