@@ -201,7 +201,10 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 		closeLinks(links)
 		return err
 	}
-	if hasMalloc && !strings.HasPrefix(filepath.Base(lib), "libc.so") && prog != p.objs.AllocSite {
+	// Not for --all and program mode (pid 0), which check no process's
+	// reachability: the program would run at the end of every system
+	// call on the host.
+	if hasMalloc && pid != 0 && !strings.HasPrefix(filepath.Base(lib), "libc.so") && prog != p.objs.AllocSite {
 		p.followMappings()
 	}
 	p.mu.Lock()
