@@ -37,6 +37,7 @@
 
 #include "batch.h"
 #include "debug.h"
+#include "hooks.h"
 #include "real.h"
 #include "sample.h"
 
@@ -47,17 +48,6 @@ void md_inject_abandon(void)
 {
 }
 #else
-
-extern void *md_hook_malloc(size_t) __attribute__((visibility("hidden")));
-extern void md_hook_free(void *) __attribute__((visibility("hidden")));
-extern void *md_hook_calloc(size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_realloc(void *, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_reallocarray(void *, size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_memalign(size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_aligned_alloc(size_t, size_t) __attribute__((visibility("hidden")));
-extern int md_hook_posix_memalign(void **, size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_valloc(size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_pvalloc(size_t) __attribute__((visibility("hidden")));
 
 static void *inject_dlopen(const char *file, int mode);
 

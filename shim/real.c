@@ -17,20 +17,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "hooks.h"
 #include "real.h"
 
-/* The shim's own entry points (mdshim.c), which the search passes over. */
-extern void *md_hook_malloc(size_t) __attribute__((visibility("hidden")));
-extern void md_hook_free(void *) __attribute__((visibility("hidden")));
-extern void *md_hook_calloc(size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_realloc(void *, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_reallocarray(void *, size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_memalign(size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_aligned_alloc(size_t, size_t) __attribute__((visibility("hidden")));
-extern int md_hook_posix_memalign(void **, size_t, size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_valloc(size_t) __attribute__((visibility("hidden")));
-extern void *md_hook_pvalloc(size_t) __attribute__((visibility("hidden")));
-extern size_t md_hook_malloc_usable_size(void *) __attribute__((visibility("hidden")));
 extern void *md_dlsym_entry(void *, const char *) __attribute__((visibility("hidden")));
 extern void *md_dlvsym_entry(void *, const char *, const char *) __attribute__((visibility("hidden")));
 extern void md_siglongjmp_entry(void *, int) __attribute__((visibility("hidden")));
