@@ -207,12 +207,20 @@ func (p *Probes) AllocatorMappings(pid int) ([][2]uint64, error) {
 	return slices.Clone(m.procs[pid]), nil
 }
 
+// followed returns the mappings followed, nil if they are not.
+func (p *Probes) followed() *allocatorMappings {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m := p.allocMaps; m != nil && m.err == nil {
+		return m
+	}
+	return nil
+}
+
 // forgetMappings drops what is known of process pid's mappings.
 func (p *Probes) forgetMappings(pid int) {
-	p.mu.Lock()
-	m := p.allocMaps
-	p.mu.Unlock()
-	if m == nil || m.err != nil {
+	m := p.followed()
+	if m == nil {
 		return
 	}
 	m.mu.Lock()
@@ -223,10 +231,8 @@ func (p *Probes) forgetMappings(pid int) {
 // stopMappings stops following the mappings: their probes go, the reader
 // stops.
 func (p *Probes) stopMappings() {
-	p.mu.Lock()
-	m := p.allocMaps
-	p.mu.Unlock()
-	if m == nil || m.err != nil {
+	m := p.followed()
+	if m == nil {
 		return
 	}
 	m.mu.Lock()
