@@ -100,8 +100,8 @@ func (a *auditor) seenWith(pid int, maps *stacks.Maps) {
 		p.exe = maps.Mappings[0].Name()
 	}
 	if a.depth > 0 {
-		if m, err := stacks.ReadMaps(pid); err == nil {
-			maps = m
+		if maps == nil {
+			maps, _ = stacks.ReadMaps(pid)
 		}
 		if maps != nil {
 			p.maps = maps
@@ -120,6 +120,18 @@ func (a *auditor) late(pid int) {
 	if p := a.procs[pid]; p != nil {
 		p.fresh = false
 	}
+}
+
+// current returns live process pid as it is now: seen now if no scan has
+// seen it yet, its maps read again otherwise.
+func (a *auditor) current(pid int) *auditProc {
+	p := a.procs[pid]
+	if p == nil {
+		a.seen(pid)
+		return a.procs[pid]
+	}
+	a.refresh(p)
+	return p
 }
 
 // refresh rereads the maps of a live process before its frames are named:
@@ -289,15 +301,7 @@ func (a *auditor) summary(w io.Writer) {
 		if ap.Exited || i >= listed {
 			continue
 		}
-		p := a.procs[ap.PID]
-		if p == nil {
-			// Not scanned yet: seen now.
-			a.seen(ap.PID)
-			p = a.procs[ap.PID]
-		} else {
-			a.refresh(p)
-		}
-		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes}, p)
+		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes}, a.current(ap.PID))
 	}
 	var err2 error
 	if a.flags.Format == "json" {
@@ -325,14 +329,7 @@ func (a *auditor) dumpAll() {
 		if totals[pid].Blocks == 0 || !processAlive(pid) {
 			continue
 		}
-		p := a.procs[pid]
-		if p == nil {
-			a.seen(pid)
-			p = a.procs[pid]
-		} else {
-			a.refresh(p)
-		}
-		if a.dump(pid, p, fmt.Sprintf("%s.%d.txt", a.dumpPrefix, pid)) {
+		if a.dump(pid, a.current(pid), fmt.Sprintf("%s.%d.txt", a.dumpPrefix, pid)) {
 			n++
 		}
 	}
