@@ -85,6 +85,16 @@ const (
 	RecordThreadDone = 6
 )
 
+// What the probes' events of a traced process's mappings say of their
+// range (struct mapping_event in bpf/mappings.h), read by mdtrace
+// (tracer/mappings.go): the allocator's own memory, for the reachability
+// check.
+const (
+	MappingAllocator = 1 // mapped by the allocator, for itself
+	MappingGone      = 2 // unmapped, or mapped again by anyone
+	MappingReset     = 3 // the process executed a program: none left
+)
+
 // The largest backtrace, Android's most: the probes' walk and stack map
 // value (bpf/stack.h), mdtrace's bound of the backtrace depth it sets
 // (tracer.MaxStackDepth), and the shim's bound of MDSHIM_BATCH's depth.

@@ -119,6 +119,18 @@ enum record_type {
 	RECORD_THREAD_DONE,
 };
 
+/*
+ * What the probes' events of a traced process's mappings say of their
+ * range (struct mapping_event in bpf/mappings.h), read by mdtrace
+ * (tracer/mappings.go): the allocator's own memory, for the reachability
+ * check.
+ */
+enum mapping_kind {
+	MAPPING_ALLOCATOR = 1, /* mapped by the allocator, for itself */
+	MAPPING_GONE,	       /* unmapped, or mapped again by anyone */
+	MAPPING_RESET,	       /* the process executed a program: none left */
+};
+
 /* ---- Limits and flags of the probes' maps ---- */
 
 /*

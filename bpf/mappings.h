@@ -25,13 +25,7 @@
 #define MAP_ANONYMOUS 0x20
 #define MAP_FIXED_NOREPLACE 0x100000
 
-/* What struct mapping_event says of [start, start + len). */
-enum mapping_kind {
-	MAPPING_ALLOCATOR = 1, /* mapped by the allocator, for itself */
-	MAPPING_GONE,	       /* unmapped, or mapped again by anyone */
-	MAPPING_RESET,	       /* the process executed a program: none left */
-};
-
+/* An event of [start, start + len): kind is an enum mapping_kind (abi/). */
 struct mapping_event {
 	u32 tgid;
 	u32 kind;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -101,7 +102,7 @@ func (m *allocatorMappings) run() {
 // apply takes one event into its process's ranges; m.mu is held.
 func (m *allocatorMappings) apply(e *bpf.MdtraceMappingEvent) {
 	pid := int(e.Tgid)
-	if e.Kind == mappingReset {
+	if e.Kind == abi.MappingReset {
 		delete(m.procs, pid)
 		return
 	}
@@ -111,7 +112,7 @@ func (m *allocatorMappings) apply(e *bpf.MdtraceMappingEvent) {
 		return
 	}
 	rs := subtractRange(m.procs[pid], start, end)
-	if e.Kind == mappingAllocator {
+	if e.Kind == abi.MappingAllocator {
 		rs = addRange(rs, start, end)
 	}
 	if len(rs) == 0 {
@@ -121,11 +122,7 @@ func (m *allocatorMappings) apply(e *bpf.MdtraceMappingEvent) {
 	}
 }
 
-const (
-	mappingAllocator = 1 // MAPPING_ALLOCATOR
-	mappingReset     = 3 // MAPPING_RESET
-	pageSize         = 4096
-)
+const pageSize = 4096
 
 // subtractRange takes [start, end) out of the sorted, disjoint ranges rs.
 func subtractRange(rs [][2]uint64, start, end uint64) [][2]uint64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/bpf"
 )
 
@@ -18,25 +19,25 @@ func TestAllocatorMappingsApply(t *testing.T) {
 		m.apply(&bpf.MdtraceMappingEvent{Tgid: 7, Kind: kind, Start: start, Len: len})
 	}
 	show := func() string { return fmt.Sprintf("%x", m.procs[7]) }
-	ev(mappingAllocator, 0x200000, 0x100000)
-	ev(mappingAllocator, 0x400000, 0x1000)
-	ev(mappingAllocator, 0x300000, 0x100000) // joins both
+	ev(abi.MappingAllocator, 0x200000, 0x100000)
+	ev(abi.MappingAllocator, 0x400000, 0x1000)
+	ev(abi.MappingAllocator, 0x300000, 0x100000) // joins both
 	if got, want := show(), "[[200000 401000]]"; got != want {
 		t.Fatalf("after three maps %s, want %s", got, want)
 	}
-	ev(2, 0x280000, 0x10) // an unmap of part of a page: the page goes
+	ev(abi.MappingGone, 0x280000, 0x10) // an unmap of part of a page: the page goes
 	if got, want := show(), "[[200000 280000] [281000 401000]]"; got != want {
 		t.Fatalf("after an unmap %s, want %s", got, want)
 	}
-	ev(2, 0x100000, 0x181000) // the whole first range and more
+	ev(abi.MappingGone, 0x100000, 0x181000) // the whole first range and more
 	if got, want := show(), "[[281000 401000]]"; got != want {
 		t.Fatalf("after a larger unmap %s, want %s", got, want)
 	}
-	ev(mappingAllocator, 0x300000, 0x1000) // mapped again (mremap's new place)
+	ev(abi.MappingAllocator, 0x300000, 0x1000) // mapped again (mremap's new place)
 	if got, want := show(), "[[281000 401000]]"; got != want {
 		t.Fatalf("after a map inside %s, want %s", got, want)
 	}
-	ev(mappingReset, 0, 0)
+	ev(abi.MappingReset, 0, 0)
 	if _, ok := m.procs[7]; ok {
 		t.Fatalf("after an exec %s, want none", show())
 	}
