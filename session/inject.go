@@ -4,8 +4,6 @@ package session
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -14,7 +12,7 @@ import (
 // injectLoad loads the shim into the attached process p (--inject), whose
 // allocator is in lib.
 func (s *session) injectLoad(p *proc, lib stacks.File) (*tracer.Injected, error) {
-	if !strings.HasPrefix(filepath.Base(lib.Name), "libc.so") {
+	if !stacks.IsLibc(lib.Name) {
 		return nil, fmt.Errorf("--inject routes calls of glibc's allocator; process %d's is %s (without --inject, -p probes it)", p.pid, lib.Name)
 	}
 	shim, err := shimPath(s.flags)

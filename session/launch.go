@@ -16,6 +16,7 @@ import (
 	"github.com/mdtrace/mdtrace/ctl"
 	"github.com/mdtrace/mdtrace/options"
 	"github.com/mdtrace/mdtrace/output"
+	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
@@ -162,7 +163,7 @@ func preloadable(command string) (ok bool, note string) {
 		return false, ""
 	case err != nil:
 		return true, ""
-	case !strings.HasPrefix(filepath.Base(lib.Name), "libc.so"):
+	case !stacks.IsLibc(lib.Name):
 		return false, fmt.Sprintf("%s has its own malloc in %s: the shim is not preloaded", command, lib)
 	}
 	return true, ""

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/mdtrace/mdtrace/abi"
@@ -192,7 +191,7 @@ func (sc *unreachScan) pauseLine(pid int) string {
 func allocMapsNote(p *proc, err error) string {
 	glibc := len(p.libs) > 0
 	for _, f := range p.libs {
-		glibc = glibc && strings.HasPrefix(filepath.Base(f.Name), "libc.so")
+		glibc = glibc && stacks.IsLibc(f.Name)
 	}
 	switch {
 	case err != nil && !glibc:

@@ -169,3 +169,11 @@ func SameFile(a, b File) bool {
 	same, err := sameFile(a.Path, b.Path)
 	return err == nil && same
 }
+
+// IsLibc reports whether the file at path (a mapping's, or a file's name
+// as the loader gives it) is glibc's C library, libc.so.6 or a copy of it
+// (a container's): the allocator the shim preloads over, whose chunks and
+// arenas mdtrace knows.
+func IsLibc(path string) bool {
+	return strings.HasPrefix(path[strings.LastIndexByte(path, '/')+1:], "libc.so")
+}

@@ -61,3 +61,18 @@ func TestResolveFileSelf(t *testing.T) {
 		t.Errorf("ResolveFile(self, /etc/passwd) = %+v, %v", f, err)
 	}
 }
+
+func TestIsLibc(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/usr/lib/x86_64-linux-gnu/libc.so.6":          true,
+		"/proc/42/root/lib/x86_64-linux-gnu/libc.so.6": true,
+		"libc.so.6": true,
+		"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2":  false,
+		"/usr/lib/x86_64-linux-gnu/libc++.so.1":       false,
+		"/opt/libc.so.6/lib/libtcmalloc_minimal.so.4": false,
+	} {
+		if got := IsLibc(path); got != want {
+			t.Errorf("IsLibc(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -167,7 +166,7 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 		}
 		// glibc's chunk header gives a block's usable size, over which
 		// record_allocs' PRESENT_BYTES is read before a free or realloc.
-		if prog == p.objs.AllocEntry && strings.HasPrefix(filepath.Base(lib), "libc.so") &&
+		if prog == p.objs.AllocEntry && stacks.IsLibc(lib) &&
 			(call == abi.CallFree || call == abi.CallRealloc || call == abi.CallReallocarray) {
 			ep.call |= abi.CallGlibcChunks
 		}
@@ -204,7 +203,7 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 	// Not for --all and program mode (pid 0), which check no process's
 	// reachability: the program would run at the end of every system
 	// call on the host.
-	if hasMalloc && pid != 0 && !strings.HasPrefix(filepath.Base(lib), "libc.so") && prog != p.objs.AllocSite {
+	if hasMalloc && pid != 0 && !stacks.IsLibc(lib) && prog != p.objs.AllocSite {
 		p.followMappings()
 	}
 	p.mu.Lock()

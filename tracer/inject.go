@@ -217,7 +217,7 @@ func filesOf(pid int) (*processFiles, error) {
 		m := &maps.Mappings[i]
 		base := filepath.Base(m.Path)
 		switch {
-		case strings.HasPrefix(base, "libc.so"):
+		case stacks.IsLibc(base):
 			pf.libc = append(pf.libc, *m)
 			if m.Offset == 0 && pf.libcFile.Path == "" {
 				pf.libcFile = stacks.MappedFile(pid, m)
