@@ -140,16 +140,7 @@ func Classify(maps []stacks.Mapping, sps []uint64, blocks []Block, p Known) *Lay
 			// of it, as a global.
 			fallthrough
 		case kinds[i] == kindGlobals && !stackOf[i]:
-			at := maps[i].Start
-			for _, h := range heapPages[i] {
-				if h.Start > at {
-					l.Globals = append(l.Globals, Range{at, h.Start})
-				}
-				at = h.End
-			}
-			if at < maps[i].End {
-				l.Globals = append(l.Globals, Range{at, maps[i].End})
-			}
+			l.Globals = append(l.Globals, subtract([]Range{{maps[i].Start, maps[i].End}}, heapPages[i])...)
 		}
 	}
 	if len(p.Allocator) > 0 {
