@@ -53,7 +53,12 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("finding the system's libc: %w", err)
 	}
-	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth, SampleBytes: flags.SampleBytes})
+	// Sampling is decided where a call reaches the probes one at a time:
+	// the batches of a shim preloaded by another mdtrace would bring every
+	// block of theirs, which the estimates would weigh as samples, so
+	// their site stays unprobed while sampling.
+	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0})
 	if err != nil {
 		return 1, err
 	}

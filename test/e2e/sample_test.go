@@ -209,7 +209,7 @@ func checkSampledCount(t *testing.T, log string, interval uint64) {
 }
 
 // TestSampleBytesProbes: --sample-bytes with the probes on the allocator
-// (-p without --inject, --no-preload) samples in the probes by the shim's
+// (-p without --inject, --no-preload, --program) samples in the probes by the shim's
 // law: the exit heap dump and the leak report's estimate line find
 // testdata/sampled's leaks within five standard deviations, its 4096-byte
 // blocks exactly; the probes say how many of its 48000 allocations they
@@ -217,7 +217,7 @@ func checkSampledCount(t *testing.T, log string, interval uint64) {
 func TestSampleBytesProbes(t *testing.T) {
 	needRoot(t)
 	const interval = 4096
-	for _, mode := range []string{"-p", "--no-preload"} {
+	for _, mode := range []string{"-p", "--no-preload", "--program"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := []string{"--sample-bytes", fmt.Sprint(interval), "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix=" + dir + "/h", "--log", dir + "/log"}
@@ -232,6 +232,20 @@ func TestSampleBytesProbes(t *testing.T) {
 				if code := target.wait(t); code != 0 {
 					t.Errorf("sampled exit status %d", code)
 				}
+				if code := m.wait(t); code != 0 {
+					t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+				}
+				stderr = m.stderr.String()
+			} else if mode == "--program" {
+				// Traced from its first instruction, as it executes.
+				m := start(t, mdtraceBin, append([]string{"--program", "sampled", "--ready-file", dir + "/ready"}, opts...)...)
+				waitFile(t, dir+"/ready")
+				target := start(t, prog("sampled"))
+				if code := target.wait(t); code != 0 {
+					t.Errorf("sampled exit status %d", code)
+				}
+				waitLogLine(t, dir+"/log", fmt.Sprintf("Dumping to file: %s/h.%d.exit.txt", dir, target.cmd.Process.Pid))
+				m.cmd.Process.Signal(syscall.SIGINT)
 				if code := m.wait(t); code != 0 {
 					t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 				}
