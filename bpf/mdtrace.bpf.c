@@ -118,8 +118,12 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 	 * Not sampled: nothing to add. A realloc that failed still puts
 	 * back its old block, which its entry took out of the table.
 	 */
-	if (ts->unsampled && !(ret == 0 && ts->old_valid))
+	if (ts->unsampled && !(ret == 0 && ts->old_valid)) {
+		/* A sampled block a realloc moved: for --stats' records, its free. */
+		if (record && ts->old_valid)
+			emit_present(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns, ts->present);
 		return 0;
+	}
 
 	switch (call) {
 	case CALL_FREE:

@@ -354,3 +354,27 @@ func TestAllAuditSampled(t *testing.T) {
 		t.Errorf("largest site %+v, want leak_large's 2000 blocks, 8192000 bytes", top)
 	}
 }
+
+// TestSampleBytesProbesStats: --stats with the probes sampling takes only
+// the sampled calls, and says so: a sampled block that a realloc not
+// sampled moved is freed in the figures, and no free is of a block no
+// call allocated.
+func TestSampleBytesProbesStats(t *testing.T) {
+	needRoot(t)
+	r := runMdtrace(t, "--no-preload", "--sample-bytes", "4096", "--stats", "-o", "backtrace", "--", prog("sampled"))
+	if r.code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "\nNote: --sample-bytes: only the sampled allocations count\n") {
+		t.Errorf("no note of the sampling:\n%s", r.stderr)
+	}
+	for _, bad := range []string{"whose free was not seen", "frees of a pointer no call seen allocated"} {
+		if strings.Contains(r.stderr, bad) {
+			t.Errorf("%q in the statistics:\n%s", bad, r.stderr)
+		}
+	}
+	// Every one of the 2000 blocks of 4096 bytes is sampled, and live at the end.
+	if !regexp.MustCompile(`\n2000 allocations \([0-9.]+%\), 8192000 bytes, 0 temporary, peak 8192000 bytes:\n`).MatchString(r.stderr) {
+		t.Errorf("no site of the 2000 blocks of 4096 bytes:\n%s", r.stderr)
+	}
+}
