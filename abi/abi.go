@@ -70,7 +70,9 @@ const (
 	CounterMappingsLost    = 22 // the allocator's own mappings not learnt, or not let go: a full ring buffer
 	CounterUnwindDeferred  = 23 // walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss)
 	CounterUnwindDeferLost = 24 // walks that could have been handed to mdtrace, past the bound or without room
-	CounterMax             = 25
+	CounterUnsampled       = 25 // allocations the probes' sampling passed over (not a loss)
+	CounterUnsampledFrees  = 26 // frees of blocks not in the table while the probes sample: not sampled, or from before
+	CounterMax             = 27
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:

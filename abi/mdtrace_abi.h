@@ -102,6 +102,8 @@ enum counter {
 	COUNTER_MAPPINGS_LOST,	   /* the allocator's own mappings not learnt, or not let go: a full ring buffer */
 	COUNTER_UNWIND_DEFERRED,   /* walks stopped at a library not in the list yet, handed to mdtrace to finish (not a loss) */
 	COUNTER_UNWIND_DEFER_LOST, /* walks that could have been handed to mdtrace, past the bound or without room */
+	COUNTER_UNSAMPLED,	   /* allocations the probes' sampling passed over (not a loss) */
+	COUNTER_UNSAMPLED_FREES,   /* frees of blocks not in the table while the probes sample: not sampled, or from before */
 	COUNTER_MAX,
 };
 

@@ -11,6 +11,7 @@
 #include "table.h"
 #include "stack.h"
 #include "free.h"
+#include "sample.h"
 
 /* Adds a live allocation; false if the table had no room (counted). */
 static __always_inline bool insert_keyed(const struct alloc_key *key, const struct alloc_info *info)
@@ -142,6 +143,45 @@ static __always_inline int runtime_new(struct pt_regs *ctx, u64 cookie)
 	return 0;
 }
 
+/* a times b, or ~0 (more than any block) when the product overflows. */
+static __always_inline u64 size_product(u64 a, u64 b)
+{
+	u64 n = a * b;
+
+	/* The barrier keeps clang from turning the check into a 128-bit multiply. */
+	barrier_var(n);
+	if (b != 0 && n / b != a)
+		return ~0ULL;
+	return n;
+}
+
+/*
+ * The size an allocator call at its entry asks for, by its arguments as
+ * alloc_return reads them; 0 for a call that allocates nothing.
+ */
+static __always_inline u64 call_size(u32 call, u64 a0, u64 a1, u64 a2)
+{
+	switch (call) {
+	case CALL_MALLOC:
+	case CALL_NEW_ALIGNED:
+	case CALL_VALLOC:
+		return live_size(a0);
+	case CALL_CALLOC:
+		return live_size(size_product(a0, a1));
+	case CALL_REALLOC:
+		return live_size(a1);
+	case CALL_REALLOCARRAY:
+		return live_size(size_product(a1, a2));
+	case CALL_MEMALIGN:
+		return live_size(a1);
+	case CALL_POSIX_MEMALIGN:
+		return live_size(a2);
+	case CALL_PVALLOC:
+		return a0 > ~0ULL - page_size ? ~0ULL : live_size((a0 + page_size - 1) & ~(page_size - 1));
+	}
+	return 0;
+}
+
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
 {
 	struct thread_state *ts = thread_state();
@@ -165,6 +205,14 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 	ts->args[2] = a2;
 	ts->entry_sp = sp;
 	ts->old_valid = 0;
+	/*
+	 * Sampling is decided here, where the size is known: a call not
+	 * sampled stays in flight (the calls inside it are still its own),
+	 * and its return probe only ends it.
+	 */
+	ts->unsampled = 0;
+	if (sample_bytes && call != CALL_FREE && call != CALL_DELETE && !sample_alloc(ts, call_size(call, a0, a1, a2)))
+		ts->unsampled = 1;
 	/* Reading the clock costs 60 ns on a VM (kvm-clock); only records need it. */
 	if (record)
 		ts->start_ns = bpf_ktime_get_ns();

@@ -174,6 +174,13 @@ struct thread_state {
 	u32 old_gone;
 	u64 old_epoch;
 	u64 present;	     /* record_allocs: the old block's PRESENT_BYTES plus one; 0: none */
+	/*
+	 * Sampling (sample.h): the bytes the thread may still allocate before
+	 * its next sample (0 or less: none drawn yet), and that the call in
+	 * flight was not sampled, so that its return probe only ends it.
+	 */
+	s64 sample_left;
+	u32 unsampled;
 };
 
 struct {

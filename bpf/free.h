@@ -10,6 +10,7 @@
 #include "common.h"
 #include "table.h"
 #include "stack.h"
+#include "sample.h"
 
 /* verify_pointers: recently freed blocks, with the backtrace of their free. */
 struct {
@@ -132,7 +133,8 @@ static __always_inline bool thread_cache_free(struct pt_regs *ctx)
  * hold is reported (verify_pointers); the shim's probe sites never check,
  * as the shim checks pointers itself. Returns true for a free that is
  * glibc's at a thread's end (thread_cache_free), not the program's: it is
- * not recorded either.
+ * not recorded either; and, while the probes sample, with records (--stats)
+ * for a free of a block the table does not hold, which no record brought.
  */
 static __always_inline bool remove_alloc(struct pt_regs *ctx, u64 ptr, struct thread_state *ts, u32 fn,
 					 bool check)
@@ -157,6 +159,15 @@ static __always_inline bool remove_alloc(struct pt_regs *ctx, u64 ptr, struct th
 	}
 	if (check && fn == FN_FREE && thread_cache_free(ctx))
 		return true;
+	if (sample_bytes) {
+		/*
+		 * Most blocks are not sampled: a block the table does not
+		 * hold is no unknown pointer (verify_pointers is refused with
+		 * sampling), and is counted apart.
+		 */
+		count(COUNTER_UNSAMPLED_FREES);
+		return record != 0;
+	}
 	count(COUNTER_UNKNOWN_FREES);
 	if (verify && check)
 		pointer_error(ctx, &key, fn);

@@ -16,6 +16,7 @@
 #include "common.h"	/* limits, knobs, counters, a block's key, processes, threads */
 #include "table.h"	/* the live table */
 #include "stack.h"	/* backtraces */
+#include "sample.h"	/* sampling in the probes */
 #include "record.h"	/* record_allocs */
 #include "free.h"	/* the free path, verify_pointers' errors */
 #include "alloc.h"	/* the allocation path, the calls in flight */
@@ -113,6 +114,16 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 		return 0;
 	call = ts->call;
 	ts->call = CALL_NONE;
+	/*
+	 * Not sampled: nothing to add. A realloc that failed still puts
+	 * back its old block, which its entry took out of the table.
+	 */
+	if (ts->unsampled && !(ret == 0 && ts->old_valid)) {
+		/* A sampled block a realloc moved: for --stats' records, its free. */
+		if (record && ts->old_valid)
+			emit_present(RECORD_FREE, ts->args[0], 0, 0, ts->start_ns, ts->present);
+		return 0;
+	}
 
 	switch (call) {
 	case CALL_FREE:
@@ -189,8 +200,12 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
 			return 0;
 		}
 		end = recording() ? bpf_ktime_get_ns() : 0;
-		emit_stack(RECORD_REALLOC, ptr, size, ts->args[0], ts->start_ns, ts->present,
-			   add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts), end);
+		/*
+		 * Sampled from a block that was not: for --stats' records it
+		 * is a new block, as the free of the old one had no record.
+		 */
+		emit_stack(RECORD_REALLOC, ptr, size, sample_bytes && !ts->old_valid ? 0 : ts->args[0], ts->start_ns,
+			   ts->present, add_alloc(ctx, ptr, size, ts->from_new ? AT_NEW : AT_RETURN, ts), end);
 		return 0;
 	default:
 		return 0;
@@ -281,7 +296,7 @@ int alloc_site(struct pt_regs *ctx)
 				ts->old_gone = 0;
 			}
 		}
-		if (ptr) {
+		if (ptr && site_sampled(size)) {
 			end = recording() ? bpf_ktime_get_ns() : 0;
 			emit_stack(RECORD_REALLOC, ptr, size, a0, start, a0 ? present : 0, add_alloc(ctx, ptr, size, AT_SITE, 0), end);
 		}
@@ -293,6 +308,8 @@ int alloc_site(struct pt_regs *ctx)
 		emit(type, ptr, rsize, rarg, start);
 		return 0;
 	}
+	if (!site_sampled(size))
+		return 0;
 	/* The record carries the new block's backtrace, and the call's end before the walk. */
 	end = recording() ? bpf_ktime_get_ns() : 0;
 	emit_stack(type, ptr, rsize, rarg, start, 0, add_alloc(ctx, ptr, size, AT_SITE, 0), end);

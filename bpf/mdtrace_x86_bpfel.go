@@ -141,22 +141,25 @@ type MdtraceStack struct {
 }
 
 type MdtraceThreadState struct {
-	_        structs.HostLayout
-	Args     [3]uint64
-	StartNs  uint64
-	EntrySp  uint64
-	Old      MdtraceAllocInfo
-	NewSp    uint64
-	NewRet   uint64
-	NewFp    uint64
-	FromNew  uint32
-	Call     uint32
-	OldValid uint32
-	Ending   uint32
-	OldGone  uint32
-	_        [4]byte
-	OldEpoch uint64
-	Present  uint64
+	_          structs.HostLayout
+	Args       [3]uint64
+	StartNs    uint64
+	EntrySp    uint64
+	Old        MdtraceAllocInfo
+	NewSp      uint64
+	NewRet     uint64
+	NewFp      uint64
+	FromNew    uint32
+	Call       uint32
+	OldValid   uint32
+	Ending     uint32
+	OldGone    uint32
+	_          [4]byte
+	OldEpoch   uint64
+	Present    uint64
+	SampleLeft int64
+	Unsampled  uint32
+	_          [4]byte
 }
 
 type MdtraceUnwindEntry struct {
@@ -284,6 +287,7 @@ const (
 	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
 	MdtraceVarLastEpoch          = "last_epoch"
+	MdtraceVarNegLn              = "neg_ln"
 	MdtraceVarOnlyTraced         = "only_traced"
 	MdtraceVarOrphanEpoch        = "orphan_epoch"
 	MdtraceVarPageSize           = "page_size"
@@ -293,6 +297,7 @@ const (
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
 	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
+	MdtraceVarSampleBytes        = "sample_bytes"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
 	MdtraceVarTierBuckets        = "tier_buckets"
@@ -422,6 +427,7 @@ type MdtraceVariableSpecs struct {
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
 	LastEpoch          *ebpf.VariableSpec `ebpf:"last_epoch"`
+	NegLn              *ebpf.VariableSpec `ebpf:"neg_ln"`
 	OnlyTraced         *ebpf.VariableSpec `ebpf:"only_traced"`
 	OrphanEpoch        *ebpf.VariableSpec `ebpf:"orphan_epoch"`
 	PageSize           *ebpf.VariableSpec `ebpf:"page_size"`
@@ -431,6 +437,7 @@ type MdtraceVariableSpecs struct {
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
+	SampleBytes        *ebpf.VariableSpec `ebpf:"sample_bytes"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
 	TierBuckets        *ebpf.VariableSpec `ebpf:"tier_buckets"`
@@ -560,6 +567,7 @@ type MdtraceVariables struct {
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`
 	LastEpoch          *ebpf.Variable `ebpf:"last_epoch"`
+	NegLn              *ebpf.Variable `ebpf:"neg_ln"`
 	OnlyTraced         *ebpf.Variable `ebpf:"only_traced"`
 	OrphanEpoch        *ebpf.Variable `ebpf:"orphan_epoch"`
 	PageSize           *ebpf.Variable `ebpf:"page_size"`
@@ -569,6 +577,7 @@ type MdtraceVariables struct {
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`
+	SampleBytes        *ebpf.Variable `ebpf:"sample_bytes"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
 	TierBuckets        *ebpf.Variable `ebpf:"tier_buckets"`

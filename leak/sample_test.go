@@ -17,7 +17,9 @@ func TestWeight(t *testing.T) {
 		size uint64
 		want float64
 	}{
-		{4096, 1 / (1 - math.Exp(-1))},
+		// At the interval and past it, always sampled, as heapprofd does.
+		{4096, 1},
+		{4095, 1 / (1 - math.Exp(-4095.0/4096))},
 		{64, 1 / (1 - math.Exp(-64.0/4096))},
 		{1 << 30, 1},
 		{0, 1},
@@ -40,14 +42,15 @@ func TestSampledCounts(t *testing.T) {
 		s.Allocs = append(s.Allocs, Alloc{Ptr: uint64(0x9000 + 0x2000*i), Size: 4096, StackID: 2})
 	}
 	small := math.Round(10 / (1 - math.Exp(-64.0/4096)))
-	large := math.Round(3 / (1 - math.Exp(-1)))
+	// Blocks of the interval or more are always sampled: exact.
+	large := 3.0
 	recs := s.UniqueList(false)
 	if len(recs) != 2 || recs[0].Size != 4096 || recs[0].Num != uint64(large) || recs[1].Size != 64 || recs[1].Num != uint64(small) {
 		t.Errorf("records %+v, want 4096 x %v and 64 x %v", recs, large, small)
 	}
 	sites, total := s.Sites()
 	wantSmall := Site{StackID: 1, Frames: []uint64{0x10}, Bytes: uint64(math.Round(640 / (1 - math.Exp(-64.0/4096)))), Blocks: uint64(small)}
-	// The 64-byte site has more estimated bytes (41281 against 19439).
+	// The 64-byte site has more estimated bytes (41281 against 12288).
 	if len(sites) != 2 || sites[0].Bytes != wantSmall.Bytes || sites[0].Blocks != wantSmall.Blocks || sites[1].Blocks != uint64(large) {
 		t.Errorf("sites %+v, want the 64-byte site %+v", sites, wantSmall)
 	}
@@ -77,7 +80,8 @@ func TestSampledLeakInfo(t *testing.T) {
 }
 
 // TestSampledEstimateUnbiased: a known population sampled by the shim's
-// law, each block of s bytes kept with probability 1 - exp(-s/N): the
+// law, each block of s bytes kept with probability 1 - exp(-s/N), or 1
+// from N bytes on: the
 // weighted records of its sample find the population's blocks and bytes
 // within five standard deviations. The draws are seeded: the outcome is
 // fixed.
@@ -90,6 +94,9 @@ func TestSampledEstimateUnbiased(t *testing.T) {
 		for j := range 20000 {
 			sz := float64(size)
 			p := -math.Expm1(-sz / interval)
+			if size >= interval {
+				p = 1
+			}
 			blocks++
 			bytes += sz
 			varBlocks += (1 - p) / p
@@ -113,5 +120,26 @@ func TestSampledEstimateUnbiased(t *testing.T) {
 	// A site per size here: the sites round their blocks as the records do.
 	if _, total := s.Sites(); total.Blocks != est {
 		t.Errorf("sites' total %d blocks, records' %d", total.Blocks, est)
+	}
+}
+
+// TestSampleWeight: not sampled, every block stands for itself; sampled,
+// a block below the interval for the inverse of its chance, one of the
+// interval or more for itself.
+func TestSampleWeight(t *testing.T) {
+	for _, tc := range []struct {
+		size, interval uint64
+		want           float64
+	}{
+		{100, 0, 1},
+		{0, 4096, 1},
+		{1, 4096, 1 / -math.Expm1(-1.0/4096)},
+		{4095, 4096, 1 / -math.Expm1(-4095.0/4096)},
+		{4096, 4096, 1},
+		{1 << 40, 4096, 1},
+	} {
+		if w := SampleWeight(tc.size, tc.interval); math.Abs(w-tc.want) > 1e-12*tc.want {
+			t.Errorf("SampleWeight(%d, %d) = %v, want %v", tc.size, tc.interval, w, tc.want)
+		}
 	}
 }

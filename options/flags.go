@@ -22,6 +22,12 @@ const DefaultOptions = "backtrace leak_track"
 // defaultTopInterval is the period of --top's view without --interval.
 const defaultTopInterval = 5 * time.Second
 
+// DefaultAuditSampleBytes is --all's sampling interval without
+// --sample-bytes: heapprofd's default, 4096 bytes. An audit probes every
+// process on the host, and a block not sampled costs its probe hits but no
+// backtrace and no room in the table; --sample-bytes 0 counts every one.
+const DefaultAuditSampleBytes = 4096
+
 // EnvVar is the environment variable Android reads its options from.
 const EnvVar = abi.EnvOptions
 
@@ -86,8 +92,12 @@ type Flags struct {
 	// Interval is the period of --all's summaries, and of heap dumps of
 	// the traced processes otherwise; 0 for none.
 	Interval time.Duration
-	// SampleBytes, when positive, samples allocations in the shim, one
-	// every SampleBytes bytes on average (Poisson sampling by bytes).
+	// SampleBytes, when positive, samples allocations, one every
+	// SampleBytes bytes on average (Poisson sampling by bytes, as
+	// heapprofd's): in the shim when it is preloaded into a launched
+	// command or loaded with --inject, in the probes on the allocator
+	// otherwise. --all samples by default (DefaultAuditSampleBytes);
+	// 0 is every allocation.
 	SampleBytes uint64
 	// Top, when positive, makes each --interval show the top Top
 	// allocation sites of each traced process instead of writing dumps.
@@ -233,7 +243,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.DurationVar(&f.Duration, "duration", 0, "with --all, end the audit after `DURATION` (e.g. 1m) with its summary")
 	fs.StringVar(&f.Format, "format", "text", "with --all, the summaries' `FORM`: text, or json (one object a summary, a line each)")
 	fs.DurationVar(&f.Interval, "interval", 0, "every `DURATION` (e.g. 10s), print --all's summary, or write a heap dump of each traced process (with the backtrace option)")
-	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, "sample allocations, one every `N` bytes allocated on average, decided in the shim so that the others cost no probe; block counts and byte totals in the reports become unbiased estimates, sizes stay exact (launched commands, and -p PID --inject)")
+	fs.Uint64Var(&f.SampleBytes, "sample-bytes", 0, fmt.Sprintf("sample allocations, one every `N` bytes allocated on average (a block of N bytes or more always), as heapprofd does: in the shim, so that the others cost no probe, or in the probes on the allocator (-p, --program, --no-preload, --all), so that the others cost no backtrace and no room in the table; block counts and byte totals in the reports become unbiased estimates, sizes stay exact; 0 reports every allocation (default: 0, and %d with --all)", DefaultAuditSampleBytes))
 	fs.IntVar(&f.Top, "top", 0, "every --interval (default 5s), show the `N` allocation sites of each traced process with the most live bytes, redrawn in place on a terminal, instead of writing heap dumps (needs the backtrace option)")
 	fs.BoolVar(&f.FollowForks, "follow-forks", false, "with -p, also trace the processes it forks from now on (a launched command's always are)")
 	fs.BoolVar(&f.Hold, "hold", false, "with -p, hold the process with ptrace while tracing it, as a launched command is: a program it executes is probed before it runs, and its exit reports read it at its exit; debuggers cannot attach beside mdtrace then")
@@ -360,6 +370,9 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 	if f.Top > 0 && f.Interval == 0 {
 		f.Interval = defaultTopInterval
 	}
+	if f.All && !fs.Changed("sample-bytes") {
+		f.SampleBytes = DefaultAuditSampleBytes
+	}
 
 	switch {
 	case fs.Changed("user") && f.User == "":
@@ -376,14 +389,10 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{fmt.Sprintf("invalid --duration %s", f.Duration)}
 	case f.Interval < 0:
 		return nil, &UsageError{fmt.Sprintf("invalid --interval %s", f.Interval)}
-	case fs.Changed("sample-bytes") && f.SampleBytes == 0:
-		return nil, &UsageError{"--sample-bytes must be at least 1"}
-	case f.SampleBytes > 0 && (f.PID != 0 && !f.Inject || f.All || f.Program != ""):
-		return nil, &UsageError{"--sample-bytes samples in the shim, preloaded into a launched command or loaded with -p PID --inject: not with -p alone, --program or --all"}
+	case f.SampleBytes > tracer.MaxSampleBytes:
+		return nil, &UsageError{fmt.Sprintf("--sample-bytes %d is over the most, %d (1 TiB)", f.SampleBytes, uint64(tracer.MaxSampleBytes))}
 	case f.NoBatch && (f.PID != 0 || f.All || f.Program != "" || f.NoPreload):
 		return nil, &UsageError{"--no-batch is about the shim preloaded into a launched command: not with -p, --program, --all or --no-preload"}
-	case f.SampleBytes > 0 && f.NoPreload:
-		return nil, &UsageError{"--sample-bytes samples in the preloaded shim, which --no-preload turns off"}
 	case f.Top < 0:
 		return nil, &UsageError{fmt.Sprintf("invalid --top %d", f.Top)}
 	case f.All && f.Top > 0:

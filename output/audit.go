@@ -33,6 +33,10 @@ type Audit struct {
 	// Losses are the lines that say what was not counted (a full table,
 	// lost backtraces), as the end of a run says them.
 	Losses []string
+	// SampleBytes, when not 0, says that the probes sampled one
+	// allocation every SampleBytes bytes on average: block counts and
+	// byte totals, the processes' and their sites', are estimates.
+	SampleBytes uint64
 }
 
 // AuditProcess is one process of an audit.
@@ -43,8 +47,10 @@ type AuditProcess struct {
 	// Cgroup is its cgroup (the unified hierarchy's path), "" if unknown.
 	Cgroup string
 	// Added is the blocks and bytes it allocated during the audit that are
-	// still live (at its exit, for one that ended).
-	Added leak.Site
+	// still live (at its exit, for one that ended): estimates when the
+	// audit samples, from Sampled blocks.
+	Added   leak.Site
+	Sampled uint64
 	// Exited says the process ended during the audit: its figures are
 	// those of its end.
 	Exited bool
@@ -81,6 +87,9 @@ func WriteAuditText(w io.Writer, a *Audit) error {
 	shown := a.Processes[:min(a.Shown, len(a.Processes))]
 	fmt.Fprintf(&b, "mdtrace: live heap allocated in the last %s, by process: %d processes, %d blocks, %d bytes\n",
 		a.Elapsed.Round(time.Second), len(a.Processes), a.Total.Blocks, a.Total.Bytes)
+	if a.SampleBytes > 0 {
+		fmt.Fprintf(&b, "mdtrace: sampled one allocation every %d bytes on average: block counts and byte totals are estimates, sizes are exact\n", a.SampleBytes)
+	}
 	fmt.Fprintf(&b, "%8s %10s %14s %14s  %s\n", "PID", "BLOCKS", "BYTES", "ANON RSS", "PROGRAM")
 	for i := range shown {
 		p := &shown[i]
@@ -161,6 +170,8 @@ type auditJSON struct {
 	Ranking        []auditProcessJSON `json:"ranking"`
 	Dropped        int                `json:"exited_not_kept,omitempty"`
 	Losses         []string           `json:"losses,omitempty"`
+	// SampleBytes says the figures are estimates from a sample.
+	SampleBytes uint64 `json:"sample_bytes,omitempty"`
 }
 
 type auditProcessJSON struct {
@@ -170,6 +181,7 @@ type auditProcessJSON struct {
 	Cgroup      string          `json:"cgroup,omitempty"`
 	AddedBlocks uint64          `json:"added_blocks"`
 	AddedBytes  uint64          `json:"added_bytes"`
+	Sampled     uint64          `json:"sampled_blocks,omitempty"`
 	Exited      bool            `json:"exited"`
 	New         bool            `json:"new"`
 	AnonRSS     uint64          `json:"anon_rss_bytes,omitempty"`
@@ -203,12 +215,16 @@ func WriteAuditJSON(w io.Writer, a *Audit, now time.Time) error {
 		Ranking:        make([]auditProcessJSON, 0, len(a.Processes)),
 		Dropped:        a.Dropped,
 		Losses:         a.Losses,
+		SampleBytes:    a.SampleBytes,
 	}
 	for pi := range a.Processes {
 		p := &a.Processes[pi]
 		pj := auditProcessJSON{
 			PID: p.PID, Comm: p.Comm, Exe: p.Exe, Cgroup: p.Cgroup,
 			AddedBlocks: p.Added.Blocks, AddedBytes: p.Added.Bytes, Exited: p.Exited, New: p.New, AnonRSS: p.AnonRSS,
+		}
+		if a.SampleBytes > 0 {
+			pj.Sampled = p.Sampled
 		}
 		if a.Sites > 0 {
 			pj.NSites = p.NSites

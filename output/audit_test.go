@@ -80,3 +80,36 @@ func TestWriteAuditJSON(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestWriteAuditSampled: a sampled audit says so under its first line, and
+// its JSON gives the interval and each process's blocks in the sample.
+func TestWriteAuditSampled(t *testing.T) {
+	a := &Audit{
+		Elapsed:     2 * time.Second,
+		Processes:   []AuditProcess{{PID: 10, Comm: "server", Exe: "/usr/bin/server", Added: leak.Site{Blocks: 24012, Bytes: 13570304}, Sampled: 3100, New: true}},
+		Total:       leak.Site{Blocks: 24012, Bytes: 13570304},
+		Shown:       25,
+		SampleBytes: 4096,
+	}
+	var b bytes.Buffer
+	if err := WriteAuditText(&b, a); err != nil {
+		t.Fatal(err)
+	}
+	want := `mdtrace: live heap allocated in the last 2s, by process: 1 processes, 24012 blocks, 13570304 bytes
+mdtrace: sampled one allocation every 4096 bytes on average: block counts and byte totals are estimates, sizes are exact
+     PID     BLOCKS          BYTES       ANON RSS  PROGRAM
+      10      24012       13570304              0  /usr/bin/server [new]
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := WriteAuditJSON(&b, a, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	wantJSON := `{"time":"2026-01-02T03:04:05Z","elapsed_seconds":2,"processes":1,"added_blocks":24012,"added_bytes":13570304,"ranking":[{"pid":10,"comm":"server","exe":"/usr/bin/server","added_blocks":24012,"added_bytes":13570304,"sampled_blocks":3100,"exited":false,"new":true}],"sample_bytes":4096}
+`
+	if b.String() != wantJSON {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), wantJSON)
+	}
+}

@@ -39,7 +39,8 @@
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
 # the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
-# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), SETTLE (0.3: seconds of rest before each
+# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
+# --all, sampling on and off), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
 # CPU, which slowed the next run by up to 40%).
@@ -486,6 +487,65 @@ target() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
 
+# What --all costs the host: a workload's wall time while `mdtrace --all`
+# audits every process, against its time alone, in the same rounds: with
+# its default sampling (one allocation every 4096 bytes) and without
+# (--sample-bytes 0), each also with --backtrace. The audit's probes have
+# no PID filter: every process's malloc and free reach them, and their
+# traps cost the same sampled or not; sampling saves the walks and the
+# table's writes of the blocks it passes over.
+audit_cost() {
+	local name=$1 r mode t0 t1 m
+	shift
+	declare -A times=()
+	declare -A args=([all]="" [allexact]="--sample-bytes 0" [allbt]="--backtrace" [allbtexact]="--backtrace --sample-bytes 0")
+	for ((r = 0; r < ROUNDS; r++)); do
+		for mode in native all allexact allbt allbtexact; do
+			sleep "$SETTLE"
+			m=""
+			if [[ $mode != native ]]; then
+				rm -f "$tmp/aready"
+				# shellcheck disable=SC2086
+				bin/mdtrace --all ${args[$mode]} --ready-file "$tmp/aready" >/dev/null 2>&1 &
+				m=$!
+				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+			fi
+			t0=$EPOCHREALTIME
+			"$@" </dev/null >/dev/null 2>&1 || true
+			t1=$EPOCHREALTIME
+			if [[ -n $m ]]; then
+				kill -INT "$m" 2>/dev/null || true
+				wait "$m" 2>/dev/null || true
+			fi
+			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
+		done
+	done
+	local n v
+	n=$(median <<<"${times[native]}")
+	printf '  %-9s %-44s %8s  (median of %d, s)\n' "$name" "alone, wall time" "$n" "$ROUNDS"
+	for mode in all allexact; do
+		v=$(median <<<"${times[$mode]}")
+		printf '  %-9s %-44s %8s  %-2s %-5s %s\n' "$name" "--all ${args[$mode]:-(sampling on)} / alone" "$(ratio "$v" "$n")x" "<=" 1.05 \
+			"$(awk -v a="$v" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')"
+	done
+	for mode in allbt allbtexact; do
+		v=$(median <<<"${times[$mode]}")
+		printf '  %-9s %-44s %8s  (for information)\n' "$name" "--all ${args[$mode]} / alone" "$(ratio "$v" "$n")x"
+	done
+}
+audit_rows() {
+	if command -v sqlite3 >/dev/null 2>&1; then
+		audit_cost sqlite3 sh -c "sqlite3 -batch -init /dev/null :memory: < $sql"
+	fi
+	if [[ -x /usr/bin/python3 ]]; then
+		audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
+	fi
+}
+if [[ -n ${AUDIT_ONLY:-} ]]; then
+	echo "--all's cost, sampling on and off; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	audit_rows
+	exit 0
+fi
 if [[ -n ${INJECT_ONLY:-} ]]; then
 	echo "chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs, $ROUNDS rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	inject_row 0 "LAG 0"
@@ -599,50 +659,7 @@ attach_ready() {
 		"$(awk -v r="$med" 'BEGIN {print r != "" && r < 1 ? "PASS" : "MISS"}')"
 }
 attach_ready
-# What --all costs the host: a workload's wall time while `mdtrace --all`
-# (and --all --backtrace) audits every process, against its time alone, in
-# the same rounds. The audit's probes have no PID filter: every process's
-# malloc and free reach them.
-audit_cost() {
-	local name=$1 r mode t0 t1 m
-	shift
-	declare -A times=()
-	for ((r = 0; r < ROUNDS; r++)); do
-		for mode in native all allbt; do
-			sleep "$SETTLE"
-			m=""
-			if [[ $mode != native ]]; then
-				rm -f "$tmp/aready"
-				local extra=()
-				[[ $mode == allbt ]] && extra=(--backtrace)
-				bin/mdtrace --all "${extra[@]}" --ready-file "$tmp/aready" >/dev/null 2>&1 &
-				m=$!
-				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
-			fi
-			t0=$EPOCHREALTIME
-			"$@" </dev/null >/dev/null 2>&1 || true
-			t1=$EPOCHREALTIME
-			if [[ -n $m ]]; then
-				kill -INT "$m" 2>/dev/null || true
-				wait "$m" 2>/dev/null || true
-			fi
-			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
-		done
-	done
-	local n a b
-	n=$(median <<<"${times[native]}")
-	a=$(median <<<"${times[all]}")
-	b=$(median <<<"${times[allbt]}")
-	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' "$name" "--all / alone, wall time" "$(ratio "$a" "$n")x" "<=" 1.05 \
-		"$(awk -v a="$a" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')"
-	printf '  %-9s %-44s %8s  (for information)\n' "$name" "--all --backtrace / alone, wall time" "$(ratio "$b" "$n")x"
-}
-if command -v sqlite3 >/dev/null 2>&1; then
-	audit_cost sqlite3 sh -c "sqlite3 -batch -init /dev/null :memory: < $sql"
-fi
-if [[ -x /usr/bin/python3 ]]; then
-	audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
-fi
+audit_rows
 slope_row() {
 	local lag=$1 what=$2 s h
 	read -r s_loop s_cpu _ <<<"$(chain_slope sites "$lag")" || true

@@ -53,7 +53,12 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("finding the system's libc: %w", err)
 	}
-	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth})
+	// Sampling is decided where a call reaches the probes one at a time:
+	// the batches of a shim preloaded by another mdtrace would bring every
+	// block of theirs, which the estimates would weigh as samples, so
+	// their site stays unprobed while sampling.
+	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0})
 	if err != nil {
 		return 1, err
 	}
@@ -103,6 +108,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		}
 	}
 	fmt.Fprintf(stderr, "mdtrace: auditing every process that uses %s; interrupt for the summary\n", lib)
+	if flags.SampleBytes > 0 {
+		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average (--sample-bytes 0 counts every one): block counts and byte totals in the summaries are estimates, sizes are exact\n", flags.SampleBytes)
+	}
 	libcs.scan(probes, say)
 	// From now on a process seen is new: started, or executing a program,
 	// after the probes were on its allocator.
@@ -126,6 +134,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		aud.summary(stdout)
 		if c, err := probes.Counters(); err == nil {
 			lines := lossLines(c, flags.MaxAllocs, depth)
+			if flags.SampleBytes > 0 {
+				lines = append(lines, sampleLine(c, flags.SampleBytes))
+			}
 			for _, l := range append(lines, auditDeferLines(c, probes.DeferredCounts())...) {
 				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
 			}

@@ -149,7 +149,7 @@ func (a *auditor) refresh(p *auditProc) {
 // figures are process pid's added blocks and bytes and, with backtraces,
 // its sites.
 func (a *auditor) figures(pid int, t tracer.Totals, p *auditProc) output.AuditProcess {
-	ap := output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}, AnonRSS: readAnonRSS(pid)}
+	ap := output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}, Sampled: t.Sampled, AnonRSS: readAnonRSS(pid)}
 	if p != nil {
 		ap.Comm, ap.Exe, ap.Cgroup, ap.New = p.comm, p.exe, p.cgroup, p.fresh
 	}
@@ -274,7 +274,7 @@ func (a *auditor) summary(w io.Writer) {
 	}
 	// The processes that ended first, from the same read of the table.
 	a.reapTotals(totals, nil, a.ended(nil))
-	aud := &output.Audit{Elapsed: time.Since(a.start), Shown: auditTop, Dropped: a.dropped, KeptExits: auditKeptExits}
+	aud := &output.Audit{Elapsed: time.Since(a.start), Shown: auditTop, Dropped: a.dropped, KeptExits: auditKeptExits, SampleBytes: a.flags.SampleBytes}
 	if a.depth > 0 {
 		aud.Sites = auditSites
 	}
@@ -284,7 +284,7 @@ func (a *auditor) summary(w io.Writer) {
 			// Gone since the last scan: reap keeps its figures.
 			continue
 		}
-		aud.Processes = append(aud.Processes, output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}})
+		aud.Processes = append(aud.Processes, output.AuditProcess{PID: pid, Added: leak.Site{Blocks: t.Blocks, Bytes: t.Bytes}, Sampled: t.Sampled})
 	}
 	aud.Processes = append(aud.Processes, a.exited...)
 	slices.SortStableFunc(aud.Processes, byAdded)
@@ -301,7 +301,7 @@ func (a *auditor) summary(w io.Writer) {
 		if ap.Exited || i >= listed {
 			continue
 		}
-		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes}, a.current(ap.PID))
+		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes, Sampled: ap.Sampled}, a.current(ap.PID))
 	}
 	var err2 error
 	if a.flags.Format == "json" {

@@ -157,7 +157,7 @@ func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 		return nil, nil, err
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
-	snap.SampleBytes = s.flags.SampleBytes
+	snap.SampleBytes = s.sampleBytes
 	return snap, s.mapsOf(p), nil
 }
 
@@ -259,6 +259,9 @@ func (s *session) reportLosses() {
 	for _, l := range lossLines(c, s.flags.MaxAllocs, s.depth) {
 		s.notice("%s", l)
 	}
+	if s.probeSample {
+		s.notice("%s", sampleLine(c, s.sampleBytes))
+	}
 	if s.injectRouted > 0 && c.UnknownFrees > 0 {
 		// Not a loss: what the process freed of its blocks from before.
 		fmt.Fprintf(s.stderr, "mdtrace: --inject: %d frees of blocks allocated before the attach (or before the probes went in)\n", c.UnknownFrees)
@@ -308,6 +311,13 @@ func lossLines(c tracer.Counters, maxAllocs uint32, depth int) []string {
 	add(c.StackTruncated, "backtraces were cut at %d frames with frames left (backtrace=%d, up to 256, for more; marked [truncated] in --folded)", depth, depth)
 	add(c.UnwindStopped, "backtraces end before the outermost frame: a frame the unwind tables could not go past (code outside the files mapped, or a rule mdtrace does not follow)")
 	return out
+}
+
+// sampleLine says what the probes' sampling kept: the frees of blocks it
+// passed over are no unknown pointers, and not counted as such.
+func sampleLine(c tracer.Counters, sampleBytes uint64) string {
+	return fmt.Sprintf("sampled %d of %d allocations (one every %d bytes on average, a block of %d bytes or more always): the others took no backtrace and no room in the table; %d frees of blocks not sampled (or allocated before mdtrace) were passed over",
+		c.Allocs, c.Allocs+c.Unsampled, sampleBytes, sampleBytes, c.UnsampledFrees)
 }
 
 // deferLines says why walks the probes stopped at a library loaded while

@@ -29,6 +29,11 @@ import (
 // session is one run of mdtrace on one process.
 type session struct {
 	flags *options.Flags
+	// sampleBytes is the sampling interval of the reports' estimates, 0
+	// if every allocation is seen; probeSample is set when the probes
+	// sample (on the allocator), rather than a shim.
+	sampleBytes uint64
+	probeSample bool
 	// depth is the frame limit of the backtraces taken, 0 for none.
 	depth int
 	// rules are the suppressions of the leak reports; leaks adds up
@@ -132,6 +137,14 @@ func (s *session) live() []*proc {
 	return out
 }
 
+// probeSampleBytes is the probes' sampling interval: 0 unless they sample.
+func (s *session) probeSampleBytes() uint64 {
+	if !s.probeSample {
+		return 0
+	}
+	return s.sampleBytes
+}
+
 // launchGrace is how long mdtrace waits, after SIGINT or SIGTERM, for a
 // launched command to exit by itself (a terminal's Ctrl-C reaches both).
 const launchGrace = time.Second
@@ -144,7 +157,16 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if err := options.CheckUnreachable(flags, cfg); err != nil {
 		return 2, err
 	}
-	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}}
+	s := &session{flags: flags, cfg: cfg, stderr: stderr, sym: stacks.NewSymbolizer(), procs: map[int]*proc{}, sampleBytes: flags.SampleBytes}
+	// With probes on the allocator (-p alone, --program, --no-preload)
+	// the probes sample: a command launched without the shim needs none
+	// for it, and launchEnv reads the flags' SampleBytes as the shim's.
+	if flags.SampleBytes > 0 && (flags.PID != 0 && !flags.Inject || flags.Program != "" || flags.NoPreload) {
+		s.probeSample = true
+		shimFlags := *flags
+		shimFlags.SampleBytes = 0
+		s.flags = &shimFlags
+	}
 	s.sym.DebugDirs = flags.DebugDirs
 	rules, err := Suppressions(flags)
 	if err != nil {
@@ -207,7 +229,8 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		// blocks would each be kept for an allocation that never comes.
 		// With --inject they are, and mdtrace drops those kept frees
 		// that no batch can match any more (sweepOrphans).
-		NoBatch: flags.PID != 0 && !flags.Inject || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
+		NoBatch:     flags.PID != 0 && !flags.Inject || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
+		SampleBytes: s.probeSampleBytes(),
 	})
 	<-counting
 	if s.sigCount != nil {
@@ -222,6 +245,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	defer probes.Close()
 	s.probes = probes
+	if s.probeSample {
+		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.sampleBytes)
+	}
 	if cfg.Has(options.RecordAllocs) || flags.Stats {
 		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries, cfg.Has(options.RecordAllocs), flags.Stats); err != nil {
 			return 1, err

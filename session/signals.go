@@ -192,7 +192,7 @@ func (s *session) LeakInfo(pid int) (status uint32, buf []byte, overall, infoSiz
 		return abi.CtlStatusOK, nil, 0, 0, 0, 0
 	}
 	snap.BacktraceSize = s.cfg.BacktraceFrames
-	snap.SampleBytes = s.flags.SampleBytes
+	snap.SampleBytes = s.sampleBytes
 	buf, overall, infoSize, total, btSize = snap.LeakInfo()
 	return abi.CtlStatusOK, buf, overall, infoSize, total, btSize
 }

@@ -135,7 +135,7 @@ func (s *session) writeStats(p *proc) {
 	if late > 0 {
 		opts.Notes = append(opts.Notes, fmt.Sprintf("%d calls came more than %v late and were taken out of order: the peak may be off by their blocks", late, time.Duration(statsWindow)))
 	}
-	if s.flags.SampleBytes > 0 {
+	if s.sampleBytes > 0 {
 		opts.Notes = append(opts.Notes, "--sample-bytes: only the sampled allocations count")
 	}
 	if !s.cfg.Has(options.Backtrace) {

@@ -63,7 +63,7 @@ func (s *session) scanUnreachable(p *proc) (*unreachScan, error) {
 			return err
 		}
 		snap.BacktraceSize = s.cfg.BacktraceFrames
-		snap.SampleBytes = s.flags.SampleBytes
+		snap.SampleBytes = s.sampleBytes
 		maps, err := stacks.ReadMaps(p.pid)
 		if err != nil {
 			return fmt.Errorf("reading the maps of process %d: %w", p.pid, err)

@@ -6,7 +6,11 @@
  * allocates to the next sample, at intervals drawn from an exponential
  * distribution of mean N: an allocation of size s is sampled with
  * probability 1 - exp(-s/N), whatever came before, and mdtrace weighs it
- * by the inverse of that to estimate counts and bytes without bias.
+ * by the inverse of that to estimate counts and bytes without bias. An
+ * allocation of N bytes or more is always sampled, and counts as itself,
+ * without moving the countdown (heapprofd's rule): large blocks are exact.
+ * The probes sample by the same law when they are on the allocator
+ * (bpf/sample.h).
  *
  * A free reaches the sites only for a sampled block. The sampled blocks
  * are in a pointer table, and a filter of counters in front of it answers
@@ -127,12 +131,10 @@ static int64_t next_interval(void)
 
 bool md_sample_alloc(size_t size)
 {
+	if (size >= md_sample_bytes)
+		return true;
 	if (t_left == 0)
 		t_left = next_interval();
-	if (size >= (size_t)INT64_MAX) {
-		t_left = next_interval();
-		return true;
-	}
 	t_left -= (int64_t)size;
 	if (t_left > 0)
 		return false;

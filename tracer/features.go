@@ -236,6 +236,8 @@ func LoadVariants() []LoadVariant {
 		{"verify_pointers abort_on_error", ProbeConfig{Verify: true, UnknownIsError: true, AbortOnError: true, StackDepth: variantDepth, NoAllocBacktraces: true, MaxAllocs: small}, true},
 		{"verify_pointers, attached", ProbeConfig{Verify: true, StackDepth: variantDepth, NoAllocBacktraces: true, NoBatch: true, MaxAllocs: small}, false},
 		{"program mode", ProbeConfig{StackDepth: variantDepth, Program: "prog", NoBatch: true, MaxAllocs: small}, true},
+		{"--all, sampling", ProbeConfig{StackDepth: variantDepth, All: true, SampleBytes: 4096, NoBatch: true, MaxAllocs: small}, true},
+		{"attach, sampling", ProbeConfig{StackDepth: variantDepth, SampleBytes: 4096, NoBatch: true, MaxAllocs: small}, false},
 		{"one link per probe", ProbeConfig{StackDepth: variantDepth, PerProbeLinks: true, MaxAllocs: small}, false},
 		{"preemptible kernel", ProbeConfig{StackDepth: variantDepth, Preemptible: &yes, MaxAllocs: small}, false},
 		{"kernel without preemption", ProbeConfig{StackDepth: variantDepth, Preemptible: &no, MaxAllocs: small}, false},

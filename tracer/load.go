@@ -59,6 +59,13 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		"alloc_backtraces": boolU32(!cfg.NoAllocBacktraces),
 		"unknown_is_error": boolU32(cfg.UnknownIsError),
 		"abort_on_error":   boolU32(cfg.AbortOnError),
+		"sample_bytes":     cfg.SampleBytes,
+	}
+	if cfg.SampleBytes > MaxSampleBytes {
+		return nil, fmt.Errorf("sampling interval %d over the most, %d", cfg.SampleBytes, uint64(MaxSampleBytes))
+	}
+	if cfg.SampleBytes > 0 {
+		vars["neg_ln"] = negLnTable()
 	}
 	if cfg.Preemptible != nil {
 		vars["preemptible"] = boolU32(*cfg.Preemptible)
@@ -131,7 +138,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	unwindInner := spec.Maps["unwind_tables"].InnerMap.Copy()
 
 	p := &Probes{
-		stackDepth: cfg.StackDepth, record: cfg.Record, verify: cfg.Verify,
+		stackDepth: cfg.StackDepth, sampleBytes: cfg.SampleBytes, record: cfg.Record, verify: cfg.Verify,
 		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
 		noBatch: cfg.NoBatch || cfg.Record,
 		links:   map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},

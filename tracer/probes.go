@@ -58,6 +58,8 @@ type Counters struct {
 	MappingsLost   uint64 // the allocator's own mappings not learnt, or not let go: the ring buffer was full
 	UnwindDeferred uint64 // walks stopped at a library not in the process's list yet, handed to mdtrace to finish (not a loss)
 	DeferLost      uint64 // walks that could have been handed to mdtrace but for the bound (counted as stopped too)
+	Unsampled      uint64 // allocations the probes' sampling passed over (not a loss)
+	UnsampledFrees uint64 // frees of blocks the table did not hold while the probes sample (not a loss)
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -119,6 +121,12 @@ type ProbeConfig struct {
 	// whose execs starts a new program whose blocks are the only ones
 	// counted (see WatchAllExecs).
 	All bool
+	// SampleBytes, when not 0, samples the allocations in the probes, one
+	// every SampleBytes bytes on average (bpf/sample.h): the others take no
+	// backtrace and no room in the table, and Totals gives estimates. It
+	// is for probes on the allocator; a shim that samples by itself sends
+	// only its samples.
+	SampleBytes uint64
 }
 
 // Probes are mdtrace's loaded BPF programs and maps, and the uprobes that
@@ -133,6 +141,8 @@ type Probes struct {
 	// coll holds the data sections behind objs' variables.
 	coll       *ebpf.Collection
 	stackDepth int
+	// sampleBytes is the probes' sampling interval, 0 if they do not sample.
+	sampleBytes uint64
 	// btMin and btMax bound the sizes that get backtraces; allocBacktraces
 	// is the backtrace option (verify_pointers alone takes none).
 	btMin, btMax    uint64
@@ -269,6 +279,8 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		MappingsLost:   vals[abi.CounterMappingsLost],
 		UnwindDeferred: vals[abi.CounterUnwindDeferred],
 		DeferLost:      vals[abi.CounterUnwindDeferLost],
+		Unsampled:      vals[abi.CounterUnsampled],
+		UnsampledFrees: vals[abi.CounterUnsampledFrees],
 	}
 }
 

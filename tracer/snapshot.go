@@ -157,7 +157,7 @@ func (p *Probes) Snapshot(tgid int) (*leak.Snapshot, error) {
 	// meanwhile (its thread ending) may be in both, partly: read again.
 	for range batchReadAttempts {
 		drained := p.drained()
-		snap = &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth}
+		snap = &leak.Snapshot{PID: tgid, Stacks: map[uint64][]uint64{}, BacktraceSize: p.stackDepth, SampleBytes: p.sampleBytes}
 		pending = p.pendingBatches(tgid)
 		if err := p.readAllocs(tgid, snap); err != nil {
 			return nil, err

@@ -62,7 +62,10 @@ static size_t size_of(long i)
 
 static double chance(size_t size)
 {
-	return md_sample_bytes == 0 ? 1 : -expm1(-(double)size / (double)md_sample_bytes);
+	/* Every block of the interval or more is sampled, as heapprofd does. */
+	if (md_sample_bytes == 0 || size >= md_sample_bytes)
+		return 1;
+	return -expm1(-(double)size / (double)md_sample_bytes);
 }
 
 /* within checks that got is within five standard deviations of mean. */

@@ -2,7 +2,8 @@
 /*
  * The sampler of sample.c, alone: off without MDSHIM_SAMPLE_BYTES; with it,
  * the fraction of allocations sampled is 1 - exp(-size/N) within five
- * standard deviations, from one thread and from eight; a pointer counts as
+ * standard deviations, from one thread and from eight, and every one of N
+ * bytes or more is sampled (heapprofd's rule); a pointer counts as
  * sampled once it is marked, and only then, once.
  */
 #include <math.h>
@@ -40,7 +41,7 @@ static long count_sampled(size_t size, long calls)
 
 static void check_rate(const char *what, size_t size, long calls, long n)
 {
-	double p = -expm1(-(double)size / (double)md_sample_bytes);
+	double p = size >= md_sample_bytes ? 1 : -expm1(-(double)size / (double)md_sample_bytes);
 	double mean = calls * p, sd = sqrt(calls * p * (1 - p));
 
 	CHECK(fabs(n - mean) <= 5 * sd, "%s: %ld of %ld allocations of %zu bytes sampled, want %.0f within %.0f",
@@ -71,6 +72,7 @@ int main(void)
 	md_sample_init();
 	CHECK(md_sample_bytes == 4096, "md_sample_bytes %llu, want 4096", (unsigned long long)md_sample_bytes);
 	check_rate("one thread", 64, CALLS, count_sampled(64, CALLS));
+	check_rate("one thread", 4095, CALLS / 10, count_sampled(4095, CALLS / 10));
 	check_rate("one thread", 4096, CALLS / 10, count_sampled(4096, CALLS / 10));
 	check_rate("one thread", 100000, 1000, count_sampled(100000, 1000));
 	for (int i = 0; i < THREADS; i++)

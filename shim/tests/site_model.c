@@ -87,7 +87,10 @@ static void put(uintptr_t p, size_t size)
 
 static void count_alloc(size_t size)
 {
-	double p = md_sample_bytes == 0 || size == 0 ? 1 : -expm1(-(double)size / (double)md_sample_bytes);
+	/* mdtrace's weight (leak.SampleWeight): a block of the interval or more stands for itself. */
+	double p = md_sample_bytes == 0 || size == 0 || size >= md_sample_bytes ?
+			   1 :
+			   -expm1(-(double)size / (double)md_sample_bytes);
 
 	g_counts.allocs++;
 	g_counts.bytes += size;

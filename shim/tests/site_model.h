@@ -16,7 +16,7 @@ struct site_model_counts {
 	long restored;	    /* blocks put back after a failed realloc */
 	long live;	    /* blocks in the table */
 	double bytes;	    /* sizes of the reported blocks */
-	double est_blocks;  /* the reported blocks weighted by 1/(1-exp(-size/N)) */
+	double est_blocks;  /* the reported blocks weighted by 1/(1-exp(-size/N)), 1 from N on */
 	double est_bytes;   /* their sizes weighted likewise */
 	long batches;	    /* batches handed over (mdshim_site_batch) */
 	long framed;	    /* batched allocations that came with frames */

@@ -315,11 +315,11 @@ func TestShimStressUnderMdtrace(t *testing.T) {
 
 // TestAll: --all audits every process using the system's libc; the test's
 // own process is listed among the others with exactly what it allocated
-// after mdtrace started: leaky's 13 blocks.
+// after mdtrace started: leaky's 13 blocks, sampling off (--sample-bytes 0).
 func TestAll(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	m := start(t, mdtraceBin, "--all", "--format", "json", "--interval", "300ms", "--ready-file", dir+"/ready")
+	m := start(t, mdtraceBin, "--all", "--sample-bytes", "0", "--format", "json", "--interval", "300ms", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	target := start(t, prog("leaky"), "hold")
 	target.expectLine(t, "leaky: done")
@@ -513,7 +513,7 @@ func TestAllAudit(t *testing.T) {
 		haveJemalloc = false
 	}
 	dir := t.TempDir()
-	m := start(t, mdtraceBin, "--all", "--backtrace", "-o", "backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+	m := start(t, mdtraceBin, "--all", "--sample-bytes", "0", "--backtrace", "-o", "backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
 		"--format", "json", "--duration", "8s", "--ready-file", dir+"/ready")
 	waitReady(t, m, dir+"/ready")
 	held := start(t, prog("leaky"), "hold")

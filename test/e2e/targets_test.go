@@ -436,7 +436,7 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	if err := copyFile(systemLibc, libc); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
 	}
-	m := start(t, mdtraceBin, "--all", "--format", "json", "--ready-file", dir+"/ready")
+	m := start(t, mdtraceBin, "--all", "--sample-bytes", "0", "--format", "json", "--ready-file", dir+"/ready")
 	waitReady(t, m, dir+"/ready")
 	contained := func(name, extra string, args ...string) (*background, string) {
 		mnt := filepath.Join(dir, name)
