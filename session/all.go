@@ -101,6 +101,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		aud.dumpPrefix, aud.dumpOnExit = cfg.BacktraceDumpPrefix, cfg.BacktraceDumpOnExit
 	}
 	libcs := newLibcFinder(lib)
+	libcs.sampling = flags.SampleBytes > 0
 	libcs.onNew, libcs.onLate = aud.seen, aud.late
 	if flags.ReadyFile != "" {
 		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
@@ -234,6 +235,9 @@ type libcFinder struct {
 	// then. alive is every process of the last scan.
 	onNew, onLate func(pid int)
 	alive         map[int]bool
+	// sampling is set when the probes sample (--sample-bytes): the
+	// batches of a shim preloaded by another mdtrace are then not read.
+	sampling bool
 	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
 	seenAt map[int]procStamp
@@ -334,6 +338,12 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 	}
 	f.probed = append(f.probed, fi)
 	say(fmt.Sprintf("also auditing every process that uses the %s of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name))
+	if f.sampling && tracer.HasShimSites(file.Path) {
+		// The probes sample calls one at a time; a batch brings every
+		// block of its thread, which the estimates would weigh as
+		// samples, so the batches' site stays unprobed.
+		say(fmt.Sprintf("%s is mdtrace's shim, preloaded by another mdtrace: the calls its processes batch are not counted while sampling (--sample-bytes 0 counts them)", file.Name))
+	}
 	return true
 }
 

@@ -163,6 +163,13 @@ func hasShimSites(offsets map[string]funcSym) bool {
 	return true
 }
 
+// HasShimSites reports whether the ELF file at path has the shim's probe
+// sites: it is mdtrace's shim.
+func HasShimSites(path string) bool {
+	offsets, err := funcOffsets(path)
+	return err == nil && hasShimSites(offsets)
+}
+
 // funcSym is a function of an ELF file: its file offset, as uprobes take
 // it, and its size.
 type funcSym struct {
