@@ -186,6 +186,12 @@ const (
 	BacktraceStateOff    = 2
 )
 
+// The shim's sampling interval in bytes (md_sample_bytes in shim/sample.c),
+// 0 while it reports every call: a 64-bit word SYMBOL_SAMPLE_BYTES that
+// another mdtrace attaching with -p or --all reads in the process's memory,
+// as the calls that reach the sites are then a sample already.
+const SymbolSampleBytes = "mdshim_sample_bytes"
+
 // An allocation without frames (its count 0) whose backtrace is that of
 // the batch's last event with frames before it, an allocation or one taken
 // back (BATCH_SKIP): the same frames, walked to the same end (its

@@ -231,6 +231,13 @@ enum mapping_kind {
 #define BACKTRACE_STATE_ON 1
 #define BACKTRACE_STATE_OFF 2
 /*
+ * The shim's sampling interval in bytes (md_sample_bytes in shim/sample.c),
+ * 0 while it reports every call: a 64-bit word SYMBOL_SAMPLE_BYTES that
+ * another mdtrace attaching with -p or --all reads in the process's memory,
+ * as the calls that reach the sites are then a sample already.
+ */
+#define SYMBOL_SAMPLE_BYTES "mdshim_sample_bytes"
+/*
  * An allocation without frames (its count 0) whose backtrace is that of
  * the batch's last event with frames before it, an allocation or one taken
  * back (BATCH_SKIP): the same frames, walked to the same end (its

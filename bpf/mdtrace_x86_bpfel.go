@@ -249,6 +249,7 @@ const (
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
 	MdtraceMapSeenStacks         = "seen_stacks"
+	MdtraceMapShimSamples        = "shim_samples"
 	MdtraceMapStackScratch       = "stack_scratch"
 	MdtraceMapStacks             = "stacks"
 	MdtraceMapTables             = "tables"
@@ -395,6 +396,7 @@ type MdtraceMapSpecs struct {
 	Rdebug        *ebpf.MapSpec `ebpf:"rdebug"`
 	Records       *ebpf.MapSpec `ebpf:"records"`
 	SeenStacks    *ebpf.MapSpec `ebpf:"seen_stacks"`
+	ShimSamples   *ebpf.MapSpec `ebpf:"shim_samples"`
 	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
 	Tables        *ebpf.MapSpec `ebpf:"tables"`
@@ -495,6 +497,7 @@ type MdtraceMaps struct {
 	Rdebug        *ebpf.Map `ebpf:"rdebug"`
 	Records       *ebpf.Map `ebpf:"records"`
 	SeenStacks    *ebpf.Map `ebpf:"seen_stacks"`
+	ShimSamples   *ebpf.Map `ebpf:"shim_samples"`
 	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks        *ebpf.Map `ebpf:"stacks"`
 	Tables        *ebpf.Map `ebpf:"tables"`
@@ -534,6 +537,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Rdebug,
 		m.Records,
 		m.SeenStacks,
+		m.ShimSamples,
 		m.StackScratch,
 		m.Stacks,
 		m.Tables,

@@ -95,15 +95,27 @@ static __always_inline bool sample_alloc(struct thread_state *ts, u64 size)
 }
 
 /*
+ * The processes whose shim samples by itself (launched by another mdtrace
+ * with --sample-bytes, SYMBOL_SAMPLE_BYTES): the calls at their sites are
+ * a sample already, which mdtrace weighs with the shim's interval, and
+ * sampling them again would make the estimates wrong. Value: 1.
+ */
+struct process_map shim_samples SEC(".maps");
+
+/*
  * Whether an allocation of size bytes reported at the shim's unbatched
- * sites is sampled: a process that has the shim, attached to with -p, and
- * whose shim does not sample by itself.
+ * sites is sampled: a process that has the shim, attached to with -p or
+ * --all, and whose shim does not sample by itself.
  */
 static __always_inline bool site_sampled(u64 size)
 {
 	struct thread_state *ts;
+	u32 tgid;
 
 	if (!sample_bytes)
+		return true;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (bpf_map_lookup_elem(&shim_samples, &tgid))
 		return true;
 	ts = thread_state();
 	return !ts || sample_alloc(ts, size);

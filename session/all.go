@@ -101,7 +101,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		aud.dumpPrefix, aud.dumpOnExit = cfg.BacktraceDumpPrefix, cfg.BacktraceDumpOnExit
 	}
 	libcs := newLibcFinder(lib)
-	libcs.sampling = flags.SampleBytes > 0
+	libcs.sampling, libcs.sampleBytes = flags.SampleBytes > 0, flags.SampleBytes
 	libcs.onNew, libcs.onLate = aud.seen, aud.late
 	if flags.ReadyFile != "" {
 		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
@@ -237,10 +237,20 @@ type libcFinder struct {
 	alive         map[int]bool
 	// sampling is set when the probes sample (--sample-bytes): the
 	// batches of a shim preloaded by another mdtrace are then not read.
-	sampling bool
+	// sampleBytes is the interval the figures are weighed with.
+	sampling    bool
+	sampleBytes uint64
+	// shims are the allocators' files looked at, and whether each is
+	// mdtrace's shim.
+	shims []shimFile
 	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
 	seenAt map[int]procStamp
+}
+
+type shimFile struct {
+	fi   os.FileInfo
+	shim bool
 }
 
 type procStamp struct {
@@ -303,6 +313,53 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 	f.alive = alive
 }
 
+// shimSampling looks, for a process whose allocator is mdtrace's shim
+// (preloaded by another mdtrace), whether that shim samples by itself
+// (--sample-bytes there): the calls at its sites are a sample already. The
+// probes then take each of them instead of sampling them again, from now
+// on; the ranking weighs every process's blocks with the audit's interval,
+// which is right for this one only when its shim's is the same, and the
+// audit says so otherwise.
+func (f *libcFinder) shimSampling(pid int, file stacks.File, fi os.FileInfo, probes *tracer.Probes, say func(string)) {
+	shim, known := false, false
+	for _, s := range f.shims {
+		if os.SameFile(s.fi, fi) {
+			shim, known = s.shim, true
+			break
+		}
+	}
+	if !known {
+		shim = tracer.HasShimSites(file.Path)
+		f.shims = append(f.shims, shimFile{fi, shim})
+	}
+	if !shim {
+		return
+	}
+	n, err := tracer.ShimSampleBytes(pid, file)
+	if err != nil {
+		if processAlive(pid) {
+			say(fmt.Sprintf("process %d (%s) has mdtrace's shim, whose sampling mdtrace cannot read: %v; if it samples, its figures are wrong", pid, strings.TrimSpace(tracer.ProgName(pid)), err))
+		}
+		return
+	}
+	if err := probes.ShimSamples(pid, n > 0); err != nil {
+		say(err.Error())
+		return
+	}
+	if n == 0 {
+		return
+	}
+	prog := strings.TrimSpace(tracer.ProgName(pid))
+	switch {
+	case f.sampleBytes == n:
+		say(fmt.Sprintf("the shim of process %d (%s) samples one allocation every %d bytes by itself, as the audit does: the probes take each call it reports from now on, without sampling it again (its calls before the audit looked at it were sampled twice)", pid, prog, n))
+	case f.sampleBytes == 0:
+		say(fmt.Sprintf("the shim of process %d (%s) samples one allocation every %d bytes by itself: its figures count only the blocks it sampled, below its real ones (--sample-bytes %d weighs them)", pid, prog, n, n))
+	case f.sampleBytes != n:
+		say(fmt.Sprintf("the shim of process %d (%s) samples one allocation every %d bytes by itself: its blocks are weighed as sampled every %d bytes, so its estimates are off (--sample-bytes %d weighs them right)", pid, prog, n, f.sampleBytes, n))
+	}
+}
+
 // probeLibc probes the allocator of process pid when it is a file not
 // probed yet: a copy of libc (a container's), or another allocator that
 // the loader bound malloc to (jemalloc, tcmalloc, one linked into the
@@ -320,7 +377,13 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 		}
 	}
 	fi, err := os.Stat(file.Path)
-	if err != nil || slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
+	if err != nil {
+		return false
+	}
+	// Before the probes go on a shim's file: none of this process's calls
+	// may be sampled twice.
+	f.shimSampling(pid, file, fi, probes, say)
+	if slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
 		return false
 	}
 	what := "libc"

@@ -191,6 +191,10 @@ func (s *session) forked(parent, child int, vfork bool) {
 // attach probes the allocator in lib for process p. In program mode the
 // system's libc is probed for every process already.
 func (s *session) attach(p *proc, lib stacks.File) error {
+	// Before the probes: none of its calls may be sampled twice.
+	if err := s.shimSampling(p, lib); err != nil {
+		return err
+	}
 	var err error
 	if s.systemLib.Name == "" || !stacks.SameFile(lib, s.systemLib) {
 		err = s.probes.Attach(p.pid, lib)
@@ -202,6 +206,41 @@ func (s *session) attach(p *proc, lib stacks.File) error {
 	p.libs = append(p.libs, lib)
 	s.pmu.Unlock()
 	return nil
+}
+
+// shimSampling, for a process attached to with -p whose allocator is
+// mdtrace's shim, preloaded by another mdtrace, reads whether that shim
+// samples by itself (--sample-bytes there): the calls it reports at its
+// sites are then a sample already. Without --sample-bytes the reports weigh
+// them with the shim's interval; with the same interval the probes take
+// each of them instead of sampling them again; with another one the
+// estimates cannot be right, and the attach is refused.
+func (s *session) shimSampling(p *proc, lib stacks.File) error {
+	if s.flags.PID == 0 || s.flags.Inject || !tracer.HasShimSites(lib.Path) {
+		return nil
+	}
+	n, err := tracer.ShimSampleBytes(p.pid, lib)
+	if err != nil {
+		return fmt.Errorf("process %d has mdtrace's shim (%s), whose sampling mdtrace cannot read, so the reports could not be weighed: %w", p.pid, lib.Name, err)
+	}
+	if n == 0 {
+		return s.probes.ShimSamples(p.pid, false)
+	}
+	switch {
+	case s.sampleBytes == 0:
+		s.sampleBytes = n
+		if p.pid == s.flags.PID {
+			fmt.Fprintf(s.stderr, "mdtrace: the shim of process %d samples one allocation every %d bytes by itself (it was launched by mdtrace with --sample-bytes %d): block counts and byte totals in the reports are estimates, sizes are exact\n", p.pid, n, n)
+		}
+	case s.sampleBytes != n:
+		return fmt.Errorf("the shim of process %d samples one allocation every %d bytes by itself (it was launched by mdtrace with --sample-bytes %d): sampling it again every %d bytes would make the estimates wrong; attach with --sample-bytes %d, or without --sample-bytes", p.pid, n, n, s.sampleBytes, n)
+	case p.pid == s.flags.PID:
+		fmt.Fprintf(s.stderr, "mdtrace: the shim of process %d samples one allocation every %d bytes by itself: the probes take each call it reports, without sampling them again\n", p.pid, n)
+		// The probes' count of what they sampled would be that of
+		// the shim's calls, all taken: not said at the end.
+		s.probeSample = false
+	}
+	return s.probes.ShimSamples(p.pid, true)
 }
 
 // partialAttach returns the error of an attach, but for the functions that

@@ -28,6 +28,13 @@
 #include "sample.h"
 
 uint64_t md_sample_bytes;
+/*
+ * md_sample_bytes for another mdtrace that attaches to the process
+ * (SYMBOL_SAMPLE_BYTES): the calls at the sites are a sample then, which
+ * its probes must weigh as such and not sample again. The hooks read the
+ * hidden word, which needs no relocation.
+ */
+__attribute__((visibility("default"))) volatile uint64_t mdshim_sample_bytes;
 
 /* The filter: a counter per hash of a pointer, of the sampled blocks. */
 #define FILTER_BITS 20
@@ -75,6 +82,7 @@ bool md_sample_start(uint64_t n)
 		return false;
 	g_filter = f;
 	md_sample_bytes = n;
+	mdshim_sample_bytes = n;
 	/* The child of a fork never inherits a held shard lock. */
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	return true;

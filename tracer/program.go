@@ -85,6 +85,7 @@ func (p *Probes) Untrace(pid int) {
 	p.objs.Zygotes.Delete(uint32(pid))
 	p.objs.Gens.Delete(uint32(pid))
 	p.objs.Rdebug.Delete(uint32(pid))
+	p.objs.ShimSamples.Delete(uint32(pid))
 	p.forgetMappings(pid)
 }
 
