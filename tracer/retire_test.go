@@ -162,7 +162,7 @@ func TestExecGens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := totals[fakeTgid]; got != (Totals{Blocks: 3, Bytes: 18}) {
+	if got := totals[fakeTgid]; got != (Totals{Blocks: 3, Bytes: 18, Sampled: 3}) {
 		t.Errorf("Totals = %+v, want 3 blocks of 6 bytes", got)
 	}
 	p.Execed(fakeTgid)
