@@ -300,19 +300,28 @@ func (p *Probes) attachMulti(ex *link.Executable, pid int, prog *ebpf.Program, s
 			ret.Addresses = append(ret.Addresses, s.offset)
 		}
 	}
+	// The return probes go in first: a return whose entry was not seen
+	// does nothing, but an entry probe before them would see allocations
+	// whose blocks never come, then their frees as of blocks from before
+	// the attach (thousands, in a loop of pairs).
+	var rl link.Link
+	if len(ret.Addresses) > 0 {
+		var err error
+		if rl, err = ex.UretprobeMulti(nil, p.objs.AllocReturn, &ret); err != nil {
+			return nil, err
+		}
+	}
 	el, err := ex.UprobeMulti(nil, prog, &entry)
 	if err != nil {
+		if rl != nil {
+			rl.Close()
+		}
 		return nil, err
 	}
-	if len(ret.Addresses) == 0 {
+	if rl == nil {
 		return []link.Link{el}, nil
 	}
-	rl, err := ex.UretprobeMulti(nil, p.objs.AllocReturn, &ret)
-	if err != nil {
-		el.Close()
-		return nil, err
-	}
-	return []link.Link{el, rl}, nil
+	return []link.Link{rl, el}, nil
 }
 
 // attachEach attaches every site with its own perf-event uprobes, for
@@ -324,10 +333,21 @@ func (p *Probes) attachEach(ex *link.Executable, pid int, prog *ebpf.Program, si
 	)
 	for _, s := range sites {
 		opts := &link.UprobeOptions{Address: s.offset, PID: pid, Cookie: s.call}
-		l, err := ex.Uprobe(s.symbol, prog, opts)
-		if err == nil && s.ret {
-			links = append(links, l)
-			l, err = ex.Uretprobe(s.symbol, p.objs.AllocReturn, opts)
+		// The return probe first, as attachMulti does.
+		var rl link.Link
+		var err error
+		if s.ret {
+			rl, err = ex.Uretprobe(s.symbol, p.objs.AllocReturn, opts)
+		}
+		var l link.Link
+		if err == nil {
+			l, err = ex.Uprobe(s.symbol, prog, opts)
+			if err != nil && rl != nil {
+				rl.Close()
+			}
+		}
+		if err == nil && rl != nil {
+			links = append(links, rl)
 		}
 		if err != nil {
 			if s.required || errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
