@@ -195,9 +195,10 @@ func (s *session) failEarly(early bool, err error) error {
 	}
 	s.setupErr = err
 	close(s.setupc)
-	if s.proc != nil {
-		unix.Kill(s.proc.PID, unix.SIGKILL)
-		s.proc.Wait()
+	if s.proc == nil {
+		return err
 	}
+	unix.Kill(s.proc.PID, unix.SIGKILL)
+	s.proc.Wait()
 	return fmt.Errorf("%w (the command, started meanwhile, was killed)", err)
 }
