@@ -245,6 +245,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		extra []*os.File
 		cred  *syscall.Credential
 		sigs  chan os.Signal
+		// pre takes the signals of a command started early until the
+		// signal counter is loaded (handleUncounted).
+		pre   chan os.Signal
 		early bool
 	)
 	if launching {
@@ -255,8 +258,8 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		if err == nil && s.mayStartEarly(pcfg) {
 			if s.shim != "" {
 				early = true
-				sigs = s.catchSignals()
-				defer signal.Stop(sigs)
+				pre = s.catchSignals()
+				defer signal.Stop(pre)
 				err = s.launchEarly(env, extra, cred)
 			}
 			load()
@@ -320,11 +323,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		defer stop()
 	}
 
-	if !early {
-		// Signals are caught from here on: none may kill mdtrace while
-		// a launched command is held stopped.
-		sigs = s.catchSignals()
-		defer signal.Stop(sigs)
+	// Signals are caught from here on (a command started early: since
+	// it started, on pre): none may kill mdtrace while a launched
+	// command is held stopped, or waits for it.
+	sigs = s.catchSignals()
+	defer signal.Stop(sigs)
+	if pre != nil {
+		signal.Stop(pre)
 	}
 
 	if flags.Program != "" || flags.PID != 0 {
@@ -366,7 +371,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		defer s.keepMaps()()
 	}
 
-	interrupted := syscall.Signal(0)
+	interrupted := s.handleUncounted(pre)
 	var tick <-chan time.Time
 	if flags.Interval > 0 {
 		t := time.NewTicker(flags.Interval)
@@ -374,7 +379,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		tick = t.C
 	}
 loop:
-	for {
+	for interrupted == 0 {
 		select {
 		case <-tick:
 			s.periodic()

@@ -26,6 +26,7 @@
 #include <sys/ucontext.h>
 #include <pthread.h>
 
+#include "batch.h"
 #include "cfi.h"
 #include "unwind.h"
 
@@ -79,12 +80,20 @@ static inline union md_rule lookup(uintptr_t pc)
 	return r;
 }
 
-/* dlclose, then a new generation: the unloaded library's rules are dropped. */
+/*
+ * dlclose, then a new generation: the unloaded library's rules are dropped.
+ * In an early start a library is unloaded only once mdtrace is ready
+ * (md_early_hold): mdtrace reads the process's maps then, and names the
+ * frames of the calls held from them; a library gone by then would leave
+ * its frames unnamed.
+ */
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
 	static int (*next)(void *);
 	int (*f)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
 	int ret;
+
+	md_early_hold();
 
 	if (f == NULL) {
 		f = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
