@@ -53,16 +53,16 @@ func (p *Probes) dropTables(drop func(*bpf.MdtraceAllocKey) bool, tgids map[int]
 // bit 31 in leak info). Call it while the child is held before it runs.
 func (p *Probes) Fork(parent, child int, zygote bool) error {
 	p.reclaim(child)
+	if !zygote {
+		return nil
+	}
 	// The child's shim lists its copies of its parent's buffers where
-	// its parent's does.
+	// its parent's does (a vfork child's are its parent's own).
 	p.mu.Lock()
 	if at, ok := p.early[parent]; ok {
 		p.early[child] = at
 	}
 	p.mu.Unlock()
-	if !zygote {
-		return nil
-	}
 	var (
 		keys  []bpf.MdtraceAllocKey
 		infos []bpf.MdtraceAllocInfo
