@@ -169,6 +169,12 @@ func (s *session) announce(pid int, at uint64) {
 		if !s.probes.EarlyListed(pid) {
 			s.listEarly(pid)
 		}
+	}, func() bool {
+		// Its exec or its exit took it out.
+		s.pmu.Lock()
+		defer s.pmu.Unlock()
+		_, ok := s.readyAt[pid]
+		return !ok
 	})
 	s.pmu.Lock()
 	if _, ok := s.readyAt[pid]; ok && at != 0 {

@@ -65,11 +65,15 @@ var ErrShimNotWaiting = errors.New("its shim did not start")
 // (whose shim does not wait), ends it with ErrProcessGone. A word read as
 // abi.EarlyReady already (a fork child of a process told) is left alone.
 // at is the word's address if known (a fork child's is its parent's), else
-// 0; the address is returned.
-func AnnounceReady(pid int, shim string, at uint64, timeout time.Duration, before func(at uint64)) (uint64, error) {
+// 0; the address is returned. stop ends the wait with ErrProcessGone
+// when it reports true (the process executed another program, or exited).
+func AnnounceReady(pid int, shim string, at uint64, timeout time.Duration, before func(at uint64), stop func() bool) (uint64, error) {
 	deadline := time.Now().Add(timeout)
 	var word [4]byte
 	for {
+		if stop() {
+			return at, ErrProcessGone
+		}
 		if at == 0 {
 			var err error
 			if at, err = shimSymbol(pid, shim, abi.SymbolReady); err != nil {
