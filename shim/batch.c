@@ -212,6 +212,13 @@ void md_early_wait(void)
 	errno = saved;
 }
 
+/* dlclose's wait (unwind.c). */
+void md_early_hold_dlclose(void) __attribute__((visibility("hidden")));
+void md_early_hold_dlclose(void)
+{
+	md_early_hold();
+}
+
 /*
  * early_list lists a buffer made before mdtrace is ready in
  * mdshim_early_batches, for mdtrace's reports, in place of the hand-over

@@ -26,7 +26,6 @@
 #include <sys/ucontext.h>
 #include <pthread.h>
 
-#include "batch.h"
 #include "cfi.h"
 #include "unwind.h"
 
@@ -81,6 +80,12 @@ static inline union md_rule lookup(uintptr_t pc)
 }
 
 /*
+ * batch.c's md_early_hold, for dlclose; absent where this file is built
+ * without it (its tests).
+ */
+void md_early_hold_dlclose(void) __attribute__((weak, visibility("hidden")));
+
+/*
  * dlclose, then a new generation: the unloaded library's rules are dropped.
  * In an early start a library is unloaded only once mdtrace is ready
  * (md_early_hold): mdtrace reads the process's maps then, and names the
@@ -93,7 +98,8 @@ __attribute__((visibility("default"))) int dlclose(void *handle)
 	int (*f)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
 	int ret;
 
-	md_early_hold();
+	if (md_early_hold_dlclose != NULL)
+		md_early_hold_dlclose();
 
 	if (f == NULL) {
 		f = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
