@@ -192,6 +192,28 @@ const (
 // as the calls that reach the sites are then a sample already.
 const SymbolSampleBytes = "mdshim_sample_bytes"
 
+// An early start (ENV_EARLY): the command runs while mdtrace loads its
+// programs, and the shim holds its threads' batches until mdtrace writes
+// EARLY_READY in its 32-bit word SYMBOL_READY, once every probe of the
+// process is attached and its unwind tables are in place. The shim writes
+// EARLY_WAITING there first, as it starts: mdtrace writes the word only
+// after that, never while the loader may still be mapping or zeroing the
+// shim's data. A thread whose batch is
+// full, or that must call an unbatched site, waits for the word meanwhile
+// (EARLY_WAIT_MS at most, then goes on without it). The buffers of the
+// threads that have not handed a batch over yet, which the probes do not
+// know, are listed in the array of EARLY_BATCHES 64-bit addresses
+// SYMBOL_EARLY_BATCHES (0: a free slot), where mdtrace reads them for its
+// reports; a thread past the slots waits for the word.
+const (
+	SymbolReady        = "mdshim_ready"
+	SymbolEarlyBatches = "mdshim_early_batches"
+	EarlyReady         = 1
+	EarlyWaiting       = 2
+	EarlyBatches       = 64
+	EarlyWaitMs        = 30000
+)
+
 // An allocation without frames (its count 0) whose backtrace is that of
 // the batch's last event with frames before it, an allocation or one taken
 // back (BATCH_SKIP): the same frames, walked to the same end (its
@@ -310,6 +332,7 @@ const (
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes
 	EnvLogFD       = "MDSHIM_LOG_FD"             // the descriptor of mdtrace's --log file
 	EnvExitCheck   = "MDSHIM_EXIT_CHECK"         // the check for unreachable memory at exit: ask for it at the last destructor
+	EnvEarly       = "MDSHIM_EARLY"              // 1: an early start (SYMBOL_READY); the shim makes it 0 for the programs it executes
 )
 
 // The names the shim also exports get_malloc_leak_info and

@@ -238,6 +238,27 @@ enum mapping_kind {
  */
 #define SYMBOL_SAMPLE_BYTES "mdshim_sample_bytes"
 /*
+ * An early start (ENV_EARLY): the command runs while mdtrace loads its
+ * programs, and the shim holds its threads' batches until mdtrace writes
+ * EARLY_READY in its 32-bit word SYMBOL_READY, once every probe of the
+ * process is attached and its unwind tables are in place. The shim writes
+ * EARLY_WAITING there first, as it starts: mdtrace writes the word only
+ * after that, never while the loader may still be mapping or zeroing the
+ * shim's data. A thread whose batch is
+ * full, or that must call an unbatched site, waits for the word meanwhile
+ * (EARLY_WAIT_MS at most, then goes on without it). The buffers of the
+ * threads that have not handed a batch over yet, which the probes do not
+ * know, are listed in the array of EARLY_BATCHES 64-bit addresses
+ * SYMBOL_EARLY_BATCHES (0: a free slot), where mdtrace reads them for its
+ * reports; a thread past the slots waits for the word.
+ */
+#define SYMBOL_READY "mdshim_ready"
+#define SYMBOL_EARLY_BATCHES "mdshim_early_batches"
+#define EARLY_READY 1
+#define EARLY_WAITING 2
+#define EARLY_BATCHES 64
+#define EARLY_WAIT_MS 30000
+/*
  * An allocation without frames (its count 0) whose backtrace is that of
  * the batch's last event with frames before it, an allocation or one taken
  * back (BATCH_SKIP): the same frames, walked to the same end (its
@@ -368,6 +389,7 @@ struct md_ctl_text {
 #define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */
 #define ENV_LOG_FD "MDSHIM_LOG_FD"		/* the descriptor of mdtrace's --log file */
 #define ENV_EXIT_CHECK "MDSHIM_EXIT_CHECK"	/* the check for unreachable memory at exit: ask for it at the last destructor */
+#define ENV_EARLY "MDSHIM_EARLY"		/* 1: an early start (SYMBOL_READY); the shim makes it 0 for the programs it executes */
 
 /* ---- Functions; Go's versions are in abi/funcs.go ---- */
 

@@ -25,7 +25,7 @@ import (
 // preloaded when the options need it and, unless --no-preload, for its
 // probe sites, which cost the traced program a fraction of probes on the
 // allocator itself.
-func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
+func (s *session) launchEnv(logFile *os.File, pcfg tracer.ProbeConfig) ([]string, []*os.File, error) {
 	need := options.NeedsShim(s.cfg) || s.flags.SampleBytes > 0
 	if !need && s.flags.NoPreload {
 		return nil, nil, nil
@@ -88,7 +88,7 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 		// The probe sites get the start time of every call.
 		env = append(env, abi.EnvRecord+"=1")
 	}
-	if depth, ok := s.probes.BatchDepth(); ok {
+	if depth, ok := pcfg.BatchDepth(); ok {
 		// Each thread hands its calls over a batch at a time.
 		env = append(env, fmt.Sprintf("%s=%d", abi.EnvBatch, depth))
 	}
@@ -109,7 +109,12 @@ func (s *session) launchEnv(logFile *os.File) ([]string, []*os.File, error) {
 // uid can connect to: the shim's requests of the processes traced, and
 // another mdtrace's (mdtrace unreachable).
 func (s *session) listenCtl(uid, gid int) error {
-	srv, err := ctl.ListenAs(uid, gid, func(pid int) bool { return s.traced(pid) != nil }, s)
+	// A request that comes before the process is probed (it started
+	// early) waits for it.
+	srv, err := ctl.ListenAs(uid, gid, func(pid int) bool {
+		<-s.setupc
+		return s.traced(pid) != nil
+	}, s)
 	if err != nil {
 		return err
 	}

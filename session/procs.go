@@ -293,6 +293,8 @@ func (s *session) AdoptChild(pid int) bool {
 	if s.flags.PID != 0 && !s.flags.FollowForks {
 		return false
 	}
+	// Its parent, started early, is traced once it is probed.
+	<-s.setupc
 	ppid, err := tracer.ParentPID(pid)
 	if err != nil || s.proc == nil || s.traced(ppid) == nil {
 		return false

@@ -95,6 +95,16 @@ type session struct {
 	// signals alone.
 	sigCount *tracer.SignalCounter
 	sigSeen  [options.LogAllocatorStatsSignal - options.BacktraceEnableSignal + 1]uint64
+	// setupc is closed once the probes are loaded and the first process
+	// is probed; setupErr says why not, if it failed. What a launched
+	// command that started early (early.go) asks for waits for it.
+	setupc   chan struct{}
+	setupErr error
+	// early is set when the launched command started early; readyAt
+	// holds, under pmu, the processes whose shim started early and the
+	// address of its word (0: not known yet).
+	early   bool
+	readyAt map[int]uint64
 }
 
 // proc is one traced process.
@@ -198,16 +208,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	s.depth = depth
 	s.btOn.Store(cfg.BacktraceEnabled || !cfg.BacktraceEnableOnSignal)
-	// The signal counter's program is loaded beside the probes: each is
-	// tens of milliseconds that a launched command waits for. The count
-	// starts before the signals are caught (below): each one caught is
-	// counted.
-	counting := make(chan struct{})
-	go func() {
-		defer close(counting)
-		s.countSignals()
-	}()
-	probes, err := tracer.LoadProbes(tracer.ProbeConfig{
+	pcfg := tracer.ProbeConfig{
 		StackDepth:        depth,
 		BacktraceMinSize:  cfg.BacktraceMinSizeBytes,
 		BacktraceMaxSize:  cfg.BacktraceMaxSizeBytes,
@@ -231,8 +232,76 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		// that no batch can match any more (sweepOrphans).
 		NoBatch:     flags.PID != 0 && !flags.Inject || flags.Program != "" || flags.All || flags.NoBatch || flags.SampleBytes > 0,
 		SampleBytes: s.probeSampleBytes(),
-	})
-	<-counting
+	}
+	// The programs load in the background, and the signal counter's
+	// beside them: each is tens of milliseconds that a launched command
+	// held at its exec waits for. The count starts before the signals
+	// are caught (below): each one caught is counted. A launched command
+	// that can start early (early.go) starts before both, which would
+	// take the CPU it needs.
+	type loaded struct {
+		probes *tracer.Probes
+		err    error
+	}
+	loadc := make(chan loaded, 1)
+	loading := false
+	load := func() {
+		loading = true
+		counting := make(chan struct{})
+		go func() {
+			defer close(counting)
+			s.countSignals()
+		}()
+		go func() {
+			probes, err := tracer.LoadProbes(pcfg)
+			<-counting
+			loadc <- loaded{probes, err}
+		}()
+	}
+	s.setupc = make(chan struct{})
+	launching := flags.PID == 0 && flags.Program == ""
+	if !launching || !s.mayStartEarly(pcfg) {
+		load()
+	}
+	var (
+		env   []string
+		extra []*os.File
+		cred  *syscall.Credential
+		sigs  chan os.Signal
+		// pre takes the signals of a command started early until the
+		// signal counter is loaded (handleUncounted).
+		pre   chan os.Signal
+		early bool
+	)
+	if launching {
+		err := s.prepareLaunch(logFile, pcfg, &env, &extra, &cred)
+		if s.ctl != nil {
+			defer s.ctl.Close()
+		}
+		if err == nil && s.mayStartEarly(pcfg) {
+			if s.shim != "" {
+				early = true
+				pre = s.catchSignals()
+				defer signal.Stop(pre)
+				err = s.launchEarly(env, extra, cred)
+			}
+			load()
+		}
+		if err != nil {
+			if !loading {
+				return 1, err
+			}
+			if r := <-loadc; r.probes != nil {
+				r.probes.Close()
+			}
+			if s.sigCount != nil {
+				s.sigCount.Close()
+			}
+			return 1, s.failEarly(early, err)
+		}
+	}
+	r := <-loadc
+	probes, err := r.probes, r.err
 	if s.sigCount != nil {
 		defer s.sigCount.Close()
 	}
@@ -241,6 +310,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		fmt.Fprintln(stderr, verr.Log())
 	}
 	if err != nil {
+		s.failEarly(early, err)
 		return 1, err
 	}
 	defer probes.Close()
@@ -250,21 +320,21 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	if cfg.Has(options.RecordAllocs) || flags.Stats {
 		if s.rec, err = newRecorder(s, cfg.RecordAllocsNumEntries, cfg.Has(options.RecordAllocs), flags.Stats); err != nil {
-			return 1, err
+			return 1, s.failEarly(early, err)
 		}
 		defer s.rec.Close()
 	}
 
 	notices, err := probes.LibraryNotices()
 	if err != nil {
-		return 1, err
+		return 1, s.failEarly(early, err)
 	}
 	var stopWatch func()
 	s.syncLibraries, stopWatch = s.watchLibraries(notices)
 	defer stopWatch()
 	walks, err := probes.DeferredWalks()
 	if err != nil {
-		return 1, err
+		return 1, s.failEarly(early, err)
 	}
 	var stopWalks func()
 	s.syncDeferred, stopWalks = s.watchDeferred(walks)
@@ -273,20 +343,20 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if verify {
 		sync, stop, err := s.watchPointerErrors()
 		if err != nil {
-			return 1, err
+			return 1, s.failEarly(early, err)
 		}
 		s.syncErrors = sync
 		defer stop()
 	}
 
-	// Signals are caught from here on: none may kill mdtrace while a
-	// launched command is held stopped.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP,
-		syscall.Signal(options.BacktraceEnableSignal), syscall.Signal(options.RecordAllocsSignal),
-		syscall.Signal(options.BacktraceDumpSignal), syscall.Signal(options.CheckUnreachableSignal),
-		syscall.Signal(options.LogAllocatorStatsSignal))
+	// Signals are caught from here on (a command started early: since
+	// it started, on pre): none may kill mdtrace while a launched
+	// command is held stopped, or waits for it.
+	sigs = s.catchSignals()
 	defer signal.Stop(sigs)
+	if pre != nil {
+		signal.Stop(pre)
+	}
 
 	if flags.Program != "" || flags.PID != 0 {
 		// Another mdtrace asks for checks for unreachable memory on
@@ -298,6 +368,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		defer s.ctl.Close()
 	}
 	if flags.Program != "" {
+		close(s.setupc)
 		return s.runProgram(sigs)
 	}
 	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
@@ -305,6 +376,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		hooks.Fork = s.forked
 	}
 	if flags.PID != 0 {
+		close(s.setupc)
 		if why := s.holdReasons(); len(why) > 0 {
 			fmt.Fprintf(stderr, "mdtrace: holding process %d with ptrace for %s: debuggers and profilers cannot attach to it while mdtrace runs\n", flags.PID, strings.Join(why, "; "))
 			s.proc, err = tracer.Attach(flags.PID, hooks)
@@ -312,41 +384,20 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 			s.unheld = true
 			s.proc, err = tracer.AttachUnheld(flags.PID, hooks, probes)
 		}
+	} else if early {
+		err = s.readyEarly()
 	} else {
-		var (
-			env   []string
-			extra []*os.File
-		)
-		var cred *syscall.Credential
-		if flags.User != "" {
-			if s.user, err = lookupUser(flags.User); err != nil {
-				return 1, err
-			}
-			cred = s.user.cred
-		}
-		if env, extra, err = s.launchEnv(logFile); err != nil {
-			return 1, err
-		}
-		if s.ctl == nil {
-			// Without the shim, for mdtrace unreachable alone.
-			if err := s.listenCtl(os.Geteuid(), os.Getegid()); err != nil {
-				return 1, err
-			}
-		}
-		defer s.ctl.Close()
-		if s.user != nil {
-			env = s.user.env(env)
-		}
+		close(s.setupc)
 		s.proc, err = tracer.LaunchAs(flags.Command, env, extra, cred, hooks)
 	}
 	if err != nil {
-		return 1, err
+		return 1, s.failEarly(early, err)
 	}
 	if s.unheld {
 		defer s.keepMaps()()
 	}
 
-	interrupted := syscall.Signal(0)
+	interrupted := s.handleUncounted(pre)
 	var tick <-chan time.Time
 	if flags.Interval > 0 {
 		t := time.NewTicker(flags.Interval)
@@ -354,7 +405,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		tick = t.C
 	}
 loop:
-	for {
+	for interrupted == 0 {
 		select {
 		case <-tick:
 			s.periodic()

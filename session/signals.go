@@ -111,6 +111,28 @@ func (s *session) pendingSignals(sigs <-chan os.Signal) {
 	}
 }
 
+// handleUncounted acts on the signals pre took while a command started
+// early ran and the signal counter was not loaded yet, each at least once
+// (the count has not seen those that came before it), and returns the one
+// that ends the run, if one came. A signal pre took after the counter was
+// loaded may be on the session's channel too: acted on here, its count is
+// taken, and it is not acted on again.
+func (s *session) handleUncounted(pre <-chan os.Signal) syscall.Signal {
+	for {
+		select {
+		case sig := <-pre:
+			n := sig.(syscall.Signal)
+			switch n {
+			case unix.SIGINT, unix.SIGTERM, unix.SIGHUP:
+				return n
+			}
+			s.countedSignal(int(n), max(s.signalsCame(int(n)), 1))
+		default:
+			return 0
+		}
+	}
+}
+
 // debugSignal acts on one of malloc debug's signals for the processes
 // procs, as Android does when the signal reaches the process. It reports
 // false when the signal is ignored (its option is off), which it says.

@@ -40,21 +40,32 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <gnu/libc-version.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../abi/mdtrace_abi.h"
 #include "backtrace.h"
 #include "batch.h"
 #include "debug.h"
+#include "log.h"
 #include "real.h"
 #include "site.h"
 #include "unwind.h"
 
 bool md_batch_on;
+
+bool md_early;
+volatile uint32_t mdshim_ready;
+/* The buffers not registered yet in an early start (struct md_batch_thread's early_slot). */
+__attribute__((visibility("default"))) volatile uint64_t mdshim_early_batches[EARLY_BATCHES];
 
 /* Whether backtraces are on, as mdtrace last said (BACKTRACE_STATE_*); 0 until it does. */
 __attribute__((visibility("default"))) volatile uint8_t mdshim_backtrace_state;
@@ -178,6 +189,66 @@ static bool probed(void)
 }
 
 /*
+ * md_early_wait waits until mdtrace is ready. Nothing can wake the futex
+ * from another process (the word is in private memory): the wait is a
+ * sleep of a millisecond at a time that ends as soon as the word is set.
+ * A thread that waited EARLY_WAIT_MS for nothing (mdtrace gone before it
+ * was ready) ends the early start for every thread, and says so.
+ */
+void md_early_wait(void)
+{
+	struct timespec tick = { 0, 1000000 };
+	int saved = errno;
+
+	for (unsigned ms = 0; md_early_pending(); ms++) {
+		if (ms >= EARLY_WAIT_MS) {
+			if (__atomic_exchange_n(&md_early, false, __ATOMIC_ACQ_REL))
+				md_log('E', "%s: mdtrace was not ready after %u ms: the calls held until now may be missing",
+				       program_invocation_name, (unsigned)EARLY_WAIT_MS);
+			break;
+		}
+		syscall(SYS_futex, &mdshim_ready, FUTEX_WAIT_PRIVATE, EARLY_WAITING, &tick, NULL, 0);
+	}
+	errno = saved;
+}
+
+/* dlclose's wait (unwind.c). */
+void md_early_hold_dlclose(void) __attribute__((visibility("hidden")));
+void md_early_hold_dlclose(void)
+{
+	md_early_hold();
+}
+
+/*
+ * early_list lists a buffer made before mdtrace is ready in
+ * mdshim_early_batches, for mdtrace's reports, in place of the hand-over
+ * that would register it with the probes; false when every slot is taken.
+ */
+static bool early_list(struct md_batch_thread *bt)
+{
+	for (unsigned i = 0; i < EARLY_BATCHES; i++) {
+		uint64_t none = 0;
+
+		if (__atomic_compare_exchange_n(&mdshim_early_batches[i], &none, (uint64_t)(uintptr_t)&bt->b, false,
+						__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+			bt->early_slot = i + 1;
+			bt->unregistered = true;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* early_unlist takes a buffer out of mdshim_early_batches: the probes know it now, or it is gone. */
+static void early_unlist(struct md_batch_thread *bt)
+{
+	if (bt->early_slot != 0)
+		__atomic_store_n(&mdshim_early_batches[bt->early_slot - 1], 0, __ATOMIC_RELEASE);
+	bt->early_slot = 0;
+	bt->unregistered = false;
+}
+
+/*
  * flush hands the buffer to the probes, when they are there, and then
  * frees the blocks it held. mdtrace may read the buffer meanwhile: seq is
  * odd while the buffer changes under it.
@@ -186,7 +257,17 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 {
 	uint64_t epoch;
 
-	if (bt->b.used != 0 || flags != 0 || bt->paired != 0) {
+	if (bt->unregistered && bt->b.used == 0 && bt->paired == 0 && flags == BATCH_RETIRE) {
+		/* Nothing to hand over, and nothing for the probes to forget. */
+		early_unlist(bt);
+		flags = 0;
+	}
+	if (bt->b.used != 0 || flags != 0 || bt->paired != 0 || bt->unregistered) {
+		/* A buffer made before mdtrace was ready registers with its first hand-over. */
+		if (bt->unregistered && !(flags & BATCH_INHERITED))
+			flags |= BATCH_REGISTER;
+		/* Held, readable by mdtrace, until the probes are there to take it. */
+		md_early_hold();
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		epoch = __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
 		if (probed())
@@ -197,6 +278,9 @@ static void flush(struct md_batch_thread *bt, uint64_t flags)
 		__atomic_store_n(&bt->b.used, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&bt->b.seq, bt->b.seq + 1, __ATOMIC_RELEASE);
 		bt->paired = 0;
+		/* After the hand-over: mdtrace reads the buffer either way meanwhile, and once. */
+		if (bt->unregistered)
+			early_unlist(bt);
 	}
 	bt->nrecent = 0;
 	bt->frames_at = 0;
@@ -290,6 +374,7 @@ static void fork_child(void)
 		if (bt == t_batch)
 			continue;
 		flush(bt, BATCH_INHERITED);
+		early_unlist(bt);
 		unregister(bt);
 		munmap(bt, sizeof(*bt));
 	}
@@ -344,14 +429,31 @@ void md_batch_init(size_t (*usable_size)(void *))
 {
 	const char *s = getenv(ENV_BATCH);
 	unsigned long d;
-	char *end;
+	char *end, *early;
 
 	if (s == NULL || s[0] == '\0')
 		return;
 	d = strtoul(s, &end, 10);
 	if (*end != '\0')
 		return;
-	md_batch_start(d, usable_size);
+	if (!md_batch_start(d, usable_size))
+		return;
+	/*
+	 * An early start is this program's alone: a program it executes is
+	 * held at its exec until mdtrace has probed it. The variable is made
+	 * 0 in place (unsetenv could wait for the lock of a setenv that is
+	 * allocating).
+	 */
+	early = getenv(ENV_EARLY);
+	if (early != NULL && strcmp(early, "1") == 0) {
+		uint32_t none = 0;
+
+		early[0] = '0';
+		/* Now mdtrace may write the word: the loader is done with it. */
+		__atomic_compare_exchange_n(&mdshim_ready, &none, EARLY_WAITING, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE);
+		md_early = true;
+	}
 }
 
 bool md_batch_start(unsigned long d, size_t (*usable_size)(void *))
@@ -407,7 +509,9 @@ static struct md_batch_thread *thread_batch(void)
 	g_registry = bt;
 	pthread_mutex_unlock(&g_registry_lock);
 	t_batch = bt;
-	flush_busy(bt, BATCH_REGISTER);
+	/* Before mdtrace is ready the buffer is listed instead, and registers at its first hand-over. */
+	if (!md_early_pending() || !early_list(bt))
+		flush_busy(bt, BATCH_REGISTER);
 	return bt;
 
 unbatched:
@@ -435,7 +539,7 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 {
 	struct md_batch_thread *bt;
 
-	if (!probed()) {
+	if (!probed() && !md_early_pending()) {
 		/*
 		 * mdtrace is gone: drop the events, free the blocks. A shim
 		 * mdtrace loaded into the running process gives the program's

@@ -70,6 +70,13 @@ struct md_batch_thread {
 	uint64_t paired;
 	/* Blocks the thread gave back to glibc, each until a batched allocation returns it (0: none). */
 	uintptr_t given[MD_BATCH_GIVEN];
+	/*
+	 * In an early start, a buffer made before mdtrace was ready is not
+	 * known to the probes until its first hand-over registers it; until
+	 * then it is listed in mdshim_early_batches, at early_slot less one.
+	 */
+	unsigned early_slot;
+	bool unregistered;
 };
 _Static_assert(BATCH_WORDS < MD_BATCH_NO_EVENT, "a word offset does not fit recent[]");
 _Static_assert(MD_BATCH_HELD <= 64, "keyed has a bit a held block");
@@ -108,6 +115,30 @@ extern int md_inject_routed __attribute__((visibility("hidden")));
  */
 extern uint32_t *md_batch_pending __attribute__((visibility("hidden")));
 void md_inject_abandon(void) __attribute__((visibility("hidden")));
+/*
+ * md_early is set in an early start (ENV_EARLY, abi/mdtrace_abi.h): the
+ * program runs before mdtrace has probed it, and the shim holds what it
+ * would hand over until mdtrace writes mdshim_ready. md_early_wait waits
+ * for it (EARLY_WAIT_MS at most, after which md_early is cleared and the
+ * shim goes on as without it); md_early_hold is what an unbatched call
+ * does first.
+ */
+extern bool md_early __attribute__((visibility("hidden")));
+extern volatile uint32_t mdshim_ready __attribute__((visibility("default")));
+void md_early_wait(void) __attribute__((visibility("hidden")));
+
+static inline bool md_early_pending(void)
+{
+	return __builtin_expect(__atomic_load_n(&md_early, __ATOMIC_RELAXED), 0) &&
+	       __atomic_load_n(&mdshim_ready, __ATOMIC_ACQUIRE) != EARLY_READY;
+}
+
+static inline void md_early_hold(void)
+{
+	if (md_early_pending())
+		md_early_wait();
+}
+
 bool md_batch_alloc(void *fp, void *ptr, size_t size);
 bool md_batch_free(void *fp, void *ptr);
 void md_batch_sync(void);

@@ -319,19 +319,26 @@ static int powerof2(size_t x)
  * nanosecond, a fifth of what the shim's hooks cost beyond glibc.
  */
 #define SITE_PROBED(site) md_site_probed((const void *)(uintptr_t)(site))
+/*
+ * In an early start, a call that goes to a site before mdtrace is ready
+ * waits for it (md_early_hold): unprobed, the site would lose the call.
+ */
 #define REPORT_ALLOC(...)                                    \
 	do {                                               \
+		md_early_hold();                           \
 		if (SITE_PROBED(mdshim_site_alloc))        \
 			mdshim_site_alloc(__VA_ARGS__, 0); \
 	} while (0)
 /* REPORT_ALLOC with the old block's PRESENT_BYTES (site_present). */
 #define REPORT_ALLOC_PRESENT(...)                            \
 	do {                                               \
+		md_early_hold();                           \
 		if (SITE_PROBED(mdshim_site_alloc))        \
 			mdshim_site_alloc(__VA_ARGS__);    \
 	} while (0)
 #define REPORT_FREE(...)                                     \
 	do {                                               \
+		md_early_hold();                           \
 		if (SITE_PROBED(mdshim_site_free))         \
 			mdshim_site_free(__VA_ARGS__);     \
 	} while (0)

@@ -79,12 +79,27 @@ static inline union md_rule lookup(uintptr_t pc)
 	return r;
 }
 
-/* dlclose, then a new generation: the unloaded library's rules are dropped. */
+/*
+ * batch.c's md_early_hold, for dlclose; absent where this file is built
+ * without it (its tests).
+ */
+void md_early_hold_dlclose(void) __attribute__((weak, visibility("hidden")));
+
+/*
+ * dlclose, then a new generation: the unloaded library's rules are dropped.
+ * In an early start a library is unloaded only once mdtrace is ready
+ * (md_early_hold): mdtrace reads the process's maps then, and names the
+ * frames of the calls held from them; a library gone by then would leave
+ * its frames unnamed.
+ */
 __attribute__((visibility("default"))) int dlclose(void *handle)
 {
 	static int (*next)(void *);
 	int (*f)(void *) = __atomic_load_n(&next, __ATOMIC_RELAXED);
 	int ret;
+
+	if (md_early_hold_dlclose != NULL)
+		md_early_hold_dlclose();
 
 	if (f == NULL) {
 		f = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");

@@ -236,6 +236,12 @@ func (p *Probes) BatchDepth() (int, bool) {
 	return p.stackDepth, p.objs.BatchDrain != nil && !p.noBatch
 }
 
+// BatchDepth is Probes.BatchDepth for the probes cfg will load, known
+// before they are.
+func (cfg ProbeConfig) BatchDepth() (int, bool) {
+	return cfg.StackDepth, !cfg.NoBatch && !cfg.Record
+}
+
 // batchReady attaches, the first time, the probe at the end of every
 // thread that hands what a thread's batch still holds to the table
 // (batch_drain); it reports whether it is attached.

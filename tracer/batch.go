@@ -363,6 +363,12 @@ func (p *Probes) batchAddrs(tgid int) ([]uint64, error) {
 			addrs = append(addrs, bt.Addr)
 		}
 	}
+	// A buffer that registers meanwhile is in both lists: it is read once.
+	for _, a := range p.earlyAddrs(tgid) {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
 	return addrs, it.Err()
 }
 

@@ -72,6 +72,8 @@ func (p *Probes) Execed(pid int) {
 	}
 	p.retired.execs[pid] = true
 	delete(p.lastLen, pid)
+	// The new program's shim, if any, did not start early.
+	delete(p.early, pid)
 	p.startCleanerLocked()
 	p.mu.Unlock()
 }

@@ -189,6 +189,9 @@ type Probes struct {
 	fileLinks map[int]map[fileID][]link.Link
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
+	// early holds, for each process started early, where its shim lists
+	// the buffers not registered with the probes yet (early.go).
+	early map[int]uint64
 	// tables is the live table's tiers, whose entry counts size snapshots
 	// before the walk; lastLen is the size of each process's last
 	// snapshot, a better guess where the table holds the blocks of many

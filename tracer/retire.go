@@ -53,6 +53,7 @@ func (p *Probes) Release(pid int) {
 	delete(p.probed, pid)
 	delete(p.fileLinks, pid)
 	delete(p.watched, pid)
+	delete(p.early, pid)
 	if p.retired.pids == nil {
 		p.retired.pids = map[int]bool{}
 	}

@@ -4,13 +4,12 @@ package tracer
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/abi"
-	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // SetShimBacktrace tells the shim in process pid whether backtraces are on
@@ -20,37 +19,21 @@ import (
 // batch. shim is the shim's file, as mdtrace preloaded it. A process that
 // does not map the shim, or is gone, is left alone.
 func SetShimBacktrace(pid int, shim string, on bool) error {
-	maps, err := stacks.ReadMaps(pid)
-	if err != nil {
+	at, err := shimSymbol(pid, shim, abi.SymbolBacktraceState)
+	if errors.Is(err, ErrProcessGone) || err == nil && at == 0 {
 		return nil
 	}
-	want, err := os.Stat(shim)
 	if err != nil {
 		return err
 	}
-	for i := range maps.Mappings {
-		m := &maps.Mappings[i]
-		if m.Offset != 0 || m.Path == "" || m.Path[0] != '/' {
-			continue
-		}
-		file := stacks.MappedFile(pid, m)
-		if fi, err := os.Stat(file.Path); err != nil || !os.SameFile(fi, want) {
-			continue
-		}
-		addr, err := symbolAddress(file.Path, abi.SymbolBacktraceState)
-		if err != nil {
-			return fmt.Errorf("process %d: %s: %w", pid, shim, err)
-		}
-		v := byte(abi.BacktraceStateOff)
-		if on {
-			v = abi.BacktraceStateOn
-		}
-		local := []unix.Iovec{{Base: &v, Len: 1}}
-		remote := []unix.RemoteIovec{{Base: uintptr(m.Start + addr), Len: 1}}
-		if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil && err != unix.ESRCH {
-			return fmt.Errorf("process %d: telling the shim backtraces are %s: %w", pid, map[bool]string{true: "on", false: "off"}[on], err)
-		}
-		return nil
+	v := byte(abi.BacktraceStateOff)
+	if on {
+		v = abi.BacktraceStateOn
+	}
+	local := []unix.Iovec{{Base: &v, Len: 1}}
+	remote := []unix.RemoteIovec{{Base: uintptr(at), Len: 1}}
+	if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil && err != unix.ESRCH {
+		return fmt.Errorf("process %d: telling the shim backtraces are %s: %w", pid, map[bool]string{true: "on", false: "off"}[on], err)
 	}
 	return nil
 }

@@ -56,6 +56,13 @@ func (p *Probes) Fork(parent, child int, zygote bool) error {
 	if !zygote {
 		return nil
 	}
+	// The child's shim lists its copies of its parent's buffers where
+	// its parent's does (a vfork child's are its parent's own).
+	p.mu.Lock()
+	if at, ok := p.early[parent]; ok {
+		p.early[child] = at
+	}
+	p.mu.Unlock()
 	var (
 		keys  []bpf.MdtraceAllocKey
 		infos []bpf.MdtraceAllocInfo

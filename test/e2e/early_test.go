@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEarlyStart: in the default launch mode the command starts while
+// mdtrace loads its programs, its shim holding every batch until mdtrace
+// has probed the process. testdata/early makes all its calls then: a
+// program done before mdtrace is ready (its "early: done" comes before
+// mdtrace's tracing line), one whose batch fills or whose frees pass the
+// bound a thread may hold and so waits for mdtrace, one that ends with
+// _exit while a thread's batch and its own are held, a fork (its child
+// held until mdtrace is ready, then told) and an exec made before mdtrace
+// is ready. Every block is reported, exactly.
+func TestEarlyStart(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		args   string
+		before bool     // the program's work is done before mdtrace is ready
+		lines  []string // mdtrace's lines on standard error, after the first tracing line
+		sizes  map[int]int
+		frames map[string]int
+	}{
+		{"keep 200", true, []string{"mdtrace: 29900 bytes in 200 leaked allocations"}, nil, map[string]int{"(early_keep+": 200}},
+		{"keep 3000", false, []string{"mdtrace: 448500 bytes in 3000 leaked allocations"}, map[int]int{100: 30, 199: 30}, map[string]int{"(early_keep+": 3000}},
+		{"churn 20000", false, []string{"mdtrace: 2000 bytes in 10 leaked allocations"}, map[int]int{200: 10, 48: 0}, map[string]int{"(early_keep+": 10}},
+		{"_exit 200", true, []string{"mdtrace: 66000 bytes in 202 leaked allocations (1 suppressed, 288 bytes)"}, map[int]int{300: 200, 3000: 2},
+			map[string]int{"(early_thread+": 200, "(early_main+": 2}},
+		{"fork 150", false, []string{"mdtrace: tracing process CHILD, forked from PID", "mdtrace: 44850 bytes in 305 leaked allocations in 2 processes"},
+			map[int]int{500: 5}, map[string]int{"(early_child+": 5, "(early_keep+": 305}},
+		{"exec 150", true, []string{"mdtrace: 510 bytes in 5 leaked allocations"}, map[int]int{100: 1, 104: 1}, map[string]int{"(early_keep+": 5}},
+	} {
+		t.Run(strings.Fields(tc.args)[0], func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			r := runMdtrace(t, append([]string{"-o", "backtrace leak_track", "--log", logPath, "--", prog("early")}, strings.Fields(tc.args)...)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			var mine []string
+			first, done := -1, -1
+			for i, l := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+				switch {
+				case strings.HasPrefix(l, "mdtrace: tracing process ") && first < 0 && !strings.Contains(l, "forked from"):
+					first = i
+				case l == "early: done":
+					if done < 0 {
+						done = i
+					}
+				case strings.HasPrefix(l, "mdtrace: "):
+					mine = append(mine, l)
+				}
+			}
+			if first < 0 {
+				t.Fatalf("no tracing line; stderr:\n%s", r.stderr)
+			}
+			if done < 0 || (done < first) != tc.before {
+				t.Errorf("the program's work done before mdtrace was ready: %v, want %v; stderr:\n%s", done >= 0 && done < first, tc.before, r.stderr)
+			}
+			want := strings.Join(tc.lines, "\n")
+			if len(mine) > 0 && strings.Contains(mine[0], "forked from") {
+				// The pids are not known in advance.
+				var child, parent int
+				fmt.Sscanf(mine[0], "mdtrace: tracing process %d, forked from %d", &child, &parent)
+				want = strings.NewReplacer("CHILD", fmt.Sprint(child), "PID", fmt.Sprint(parent)).Replace(want)
+			}
+			if got := strings.Join(mine, "\n"); got != want {
+				t.Errorf("mdtrace's lines:\n%s\nwant:\n%s", got, want)
+			}
+			log := readFile(t, logPath)
+			for size, n := range tc.sizes {
+				if got := strings.Count(log, fmt.Sprintf("leaked block of size %d ", size)); got != n {
+					t.Errorf("%d leaks of %d bytes, want %d", got, size, n)
+				}
+			}
+			for frame, n := range tc.frames {
+				if got := strings.Count(log, frame); got != n {
+					t.Errorf("%d lines with %q, want %d", got, frame, n)
+				}
+			}
+		})
+	}
+}
