@@ -332,7 +332,7 @@ const (
 	EnvSampleBytes = "MDSHIM_SAMPLE_BYTES"       // --sample-bytes
 	EnvLogFD       = "MDSHIM_LOG_FD"             // the descriptor of mdtrace's --log file
 	EnvExitCheck   = "MDSHIM_EXIT_CHECK"         // the check for unreachable memory at exit: ask for it at the last destructor
-	EnvEarly       = "MDSHIM_EARLY"              // 1: an early start (SYMBOL_READY); the shim makes it 0 for the programs it executes
+	EnvEarly       = "MDSHIM_EARLY"              // mdtrace's pid: an early start (SYMBOL_READY); the shim makes it start with 0 for the programs it executes
 )
 
 // The names the shim also exports get_malloc_leak_info and

@@ -389,7 +389,7 @@ struct md_ctl_text {
 #define ENV_SAMPLE_BYTES "MDSHIM_SAMPLE_BYTES"	/* --sample-bytes */
 #define ENV_LOG_FD "MDSHIM_LOG_FD"		/* the descriptor of mdtrace's --log file */
 #define ENV_EXIT_CHECK "MDSHIM_EXIT_CHECK"	/* the check for unreachable memory at exit: ask for it at the last destructor */
-#define ENV_EARLY "MDSHIM_EARLY"		/* 1: an early start (SYMBOL_READY); the shim makes it 0 for the programs it executes */
+#define ENV_EARLY "MDSHIM_EARLY"		/* mdtrace's pid: an early start (SYMBOL_READY); the shim makes it start with 0 for the programs it executes */
 
 /* ---- Functions; Go's versions are in abi/funcs.go ---- */
 

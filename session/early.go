@@ -83,7 +83,9 @@ func (s *session) catchSignals() chan os.Signal {
 // for the setup (s.setupc), held by ptrace meanwhile: they need the probes.
 func (s *session) launchEarly(env []string, extra []*os.File, cred *syscall.Credential) error {
 	s.early = true
-	env = append(env, abi.EnvEarly+"=1")
+	// The shim looks for mdtrace by its pid while it waits: if mdtrace dies
+	// before it is ready, the command goes on at once.
+	env = append(env, fmt.Sprintf("%s=%d", abi.EnvEarly, os.Getpid()))
 	setup := func() bool {
 		<-s.setupc
 		return s.setupErr == nil

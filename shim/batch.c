@@ -188,23 +188,36 @@ static bool probed(void)
 	return md_site_probed((const void *)(uintptr_t)mdshim_site_batch);
 }
 
+/* mdtrace's pid in an early start, which waits only while mdtrace lives. */
+static pid_t early_tracer;
+
 /*
  * md_early_wait waits until mdtrace is ready. Nothing can wake the futex
  * from another process (the word is in private memory): the wait is a
  * sleep of a millisecond at a time that ends as soon as the word is set.
- * A thread that waited EARLY_WAIT_MS for nothing (mdtrace gone before it
- * was ready) ends the early start for every thread, and says so.
+ * A thread that waited EARLY_WAIT_MS for nothing, or that finds mdtrace
+ * gone (killed before it was ready: looked for every EARLY_LOOK_MS), ends
+ * the early start for every thread, and says so.
  */
+#define EARLY_LOOK_MS 20
 void md_early_wait(void)
 {
 	struct timespec tick = { 0, 1000000 };
 	int saved = errno;
 
 	for (unsigned ms = 0; md_early_pending(); ms++) {
-		if (ms >= EARLY_WAIT_MS) {
-			if (__atomic_exchange_n(&md_early, false, __ATOMIC_ACQ_REL))
-				md_log('E', "%s: mdtrace was not ready after %u ms: the calls held until now may be missing",
-				       program_invocation_name, (unsigned)EARLY_WAIT_MS);
+		bool gone = ms % EARLY_LOOK_MS == EARLY_LOOK_MS - 1 && early_tracer > 0 &&
+			    syscall(SYS_kill, early_tracer, 0) != 0 && errno == ESRCH;
+
+		if (gone || ms >= EARLY_WAIT_MS) {
+			if (__atomic_exchange_n(&md_early, false, __ATOMIC_ACQ_REL)) {
+				if (gone)
+					md_log('E', "%s: mdtrace ended before it was ready: the calls held until now may be missing",
+					       program_invocation_name);
+				else
+					md_log('E', "%s: mdtrace was not ready after %u ms: the calls held until now may be missing",
+					       program_invocation_name, (unsigned)EARLY_WAIT_MS);
+			}
 			break;
 		}
 		syscall(SYS_futex, &mdshim_ready, FUTEX_WAIT_PRIVATE, EARLY_WAITING, &tick, NULL, 0);
@@ -440,14 +453,16 @@ void md_batch_init(size_t (*usable_size)(void *))
 		return;
 	/*
 	 * An early start is this program's alone: a program it executes is
-	 * held at its exec until mdtrace has probed it. The variable is made
-	 * 0 in place (unsetenv could wait for the lock of a setenv that is
-	 * allocating).
+	 * held at its exec until mdtrace has probed it. The variable, mdtrace's
+	 * pid, gets a leading 0 in place (unsetenv could wait for the lock of a
+	 * setenv that is allocating).
 	 */
 	early = getenv(ENV_EARLY);
-	if (early != NULL && strcmp(early, "1") == 0) {
+	if (early != NULL && early[0] >= '1' && early[0] <= '9') {
 		uint32_t none = 0;
 
+		d = strtoul(early, &end, 10);
+		early_tracer = *end == '\0' && d <= INT32_MAX ? (pid_t)d : 0;
 		early[0] = '0';
 		/* Now mdtrace may write the word: the loader is done with it. */
 		__atomic_compare_exchange_n(&mdshim_ready, &none, EARLY_WAITING, false, __ATOMIC_ACQ_REL,

@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEarlyStart: in the default launch mode the command starts while
@@ -82,5 +87,57 @@ func TestEarlyStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEarlyStartTracerKilled: mdtrace killed before it is ready. The
+// command it started early has a batch full and waits for mdtrace; its
+// shim looks for mdtrace by its pid, finds it gone, says so and goes on at
+// once (it waited 30 s for nothing before).
+func TestEarlyStartTracerKilled(t *testing.T) {
+	needRoot(t)
+	var out bytes.Buffer
+	cmd := exec.Command(mdtraceBin, "--", prog("early"), "keep", "3000")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A child is listed under the thread that forked it.
+	children := fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// Its first child may be the loader, asked which libraries the
+		// command needs: the command's is named early.
+		var pids []string
+		files, _ := filepath.Glob(children)
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			pids = append(pids, strings.Fields(string(b))...)
+		}
+		if slices.ContainsFunc(pids, func(pid string) bool {
+			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+			return strings.TrimSpace(string(comm)) == "early"
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("mdtrace started no command in 5 s; output:\n%s", out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cmd.Process.Kill()
+	killed := time.Now()
+	// Wait returns once the command, which shares the output, is done too.
+	cmd.Wait()
+	took := time.Since(killed)
+	if took > 5*time.Second {
+		t.Errorf("the command ended %v after mdtrace was killed, want within 5 s", took)
+	}
+	for _, want := range []string{"early: done", "mdtrace ended before it was ready: the calls held until now may be missing"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the output:\n%s", want, out.String())
+		}
 	}
 }
