@@ -21,31 +21,20 @@ import (
 // --sample-bytes N). The calls at the sites of such a process are a sample
 // already. file must be the shim (HasShimSites).
 func ShimSampleBytes(pid int, file stacks.File) (uint64, error) {
-	addr, err := symbolAddress(file.Path, abi.SymbolSampleBytes)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", file.Name, err)
-	}
-	maps, err := stacks.ReadMaps(pid)
+	addr, err := shimSymbol(pid, file.Path, abi.SymbolSampleBytes)
 	if err != nil {
 		return 0, err
 	}
-	for i := range maps.Mappings {
-		m := &maps.Mappings[i]
-		if m.Offset != 0 || m.Path == "" || m.Path[0] != '/' {
-			continue
-		}
-		if !stacks.SameFile(stacks.MappedFile(pid, m), file) {
-			continue
-		}
-		var b [8]byte
-		local := []unix.Iovec{{Base: &b[0], Len: 8}}
-		remote := []unix.RemoteIovec{{Base: uintptr(m.Start + addr), Len: 8}}
-		if _, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil {
-			return 0, fmt.Errorf("process %d: reading the sampling interval of %s: %w", pid, file.Name, err)
-		}
-		return binary.LittleEndian.Uint64(b[:]), nil
+	if addr == 0 {
+		return 0, fmt.Errorf("process %d does not map %s", pid, file.Name)
 	}
-	return 0, fmt.Errorf("process %d does not map %s", pid, file.Name)
+	var b [8]byte
+	local := []unix.Iovec{{Base: &b[0], Len: 8}}
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: 8}}
+	if _, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil {
+		return 0, fmt.Errorf("process %d: reading the sampling interval of %s: %w", pid, file.Name, err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 // ShimSamples tells the probes whether the shim of process pid samples by

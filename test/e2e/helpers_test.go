@@ -286,3 +286,22 @@ func (b *background) wait(t *testing.T) int {
 	}
 	return b.cmd.ProcessState.ExitCode()
 }
+
+// attachGo attaches mdtrace with args to target, a program that waits for
+// "go" on its standard input; lets it go once mdtrace is ready (its
+// --ready-file in dir); and waits for both to end with status 0. It
+// returns mdtrace, ended.
+func attachGo(t *testing.T, target *background, dir string, args ...string) *background {
+	t.Helper()
+	m := start(t, mdtraceBin, append([]string{"-p", fmt.Sprint(target.cmd.Process.Pid), "--ready-file", dir + "/ready"}, args...)...)
+	waitFile(t, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("%s exit status %d", filepath.Base(target.cmd.Path), code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	return m
+}

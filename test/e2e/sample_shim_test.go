@@ -99,17 +99,8 @@ func TestSampleBytesProbesPython(t *testing.T) {
 		"small = [bytearray(1000) for _ in range(10000)]\nlarge = [bytearray(5000) for _ in range(500)]\nos._exit(0)\n"
 	target := start(t, "/usr/bin/python3", "-c", script)
 	target.expectLine(t, "ready")
-	m := start(t, mdtraceBin, "-p", fmt.Sprint(target.cmd.Process.Pid), "--sample-bytes", fmt.Sprint(interval), "--ready-file", dir+"/ready",
+	m := attachGo(t, target, dir, "--sample-bytes", fmt.Sprint(interval),
 		"-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log")
-	waitFile(t, dir+"/ready")
-	io.WriteString(target.stdin, "go\n")
-	target.stdin.Close()
-	if code := target.wait(t); code != 0 {
-		t.Errorf("python3 exit status %d", code)
-	}
-	if code := m.wait(t); code != 0 {
-		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
 	dumps, _ := filepath.Glob(dir + "/h.*.exit.txt")
 	if len(dumps) != 1 {
 		t.Fatalf("dumps %v; stderr:\n%s", dumps, m.stderr.String())

@@ -87,19 +87,8 @@ func TestSampleBytesInject(t *testing.T) {
 	dir := t.TempDir()
 	target := startEnv(t, []string{"SAMPLED_WAIT=1"}, prog("sampled"))
 	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
-	m := start(t, mdtraceBin, "-p", pid, "--inject", "--sample-bytes", fmt.Sprint(interval),
-		"-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h",
-		"--log", dir+"/log", "--ready-file", dir+"/ready")
-	waitFile(t, dir+"/ready")
-	io.WriteString(target.stdin, "go\n")
-	target.stdin.Close()
-	if code := target.wait(t); code != 0 {
-		t.Errorf("sampled exit status %d", code)
-	}
-	if code := m.wait(t); code != 0 {
-		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	m := attachGo(t, target, dir, "--inject", "--sample-bytes", fmt.Sprint(interval),
+		"-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/h", "--log", dir+"/log")
 	if strings.Contains(m.stderr.String(), ", in batches") {
 		t.Errorf("mdtrace batches while sampling; stderr:\n%s", m.stderr.String())
 	}
@@ -233,17 +222,7 @@ func TestSampleBytesProbes(t *testing.T) {
 			if mode == "-p" {
 				target := startEnv(t, []string{"SAMPLED_WAIT=1"}, prog("sampled"))
 				target.expectLine(t, "ready")
-				m := start(t, mdtraceBin, append([]string{"-p", fmt.Sprint(target.cmd.Process.Pid), "--ready-file", dir + "/ready"}, opts...)...)
-				waitFile(t, dir+"/ready")
-				io.WriteString(target.stdin, "go\n")
-				target.stdin.Close()
-				if code := target.wait(t); code != 0 {
-					t.Errorf("sampled exit status %d", code)
-				}
-				if code := m.wait(t); code != 0 {
-					t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-				}
-				stderr = m.stderr.String()
+				stderr = attachGo(t, target, dir, opts...).stderr.String()
 			} else if mode == "--program" {
 				// Traced from its first instruction, as it executes.
 				m := start(t, mdtraceBin, append([]string{"--program", "sampled", "--ready-file", dir + "/ready"}, opts...)...)
