@@ -1,9 +1,14 @@
 package tracer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/mdtrace/mdtrace/bpf"
 )
@@ -136,11 +141,14 @@ func TestLoadVariants(t *testing.T) {
 	}
 	for _, v := range LoadVariants() {
 		t.Run(v.Name, func(t *testing.T) {
+			start := time.Now()
 			p, err := LoadProbes(v.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
+			took := time.Since(start)
 			defer p.Close()
+			checkVerifierWork(t, p, took)
 			if _, err := p.DrainPoint(); err != nil {
 				t.Error(err)
 			}
@@ -178,4 +186,33 @@ func TestFeatures(t *testing.T) {
 	if e != want {
 		t.Errorf("missing feature:\n%s\nwant\n%s", e, want)
 	}
+}
+
+// checkVerifierWork logs, for go test -v, the time LoadProbes took and
+// the instructions the verifier went through for each program p loaded
+// (its states times their lengths, the most of the load's time), so that
+// a change to the programs can be measured by it.
+func checkVerifierWork(t *testing.T, p *Probes, took time.Duration) {
+	t.Helper()
+	v := reflect.ValueOf(p.objs.MdtracePrograms)
+	var line []string
+	for i := range v.NumField() {
+		prog, _ := v.Field(i).Interface().(*ebpf.Program)
+		if prog == nil {
+			continue
+		}
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		info, err := prog.Info()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		n, ok := info.VerifiedInstructions()
+		if !ok {
+			// Before 5.16 the kernel does not say.
+			continue
+		}
+		line = append(line, fmt.Sprintf("%s %d", name, n))
+	}
+	t.Logf("loaded in %d ms; verified instructions: %s", took.Milliseconds(), strings.Join(line, ", "))
 }
