@@ -187,6 +187,29 @@ struct unwind_regs {
 	struct unwind_entry entry;
 };
 
+/* A look through an unsorted list of mappings, a step of bpf_loop each. */
+struct mapping_scan {
+	struct unwind_proc *up;
+	u64 pc;
+	int found;
+};
+
+/*
+ * Whether mapping i holds the pc: the step is checked once, where a loop
+ * over MAX_UNWIND_MAPPINGS was checked mapping by mapping.
+ */
+static long scan_mapping(u64 i, void *data)
+{
+	struct mapping_scan *c = data;
+	struct unwind_mapping *m = &c->up->m[i & (MAX_UNWIND_MAPPINGS - 1)];
+
+	if (m->start <= c->pc && c->pc < m->end) {
+		c->found = i;
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * The index of the process's executable file mapping that holds pc, -1
  * if none: a global function, checked once by the verifier, used for each
@@ -202,13 +225,10 @@ __noinline int find_mapping(struct unwind_proc *up, struct unwind_regs *r, u64 p
 	if (n > MAX_UNWIND_MAPPINGS)
 		n = MAX_UNWIND_MAPPINGS;
 	if (up->unsorted) {
-		for (i = 0; i < MAX_UNWIND_MAPPINGS; i++) {
-			if (i >= n)
-				break;
-			if (up->m[i].start <= pc && pc < up->m[i].end)
-				return i;
-		}
-		return -1;
+		struct mapping_scan c = { .up = up, .pc = pc, .found = -1 };
+
+		bpf_loop(n, scan_mapping, &c, 0);
+		return c.found;
 	}
 	/* The last that starts at or before pc. */
 	r->lo = 0;
