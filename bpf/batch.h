@@ -410,7 +410,7 @@ static __always_inline u64 batch_stack(struct batch_space *sp)
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
-	h = stack_hash(&sp->w[f], nr, sp->last_cut);
+	h = stack_hash((const struct stack *)&sp->w[f], nr, sp->last_cut);
 	if (!stack_seen(h, &seen)) {
 		/*
 		 * The frames are stored from the thread's space as the map

@@ -481,21 +481,23 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
  * says the backtrace was cut at the frame limit: a cut one never shares an
  * id with a complete one of the same frames. No hash has the bit of a
  * deferred walk's id (STACK_ID_DEFERRED).
+ *
+ * A global function: what follows the loop is checked once, not once for
+ * each number of frames the loop may end at. nr is at most stack_depth, a
+ * constant to the verifier: bounded by it, the loop is checked stack_depth
+ * times rather than MAX_STACK_DEPTH.
  */
-static __always_inline u64 stack_hash(const u64 *ips, u32 nr, u32 truncated)
+__noinline u64 stack_hash(const struct stack *st, u32 nr, u32 truncated)
 {
 	u64 h = nr;
 	u32 i;
 
-	/*
-	 * nr is at most stack_depth, a constant to the verifier: bounded by
-	 * it, the loop is checked stack_depth times rather than
-	 * MAX_STACK_DEPTH.
-	 */
+	if (!st)
+		return 4;
 	for (i = 0; i < MAX_STACK_DEPTH; i++) {
 		if (i >= nr || i >= stack_depth)
 			break;
-		h = mix64(h ^ ips[i]);
+		h = mix64(h ^ st->ips[i]);
 	}
 	h = (h & ~(u64)(STACK_ID_TRUNCATED | STACK_ID_DEFERRED)) | (truncated ? STACK_ID_TRUNCATED : 0);
 	if (h == 0)
@@ -621,7 +623,7 @@ __noinline u64 defer_walk(struct walk_buf *w, u32 nr)
  */
 static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
 {
-	u64 h = stack_hash(st->ips, nr, truncated), *seen;
+	u64 h = stack_hash(st, nr, truncated), *seen;
 
 	if (stack_seen(h, &seen))
 		return h;

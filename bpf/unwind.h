@@ -386,16 +386,27 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	return STEP_ON;
 }
 
-/* The FNV-1a hash of a path, as tracer/unwind.go computes it. */
-static __always_inline u64 path_hash(const char *name, u32 len)
+/* A library's path, as the loader's notice holds it: NUL-terminated. */
+struct lib_path {
+	char name[256];
+};
+
+/*
+ * The FNV-1a hash of a path, as tracer/unwind.go computes it. A global
+ * function: the notice's walk is a bpf_loop step, which newer verifiers
+ * check a few times over, and the loop over the path's bytes with it.
+ */
+__noinline u64 path_hash(const struct lib_path *p)
 {
 	u64 h = 0xcbf29ce484222325ULL;
 	u32 i;
 
-	for (i = 0; i < 256; i++) {
-		if (i >= len || name[i] == 0)
+	if (!p)
+		return h;
+	for (i = 0; i < sizeof(p->name); i++) {
+		if (p->name[i] == 0)
 			break;
-		h ^= (u8)name[i];
+		h ^= (u8)p->name[i];
 		h *= 0x100000001b3ULL;
 	}
 	return h;
@@ -417,7 +428,7 @@ static __always_inline bool unwind_library(struct unwind_proc *up, u32 at, u32 t
 	if (name[0] == 0) {
 		f = bpf_map_lookup_elem(&unwind_exes, &tgid);
 	} else {
-		h = path_hash(name, 256);
+		h = path_hash((const struct lib_path *)name);
 		f = bpf_map_lookup_elem(&unwind_files, &h);
 	}
 	if (!f)
