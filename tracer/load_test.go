@@ -188,10 +188,34 @@ func TestFeatures(t *testing.T) {
 	}
 }
 
+// verifierBudget is the most instructions the verifier may go through for
+// each program, in any variant, on the kernels mdtrace supports: about 1.5
+// times the most seen on 6.1 and 6.18. The verifier's time is the most of
+// mdtrace's start (LoadProbes) and of this test under the kernel matrix's
+// emulation: a change that goes past a budget has made a program's paths
+// multiply (a helper inlined at more places, a loop unrolled, branches
+// the verifier cannot prune), which bpf/*.h's global functions and
+// bpf_loop steps are there to avoid.
+var verifierBudget = map[string]uint32{
+	"alloc_entry":        25000, // verify_pointers' backtraces: 13.5K on 6.18, 16.3K on 6.1
+	"alloc_return":       30000, // 19.3K, 18.4K (backtrace=256)
+	"alloc_site":         45000, // 30.5K (--all), 22.9K
+	"batch_drain":        25000, // 15.8K, 11.8K (backtrace=256)
+	"batch_drain_kprobe": 25000,
+	"libraries_changed":  5000, // 3.2K, 2.6K
+	"mappings_exit":      1000,
+	"exec_gen":           500,
+	"program_exec":       1000,
+	"program_fork":       500,
+	"thread_exit":        500,
+	"watch_exit":         500,
+}
+
 // checkVerifierWork logs, for go test -v, the time LoadProbes took and
 // the instructions the verifier went through for each program p loaded
 // (its states times their lengths, the most of the load's time), so that
-// a change to the programs can be measured by it.
+// a change to the programs can be measured by it; and checks them against
+// verifierBudget.
 func checkVerifierWork(t *testing.T, p *Probes, took time.Duration) {
 	t.Helper()
 	v := reflect.ValueOf(p.objs.MdtracePrograms)
@@ -213,6 +237,14 @@ func checkVerifierWork(t *testing.T, p *Probes, took time.Duration) {
 			continue
 		}
 		line = append(line, fmt.Sprintf("%s %d", name, n))
+		budget, ok := verifierBudget[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no verifier budget (verifierBudget): it took %d instructions", name, n)
+		case n > budget:
+			t.Errorf("%s: the verifier went through %d instructions, over its budget of %d on this kernel (%s)",
+				name, n, budget, KernelRelease())
+		}
 	}
 	t.Logf("loaded in %d ms; verified instructions: %s", took.Milliseconds(), strings.Join(line, ", "))
 }
