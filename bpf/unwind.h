@@ -217,7 +217,7 @@ static long scan_mapping(u64 i, void *data)
  */
 __noinline int find_mapping(struct unwind_proc *up, struct unwind_regs *r, u64 pc)
 {
-	u32 n, i, mid;
+	u32 n, i, mid, lo, hi;
 
 	if (!up || !r)
 		return -1;
@@ -230,21 +230,29 @@ __noinline int find_mapping(struct unwind_proc *up, struct unwind_regs *r, u64 p
 		bpf_loop(n, scan_mapping, &c, 0);
 		return c.found;
 	}
-	/* The last that starts at or before pc. */
+	/*
+	 * The last that starts at or before pc. The bounds are read back
+	 * from memory at each step: kept in registers, their ranges differ
+	 * along each path, and the verifier checked the search's 256 paths
+	 * one by one.
+	 */
 	r->lo = 0;
 	r->hi = n;
 	for (i = 0; i < 8; i++) {
-		if (r->lo >= r->hi)
+		lo = *(volatile u32 *)&r->lo;
+		hi = *(volatile u32 *)&r->hi;
+		if (lo >= hi)
 			break;
-		mid = (r->lo + r->hi) / 2;
+		mid = (lo + hi) / 2;
 		if (up->m[mid & (MAX_UNWIND_MAPPINGS - 1)].start <= pc)
 			r->lo = mid + 1;
 		else
 			r->hi = mid;
 	}
-	if (r->lo == 0)
+	lo = *(volatile u32 *)&r->lo;
+	if (lo == 0)
 		return -1;
-	i = (r->lo - 1) & (MAX_UNWIND_MAPPINGS - 1);
+	i = (lo - 1) & (MAX_UNWIND_MAPPINGS - 1);
 	if (pc >= up->m[i].end)
 		return -1;
 	return i;
