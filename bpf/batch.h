@@ -204,14 +204,18 @@ static __always_inline struct alloc_key batch_key(const struct batch_space *sp, 
 
 /*
  * Keeps aside the free, in epoch, of a block the table does not hold: its
- * allocation may be in a batch still to come. True if the allocation,
- * handed over meanwhile, was found after all: the pair is accounted for.
+ * allocation may be in a batch still to come. 1 if the allocation, handed
+ * over meanwhile, was found after all: the pair is accounted for. A global
+ * function, checked once rather than with each of its callers' paths, as
+ * take_kept_free.
  */
-static __always_inline bool keep_free(const struct alloc_key *key, u64 epoch)
+__noinline int keep_free(const struct alloc_key *key, u64 epoch)
 {
 	struct alloc_key kept;
 	u32 way;
 
+	if (!key)
+		return 0;
 	raise_epoch(&orphan_epoch, epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		kept = orphan_key(key, way);
@@ -351,15 +355,17 @@ static __always_inline void realloc_failed_batched(u64 ptr, struct thread_state 
 /*
  * Whether the allocation of key, written in epoch written, cancels against
  * a kept free: one that came later, the earliest of them (a later one is
- * of a later block at the same address).
+ * of a later block at the same address). A global function: its loop over
+ * the ways, checked at each of its calls, was the most of the verifier's
+ * work on a batch's event.
  */
-static __always_inline bool take_kept_free(const struct alloc_key *key, u64 written)
+__noinline int take_kept_free(const struct alloc_key *key, u64 written)
 {
 	struct alloc_key k, best;
 	u64 *e, first = ~0ULL;
 	u32 way;
 
-	if (written >= orphan_epoch)
+	if (!key || written >= orphan_epoch)
 		return false;
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		k = orphan_key(key, way);
@@ -404,7 +410,7 @@ static __always_inline u64 batch_stack(struct batch_space *sp)
 		count(COUNTER_STACK_ERROR);
 		return 0;
 	}
-	h = stack_hash(&sp->w[f], nr, sp->last_cut);
+	h = stack_hash((const struct stack *)&sp->w[f], nr, sp->last_cut);
 	if (!stack_seen(h, &seen)) {
 		/*
 		 * The frames are stored from the thread's space as the map
@@ -508,6 +514,26 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
 	return used;
 }
 
+/* The events of a batch being applied, a step of bpf_loop each. */
+struct batch_walk {
+	struct batch_space *sp;
+	u64 epoch;
+	u32 at, used;
+};
+
+/*
+ * One event of a batch: the verifier checks this step once, where a loop
+ * over BATCH_EVENTS was checked event by event, in each program that
+ * applies batches and at each place it does. Returns 1 at the batch's end.
+ */
+static long batch_step(u64 i, void *data)
+{
+	struct batch_walk *c = data;
+
+	c->at = batch_event(c->sp, c->at, c->used, c->epoch);
+	return c->at >= c->used;
+}
+
 /*
  * Reads the batch of used words at addr, with its header, into the
  * thread's space and applies its events, unless it is the batch applied
@@ -516,8 +542,8 @@ __noinline int batch_event(struct batch_space *sp, u32 at, u32 used, u64 epoch)
  */
 static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 used, u64 epoch, bool inherited)
 {
+	struct batch_walk c = { .sp = sp, .epoch = epoch, .used = used };
 	struct alloc_key key;
-	u32 i, at = 0;
 
 	if (used == 0)
 		return true;
@@ -537,11 +563,7 @@ static __always_inline bool apply_batch(struct batch_space *sp, u64 addr, u64 us
 	sp->allocs = sp->frees = sp->unknown = sp->early = sp->truncated = sp->stopped = 0;
 	sp->last_id = 0;
 	sp->last_nr = 0;
-	for (i = 0; i < BATCH_EVENTS; i++) {
-		at = batch_event(sp, at, used, epoch);
-		if (at >= used)
-			break;
-	}
+	bpf_loop(BATCH_EVENTS, batch_step, &c, 0);
 	count_by(COUNTER_ALLOCS, sp->allocs);
 	count_by(COUNTER_FREES, sp->frees);
 	count_by(COUNTER_UNKNOWN_FREES, sp->unknown);

@@ -22,6 +22,8 @@ struct lib_event {
 	char name[LIB_NAME_LEN];
 };
 
+_Static_assert(LIB_NAME_LEN == sizeof(struct lib_path), "path_hash reads a notice's whole name");
+
 /* Names struct lib_event in BTF, so that Go gets the type. */
 const struct lib_event unused_lib_event __attribute__((unused)) = {};
 

@@ -406,9 +406,8 @@ found:
  * (counted), and ends cleanly at the outermost frame (_start, clone3).
  * Returns the number of frames, 0 if there is none.
  */
-static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at,
-				       const struct thread_state *ts, u32 *truncated,
-				       struct walk_buf **walked)
+static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u32 at, bool have_new,
+				       u64 new_ret, u64 new_fp, u32 *truncated, struct walk_buf **walked)
 {
 	u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	struct walk c = { .st = st };
@@ -459,10 +458,10 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
 			w->nr = 1;
 			break;
 		}
-		if (!ts)
+		if (!have_new)
 			return 0;
-		st->ips[0] = ts->new_ret;
-		w->r.fp = ts->new_fp;
+		st->ips[0] = new_ret;
+		w->r.fp = new_fp;
 		w->nr = 1;
 		break;
 	}
@@ -482,16 +481,23 @@ static __always_inline u32 walk_frames(struct pt_regs *ctx, struct stack *st, u3
  * says the backtrace was cut at the frame limit: a cut one never shares an
  * id with a complete one of the same frames. No hash has the bit of a
  * deferred walk's id (STACK_ID_DEFERRED).
+ *
+ * A global function: what follows the loop is checked once, not once for
+ * each number of frames the loop may end at. nr is at most stack_depth, a
+ * constant to the verifier: bounded by it, the loop is checked stack_depth
+ * times rather than MAX_STACK_DEPTH.
  */
-static __always_inline u64 stack_hash(const u64 *ips, u32 nr, u32 truncated)
+__noinline u64 stack_hash(const struct stack *st, u32 nr, u32 truncated)
 {
 	u64 h = nr;
 	u32 i;
 
+	if (!st)
+		return 4;
 	for (i = 0; i < MAX_STACK_DEPTH; i++) {
-		if (i >= nr)
+		if (i >= nr || i >= stack_depth)
 			break;
-		h = mix64(h ^ ips[i]);
+		h = mix64(h ^ st->ips[i]);
 	}
 	h = (h & ~(u64)(STACK_ID_TRUNCATED | STACK_ID_DEFERRED)) | (truncated ? STACK_ID_TRUNCATED : 0);
 	if (h == 0)
@@ -617,7 +623,7 @@ __noinline u64 defer_walk(struct walk_buf *w, u32 nr)
  */
 static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
 {
-	u64 h = stack_hash(st->ips, nr, truncated), *seen;
+	u64 h = stack_hash(st, nr, truncated), *seen;
 
 	if (stack_seen(h, &seen))
 		return h;
@@ -626,10 +632,17 @@ static __always_inline u64 stack_id_of(struct stack *st, u32 nr, u32 truncated)
 
 /*
  * Takes the current user backtrace into the stacks map, with the
- * allocator's caller as the first frame, through the CPU's scratch space.
- * Returns the stack id, or 0 when no backtrace was stored (counted).
+ * allocator's caller as the first frame, through the CPU's scratch space;
+ * at AT_NEW, with the first frame and frame pointer new's entry found
+ * (new_ret, new_fp), when have_new says the thread has them. Returns the
+ * stack id, or 0 when no backtrace was stored (counted).
+ *
+ * A global function, which the verifier checks once in each program,
+ * whatever calls it: inlined, the walk, the hash and the store were
+ * checked again at every call, along every path that leads to it (the
+ * most of the verifier's work on the allocation probes).
  */
-static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct thread_state *ts)
+__noinline u64 store_stack(struct pt_regs *ctx, u32 at, u32 have_new, u64 new_ret, u64 new_fp)
 {
 	struct walk_buf *w = 0;
 	u32 truncated = 0;
@@ -641,7 +654,7 @@ static __always_inline u64 store_stack(struct pt_regs *ctx, u32 at, const struct
 	st = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!st)
 		return 0;
-	nr = walk_frames(ctx, st, at, ts, &truncated, &w);
+	nr = walk_frames(ctx, st, at, have_new, new_ret, new_fp, &truncated, &w);
 	if (nr == 0) {
 		count(COUNTER_STACK_ERROR);
 		return 0;
@@ -689,7 +702,7 @@ static __always_inline u64 take_stack(struct pt_regs *ctx, u32 at, const struct 
 		return 0;
 	if (guard)
 		bpf_preempt_disable();
-	id = store_stack(ctx, at, ts);
+	id = store_stack(ctx, at, ts != 0, ts ? ts->new_ret : 0, ts ? ts->new_fp : 0);
 	if (guard)
 		bpf_preempt_enable();
 	return id;

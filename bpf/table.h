@@ -165,14 +165,19 @@ static __always_inline bool slot_is(const struct bucket *bk, u32 j, const struct
 
 /*
  * Looks for key in bucket bk: its slot, or BUCKET_SLOTS plus the number of
- * slots in use. The loop is unrolled and a slot in use counted without a
- * branch ((p | -p) >> 63 is 1 for any p but 0): every insertion scans two
- * buckets whole, the most of a batch's work per event.
+ * slots in use. Every insertion scans two buckets whole, the most of a
+ * batch's work per event: the loop is unrolled and has no branch. The
+ * slots whose pointer matches key's are a bit each of match, and a slot in
+ * use counts one, ((p | -p) >> 63 is 1 for any p but 0). Only then are the
+ * matching slots looked at, the block's own nearly always. A branch per
+ * slot, as a loop that returns at the match has, made paths that older
+ * kernels' verifier (6.1) checked by the hundred thousand.
  */
 __noinline int bucket_scan(struct bucket *bk, const struct alloc_key *key)
 {
-	u64 kp, p;
-	int j, used = 0;
+	u64 kp, p, x, u;
+	u32 j, match = 0;
+	int used = 0;
 
 	if (!bk || !key)
 		return 2 * BUCKET_SLOTS;
@@ -180,9 +185,20 @@ __noinline int bucket_scan(struct bucket *bk, const struct alloc_key *key)
 #pragma unroll
 	for (j = 0; j < BUCKET_SLOTS; j++) {
 		p = bk->ptr[j];
-		if (p == kp && slot_is(bk, j, key))
-			return j;
-		used += (p | (0 - p)) >> 63;
+		x = p ^ kp;
+		x |= 0 - x;
+		u = p | (0 - p);
+		/* The barriers keep clang from making each test a branch again. */
+		barrier_var(x);
+		barrier_var(u);
+		match |= (u32)((x >> 63) ^ 1) << j;
+		used += u >> 63;
+	}
+	if (match) {
+		for (j = 0; j < BUCKET_SLOTS; j++) {
+			if (((match >> j) & 1) && slot_is(bk, j, key))
+				return j;
+		}
 	}
 	return BUCKET_SLOTS + used;
 }

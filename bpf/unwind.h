@@ -187,6 +187,29 @@ struct unwind_regs {
 	struct unwind_entry entry;
 };
 
+/* A look through an unsorted list of mappings, a step of bpf_loop each. */
+struct mapping_scan {
+	struct unwind_proc *up;
+	u64 pc;
+	int found;
+};
+
+/*
+ * Whether mapping i holds the pc: the step is checked once, where a loop
+ * over MAX_UNWIND_MAPPINGS was checked mapping by mapping.
+ */
+static long scan_mapping(u64 i, void *data)
+{
+	struct mapping_scan *c = data;
+	struct unwind_mapping *m = &c->up->m[i & (MAX_UNWIND_MAPPINGS - 1)];
+
+	if (m->start <= c->pc && c->pc < m->end) {
+		c->found = i;
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * The index of the process's executable file mapping that holds pc, -1
  * if none: a global function, checked once by the verifier, used for each
@@ -194,7 +217,7 @@ struct unwind_regs {
  */
 __noinline int find_mapping(struct unwind_proc *up, struct unwind_regs *r, u64 pc)
 {
-	u32 n, i, mid;
+	u32 n, i, mid, lo, hi;
 
 	if (!up || !r)
 		return -1;
@@ -202,29 +225,34 @@ __noinline int find_mapping(struct unwind_proc *up, struct unwind_regs *r, u64 p
 	if (n > MAX_UNWIND_MAPPINGS)
 		n = MAX_UNWIND_MAPPINGS;
 	if (up->unsorted) {
-		for (i = 0; i < MAX_UNWIND_MAPPINGS; i++) {
-			if (i >= n)
-				break;
-			if (up->m[i].start <= pc && pc < up->m[i].end)
-				return i;
-		}
-		return -1;
+		struct mapping_scan c = { .up = up, .pc = pc, .found = -1 };
+
+		bpf_loop(n, scan_mapping, &c, 0);
+		return c.found;
 	}
-	/* The last that starts at or before pc. */
+	/*
+	 * The last that starts at or before pc. The bounds are read back
+	 * from memory at each step: kept in registers, their ranges differ
+	 * along each path, and the verifier checked the search's 256 paths
+	 * one by one.
+	 */
 	r->lo = 0;
 	r->hi = n;
 	for (i = 0; i < 8; i++) {
-		if (r->lo >= r->hi)
+		lo = *(volatile u32 *)&r->lo;
+		hi = *(volatile u32 *)&r->hi;
+		if (lo >= hi)
 			break;
-		mid = (r->lo + r->hi) / 2;
+		mid = (lo + hi) / 2;
 		if (up->m[mid & (MAX_UNWIND_MAPPINGS - 1)].start <= pc)
 			r->lo = mid + 1;
 		else
 			r->hi = mid;
 	}
-	if (r->lo == 0)
+	lo = *(volatile u32 *)&r->lo;
+	if (lo == 0)
 		return -1;
-	i = (r->lo - 1) & (MAX_UNWIND_MAPPINGS - 1);
+	i = (lo - 1) & (MAX_UNWIND_MAPPINGS - 1);
 	if (pc >= up->m[i].end)
 		return -1;
 	return i;
@@ -366,16 +394,27 @@ __noinline int unwind_step(struct unwind_proc *up, struct unwind_regs *r)
 	return STEP_ON;
 }
 
-/* The FNV-1a hash of a path, as tracer/unwind.go computes it. */
-static __always_inline u64 path_hash(const char *name, u32 len)
+/* A library's path, as the loader's notice holds it: NUL-terminated. */
+struct lib_path {
+	char name[256];
+};
+
+/*
+ * The FNV-1a hash of a path, as tracer/unwind.go computes it. A global
+ * function: the notice's walk is a bpf_loop step, which newer verifiers
+ * check a few times over, and the loop over the path's bytes with it.
+ */
+__noinline u64 path_hash(const struct lib_path *p)
 {
 	u64 h = 0xcbf29ce484222325ULL;
 	u32 i;
 
-	for (i = 0; i < 256; i++) {
-		if (i >= len || name[i] == 0)
+	if (!p)
+		return h;
+	for (i = 0; i < sizeof(p->name); i++) {
+		if (p->name[i] == 0)
 			break;
-		h ^= (u8)name[i];
+		h ^= (u8)p->name[i];
 		h *= 0x100000001b3ULL;
 	}
 	return h;
@@ -397,7 +436,7 @@ static __always_inline bool unwind_library(struct unwind_proc *up, u32 at, u32 t
 	if (name[0] == 0) {
 		f = bpf_map_lookup_elem(&unwind_exes, &tgid);
 	} else {
-		h = path_hash(name, 256);
+		h = path_hash((const struct lib_path *)name);
 		f = bpf_map_lookup_elem(&unwind_files, &h);
 	}
 	if (!f)

@@ -1,9 +1,14 @@
 package tracer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/mdtrace/mdtrace/bpf"
 )
@@ -136,11 +141,14 @@ func TestLoadVariants(t *testing.T) {
 	}
 	for _, v := range LoadVariants() {
 		t.Run(v.Name, func(t *testing.T) {
+			start := time.Now()
 			p, err := LoadProbes(v.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
+			took := time.Since(start)
 			defer p.Close()
+			checkVerifierWork(t, p, took)
 			if _, err := p.DrainPoint(); err != nil {
 				t.Error(err)
 			}
@@ -178,4 +186,66 @@ func TestFeatures(t *testing.T) {
 	if e != want {
 		t.Errorf("missing feature:\n%s\nwant\n%s", e, want)
 	}
+}
+
+// verifierBudget is the most instructions the verifier may go through for
+// each program, in any variant, on the kernels mdtrace supports: about 1.5
+// times the most seen on 6.1, 6.12 and 6.18 (the comments: the most on
+// 6.18, then 6.1). The verifier's time is the most of mdtrace's start
+// (LoadProbes) and of this test under the kernel matrix's emulation: a
+// change that goes past a budget has made a program's paths multiply (a
+// helper inlined at more places, a loop unrolled, branches the verifier
+// cannot prune), which bpf/*.h's global functions and bpf_loop steps are
+// there to avoid.
+var verifierBudget = map[string]uint32{
+	"alloc_entry":        18000, // 9.1K, 12K (verify_pointers' backtraces)
+	"alloc_return":       22000, // 14.9K, 14K (backtrace=256)
+	"alloc_site":         40000, // 26.1K (--all), 18.5K
+	"batch_drain":        24000, // 15.8K, 11.8K (backtrace=256)
+	"batch_drain_kprobe": 24000,
+	"libraries_changed":  5000, // 3.2K, 2.6K
+	"mappings_exit":      1000,
+	"exec_gen":           500,
+	"program_exec":       1000,
+	"program_fork":       500,
+	"thread_exit":        500,
+	"watch_exit":         500,
+}
+
+// checkVerifierWork logs, for go test -v, the time LoadProbes took and
+// the instructions the verifier went through for each program p loaded
+// (its states times their lengths, the most of the load's time), so that
+// a change to the programs can be measured by it; and checks them against
+// verifierBudget.
+func checkVerifierWork(t *testing.T, p *Probes, took time.Duration) {
+	t.Helper()
+	v := reflect.ValueOf(p.objs.MdtracePrograms)
+	var line []string
+	for i := range v.NumField() {
+		prog, _ := v.Field(i).Interface().(*ebpf.Program)
+		if prog == nil {
+			continue
+		}
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		info, err := prog.Info()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		n, ok := info.VerifiedInstructions()
+		if !ok {
+			// Before 5.16 the kernel does not say.
+			continue
+		}
+		line = append(line, fmt.Sprintf("%s %d", name, n))
+		budget, ok := verifierBudget[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no verifier budget (verifierBudget): it took %d instructions", name, n)
+		case n > budget:
+			t.Errorf("%s: the verifier went through %d instructions, over its budget of %d on this kernel (%s)",
+				name, n, budget, KernelRelease())
+		}
+	}
+	t.Logf("loaded in %d ms; verified instructions: %s", took.Milliseconds(), strings.Join(line, ", "))
 }
