@@ -317,7 +317,13 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File, cred
 	cmd.ExtraFiles = extra
 	// The child takes cred's user and groups before PTRACE_TRACEME and
 	// the exec, so the program starts as that user, held for mdtrace.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Credential: cred}
+	// It is held by job control (SIGSTOP, below), which a tracer's death
+	// leaves in place: if mdtrace is killed, its parent's death sends it
+	// SIGCONT (set after the credentials, which would clear it; the
+	// thread that forks is the ptrace loop's, locked until the end), so
+	// that it is never left stopped. Once it runs, a SIGCONT changes
+	// nothing.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Credential: cred, Pdeathsig: syscall.SIGCONT}
 	if err := cmd.Start(); err != nil {
 		// A kernel without 32-bit emulation refuses a 32-bit program:
 		// say so as for one that runs.

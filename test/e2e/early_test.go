@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,34 +92,58 @@ func TestEarlyStart(t *testing.T) {
 	}
 }
 
-// TestEarlyStartTracerKilled: mdtrace killed before it is ready. The
-// command it started early has a batch full and waits for mdtrace; its
-// shim looks for mdtrace by its pid, finds it gone, says so and goes on at
-// once (it waited 30 s for nothing before).
+// TestEarlyStartTracerKilled: mdtrace killed before it is ready.
+//   - early: the command it started early has a batch full and waits for
+//     mdtrace; its shim looks for mdtrace by its pid, finds it gone, says so
+//     and goes on at once (it waited 30 s for nothing before).
+//   - held (--no-batch): the command is held at its exec by job control
+//     (a stop its tracer's death leaves in place); mdtrace's death sends it
+//     SIGCONT, and it runs (it stayed stopped for ever before).
 func TestEarlyStartTracerKilled(t *testing.T) {
 	needRoot(t)
+	t.Run("early", func(t *testing.T) {
+		tracerKilled(t, nil, []string{"early: done", "mdtrace ended before it was ready: the calls held until now may be missing"})
+	})
+	t.Run("held", func(t *testing.T) {
+		tracerKilled(t, []string{"--no-batch"}, []string{"early: done"})
+	})
+}
+
+// tracerKilled runs testdata/early under mdtrace with opts, kills mdtrace
+// 20 ms after the command executed its program, and wants the
+// command to end within 5 s with each of lines in the output.
+func tracerKilled(t *testing.T, opts []string, lines []string) {
 	var out bytes.Buffer
-	cmd := exec.Command(mdtraceBin, "--", prog("early"), "keep", "3000")
+	cmd := exec.Command(mdtraceBin, append(opts, "--", prog("early"), "keep", "3000")...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// A child is listed under the thread that forked it.
+	// A child is listed under the thread that forked it; the first may
+	// be the loader, asked which libraries the command needs.
 	children := fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid)
+	state := func(pid string) string {
+		b, _ := os.ReadFile("/proc/" + pid + "/stat")
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			return string(b[i+2])
+		}
+		return ""
+	}
+	child := ""
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		// Its first child may be the loader, asked which libraries the
-		// command needs: the command's is named early.
 		var pids []string
 		files, _ := filepath.Glob(children)
 		for _, f := range files {
 			b, _ := os.ReadFile(f)
 			pids = append(pids, strings.Fields(string(b))...)
 		}
-		if slices.ContainsFunc(pids, func(pid string) bool {
+		// The command, named early from its exec on.
+		if i := slices.IndexFunc(pids, func(pid string) bool {
 			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
 			return strings.TrimSpace(string(comm)) == "early"
-		}) {
+		}); i >= 0 {
+			child = pids[i]
 			break
 		}
 		if time.Now().After(deadline) {
@@ -127,17 +153,35 @@ func TestEarlyStartTracerKilled(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// It is first stopped at its exec by PTRACE_TRACEME's SIGTRAP, which
+	// a tracer's death would deliver (for a few microseconds), then by job
+	// control: held while mdtrace loads (a hundred milliseconds and more),
+	// or let go at once in an early start, to wait for mdtrace once its
+	// batch is full.
+	time.Sleep(20 * time.Millisecond)
 	cmd.Process.Kill()
 	killed := time.Now()
 	// Wait returns once the command, which shares the output, is done too.
-	cmd.Wait()
-	took := time.Since(killed)
-	if took > 5*time.Second {
+	waited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		st := state(child)
+		pid, _ := strconv.Atoi(child)
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-waited
+		t.Fatalf("the command (state %s) had not ended 10 s after mdtrace was killed; output:\n%s", st, out.String())
+	}
+	if took := time.Since(killed); took > 5*time.Second {
 		t.Errorf("the command ended %v after mdtrace was killed, want within 5 s", took)
 	}
-	for _, want := range []string{"early: done", "mdtrace ended before it was ready: the calls held until now may be missing"} {
+	for _, want := range lines {
 		if !strings.Contains(out.String(), want) {
-			t.Errorf("no %q in the output:\n%s", want, out.String())
+			t.Errorf("no %q in the output (the command, %s, in state %s):\n%s", want, child, state(child), out.String())
 		}
 	}
 }
