@@ -408,12 +408,22 @@ int libraries_changed(struct pt_regs *ctx)
 	if (bpf_probe_read_user(&w.lm, sizeof(w.lm), (void *)(*rd + 8)) != 0)
 		return 0;
 	w.up = bpf_map_lookup_elem(&unwind_procs, &w.tgid);
+	/*
+	 * Counted before the list is touched: user space, which writes the
+	 * whole list from the process's maps, reads the count after its
+	 * write and makes the list again if it moved. Counted after, a
+	 * notice whose program was preempted between its write and its
+	 * count let user space's list, read before the library was mapped,
+	 * stand as up to date: the walks through the library then stopped
+	 * instead of being left to mdtrace.
+	 */
+	if (w.up)
+		count_notice(w.tgid);
 	/* A callback the verifier checks once, where a loop would be checked MAX_LIBS times. */
 	bpf_loop(MAX_LIBS, report_library, &w, 0);
 	if (w.up && w.n > 0) {
 		w.up->n = w.n;
 		w.up->unsorted = 1;
-		count_notice(w.tgid);
 	}
 	return 0;
 }
