@@ -43,7 +43,7 @@
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
 # the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
 # THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
-# --all, sampling on and off), SETTLE (0.3: seconds of rest before each
+# --all, sampling on and off), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
 # CPU, which slowed the next run by up to 40%).
@@ -556,6 +556,27 @@ audit_rows() {
 		audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
 	fi
 }
+slope_row() {
+	local lag=$1 what=$2 s h
+	read -r s_loop s_cpu _ <<<"$(chain_slope sites "$lag")" || true
+	h_loop="" h_cpu=""
+	if command -v heaptrack >/dev/null 2>&1; then
+		read -r h_loop h_cpu _ <<<"$(chain_slope heaptrack "$lag")" || true
+	fi
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: with sites, ns a pair in the loop" "${s_loop:-n/a}" "<=" 500 \
+		"$(awk -v r="${s_loop:-}" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: with sites, CPU ns a pair" "${s_cpu:-n/a}"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: heaptrack, ns a pair in the loop, CPU" "${h_loop:-n/a}, ${h_cpu:-n/a}"
+	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: heaptrack / with sites, in the loop" "$(ratio "${h_loop:-}" "${s_loop:-}")x"
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: heaptrack / with sites, CPU" "$(ratio "${h_cpu:-}" "${s_cpu:-}")x" ">=" 2 \
+		"$(awk -v h="${h_cpu:-}" -v s="${s_cpu:-}" 'BEGIN {print (h != "" && s > 0 && h / s >= 2) ? "PASS" : "MISS"}')"
+}
+if [[ -n ${CHAIN_ONLY:-} ]]; then
+	echo "chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs, $ROUNDS rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	slope_row 0 "LAG 0"
+	slope_row 256 "LAG 256"
+	exit 0
+fi
 if [[ -n ${AUDIT_ONLY:-} ]]; then
 	echo "--all's cost, sampling on and off; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 	audit_rows
@@ -679,21 +700,6 @@ attach_ready() {
 }
 attach_ready
 audit_rows
-slope_row() {
-	local lag=$1 what=$2 s h
-	read -r s_loop s_cpu _ <<<"$(chain_slope sites "$lag")" || true
-	h_loop="" h_cpu=""
-	if command -v heaptrack >/dev/null 2>&1; then
-		read -r h_loop h_cpu _ <<<"$(chain_slope heaptrack "$lag")" || true
-	fi
-	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: with sites, ns a pair in the loop" "${s_loop:-n/a}" "<=" 500 \
-		"$(awk -v r="${s_loop:-}" 'BEGIN {print r != "" && r <= 500 ? "PASS" : "MISS"}')"
-	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: with sites, CPU ns a pair" "${s_cpu:-n/a}"
-	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: heaptrack, ns a pair in the loop, CPU" "${h_loop:-n/a}, ${h_cpu:-n/a}"
-	printf '  %-9s %-44s %8s  (for information)\n' chain "$what: heaptrack / with sites, in the loop" "$(ratio "${h_loop:-}" "${s_loop:-}")x"
-	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: heaptrack / with sites, CPU" "$(ratio "${h_cpu:-}" "${s_cpu:-}")x" ">=" 2 \
-		"$(awk -v h="${h_cpu:-}" -v s="${s_cpu:-}" 'BEGIN {print (h != "" && s > 0 && h / s >= 2) ? "PASS" : "MISS"}')"
-}
 echo "  chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs; LAG 0 frees each block at once, LAG 256 256 pairs later"
 slope_row 0 "LAG 0"
 slope_row 256 "LAG 256"
