@@ -90,10 +90,8 @@ func AnnounceReady(pid int, shim string, at uint64, timeout time.Duration, befor
 			case abi.EarlyWaiting:
 				before(at)
 				binary.LittleEndian.PutUint32(word[:], abi.EarlyReady)
-				local := []unix.Iovec{{Base: &word[0], Len: 4}}
-				remote := []unix.RemoteIovec{{Base: uintptr(at), Len: 4}}
-				if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil {
-					if err == unix.ESRCH {
+				if err := writeMem(pid, at, word[:]); err != nil {
+					if errors.Is(err, unix.ESRCH) {
 						return at, ErrProcessGone
 					}
 					return at, fmt.Errorf("process %d: telling the shim mdtrace is ready: %w", pid, err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/stacks"
@@ -29,10 +28,8 @@ func ShimSampleBytes(pid int, file stacks.File) (uint64, error) {
 		return 0, fmt.Errorf("process %d does not map %s", pid, file.Name)
 	}
 	var b [8]byte
-	local := []unix.Iovec{{Base: &b[0], Len: 8}}
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: 8}}
-	if _, err := unix.ProcessVMReadv(pid, local, remote, 0); err != nil {
-		return 0, fmt.Errorf("process %d: reading the sampling interval of %s: %w", pid, file.Name, err)
+	if !readMem(pid, addr, b[:]) {
+		return 0, fmt.Errorf("process %d: the sampling interval of %s could not be read (the process is gone?)", pid, file.Name)
 	}
 	return binary.LittleEndian.Uint64(b[:]), nil
 }

@@ -30,9 +30,7 @@ func SetShimBacktrace(pid int, shim string, on bool) error {
 	if on {
 		v = abi.BacktraceStateOn
 	}
-	local := []unix.Iovec{{Base: &v, Len: 1}}
-	remote := []unix.RemoteIovec{{Base: uintptr(at), Len: 1}}
-	if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil && err != unix.ESRCH {
+	if err := writeMem(pid, at, []byte{v}); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("process %d: telling the shim backtraces are %s: %w", pid, map[bool]string{true: "on", false: "off"}[on], err)
 	}
 	return nil
