@@ -240,17 +240,9 @@ type libcFinder struct {
 	// sampleBytes is the interval the figures are weighed with.
 	sampling    bool
 	sampleBytes uint64
-	// shims are the allocators' files looked at, and whether each is
-	// mdtrace's shim.
-	shims []shimFile
 	// seenAt is each process looked at, with its program's file and start
 	// time: an exec changes the file, a new process the start time.
 	seenAt map[int]procStamp
-}
-
-type shimFile struct {
-	fi   os.FileInfo
-	shim bool
 }
 
 type procStamp struct {
@@ -320,19 +312,9 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 // on; the ranking weighs every process's blocks with the audit's interval,
 // which is right for this one only when its shim's is the same, and the
 // audit says so otherwise.
-func (f *libcFinder) shimSampling(pid int, file stacks.File, fi os.FileInfo, probes *tracer.Probes, say func(string)) {
-	shim, known := false, false
-	for _, s := range f.shims {
-		if os.SameFile(s.fi, fi) {
-			shim, known = s.shim, true
-			break
-		}
-	}
-	if !known {
-		shim = tracer.HasShimSites(file.Path)
-		f.shims = append(f.shims, shimFile{fi, shim})
-	}
-	if !shim {
+func (f *libcFinder) shimSampling(pid int, file stacks.File, probes *tracer.Probes, say func(string)) {
+	// The file's functions are read once for the file as it is.
+	if !tracer.HasShimSites(file.Path) {
 		return
 	}
 	n, err := tracer.ShimSampleBytes(pid, file)
@@ -382,7 +364,7 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 	}
 	// Before the probes go on a shim's file: none of this process's calls
 	// may be sampled twice.
-	f.shimSampling(pid, file, fi, probes, say)
+	f.shimSampling(pid, file, probes, say)
 	if slices.ContainsFunc(f.probed, func(p os.FileInfo) bool { return os.SameFile(p, fi) }) {
 		return false
 	}
