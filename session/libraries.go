@@ -250,8 +250,15 @@ func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll, stop func()) {
 	}
 	syncPump, stopPump := pump(next, handle, r.Wake)
 	syncAll = func() {
-		s.syncLibraries()
+		// Both readers at once: each sync is a round trip to its
+		// goroutine, which a process held at its exit waits for.
+		libs := make(chan struct{})
+		go func() {
+			defer close(libs)
+			s.syncLibraries()
+		}()
 		syncPump()
+		<-libs
 		// The lists of the processes whose walks still wait, while
 		// they are there to read (held at their exit, or running).
 		mu.Lock()

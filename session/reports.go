@@ -92,7 +92,8 @@ func (s *session) finish(p *proc) {
 		}
 	}
 	if snap == nil {
-		snap, maps, err = s.snapshot(p)
+		// Synced above: the probes' stacks and the libraries are read.
+		snap, maps, err = s.snapshotSynced(p)
 		if err != nil {
 			s.notice("%v", err)
 			return
@@ -152,6 +153,12 @@ func (s *session) finish(p *proc) {
 // snapshot reads the live table and the maps of a process.
 func (s *session) snapshot(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 	s.syncDeferred()
+	return s.snapshotSynced(p)
+}
+
+// snapshotSynced is snapshot, once the deferred walks and the loader's
+// notices are read (syncDeferred).
+func (s *session) snapshotSynced(p *proc) (*leak.Snapshot, *stacks.Maps, error) {
 	snap, err := s.probes.Snapshot(p.pid)
 	if err != nil {
 		return nil, nil, err
