@@ -117,6 +117,7 @@ func (s *session) launchEarly(env []string, extra []*os.File, cred *syscall.Cred
 			s.pmu.Unlock()
 			s.execed(pid)
 		},
+		Gone: s.gone,
 		Fork: func(parent, child int, vfork bool) {
 			if !setup() {
 				unix.Kill(child, unix.SIGKILL)

@@ -194,8 +194,9 @@ const maxDeferredWalks = 256
 // most, until the loader's notice that made its process's list lack a
 // library is read and the list rewritten, then goes on with the library's
 // table. sync returns once every walk sent so far is finished, the
-// library notices read first.
-func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll, stop func()) {
+// library notices read first. quiet reports whether no walk of process
+// pid waits, and none is sent and not read.
+func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll func(), quiet func(pid int) bool, stop func()) {
 	var (
 		mu      sync.Mutex
 		pending []*tracer.DeferredWalk
@@ -281,7 +282,12 @@ func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll, stop func()) {
 		}
 		retry(true)
 	}
-	return syncAll, func() {
+	quiet = func(pid int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !r.Queued() && !waitsFor(pid)
+	}
+	return syncAll, quiet, func() {
 		r.Close()
 		stopPump()
 	}

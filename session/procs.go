@@ -158,6 +158,8 @@ func (s *session) execed(pid int) {
 // same allocators are probed for it, and a zygote child (not a vfork)
 // starts with a copy of its parent's table.
 func (s *session) forked(parent, child int, vfork bool) {
+	// A process that had the child's PID before it is forgotten first.
+	s.reported(child)
 	pp := s.traced(parent)
 	if pp == nil {
 		return
@@ -278,6 +280,8 @@ func (s *session) exiting(pid int) {
 		s.pmu.Lock()
 		p.gone = true
 		s.pmu.Unlock()
+	} else if s.exitLater(p) {
+		return
 	}
 	s.finish(p)
 	s.probes.Release(pid)

@@ -56,6 +56,9 @@ type session struct {
 	// pointer error sent so far is handled, syncDeferred once every walk
 	// the probes left to mdtrace is finished.
 	syncLibraries, syncErrors, syncDeferred func()
+	// walksQuiet reports whether no walk of a process is left for mdtrace
+	// to finish, or on its way (watchDeferred).
+	walksQuiet func(pid int) bool
 	// unknownSuppressed counts unknown pointers not reported.
 	unknownSuppressed int
 	rec               *recorder // record_allocs
@@ -105,6 +108,9 @@ type session struct {
 	// address of its word (0: not known yet).
 	early   bool
 	readyAt map[int]uint64
+	// later, in launch mode, holds the descendants whose exit reports are
+	// written once they are gone (exits.go); nil in the other modes.
+	later *laterExits
 }
 
 // proc is one traced process.
@@ -176,6 +182,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		shimFlags := *flags
 		shimFlags.SampleBytes = 0
 		s.flags = &shimFlags
+	}
+	if flags.PID == 0 && flags.Program == "" {
+		s.startLaterExits()
 	}
 	s.sym.DebugDirs = flags.DebugDirs
 	rules, err := Suppressions(flags)
@@ -337,7 +346,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		return 1, s.failEarly(early, err)
 	}
 	var stopWalks func()
-	s.syncDeferred, stopWalks = s.watchDeferred(walks)
+	s.syncDeferred, s.walksQuiet, stopWalks = s.watchDeferred(walks)
 	defer stopWalks()
 	s.syncErrors = func() {}
 	if verify {
@@ -374,6 +383,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
 	if flags.PID == 0 || flags.FollowForks {
 		hooks.Fork = s.forked
+	}
+	if s.later != nil {
+		hooks.Gone = s.gone
 	}
 	if flags.PID != 0 {
 		close(s.setupc)
@@ -436,6 +448,7 @@ loop:
 		}
 	}
 	st, _ := s.proc.Wait()
+	s.flushExits()
 	s.finishAll()
 	probes.Detach()
 	s.reportLosses()

@@ -83,6 +83,10 @@ func (d *DeferReader) Next(deadline time.Time) (*DeferredWalk, error) {
 // Close stops the reader.
 func (d *DeferReader) Close() error { return d.r.Close() }
 
+// Queued reports whether walks were sent that Next has not returned yet
+// (but the one it is returning).
+func (d *DeferReader) Queued() bool { return d.r.Queued() > 0 }
+
 // Wake ends a wait of Next (see EventReader.Wake).
 func (d *DeferReader) Wake() error { return d.r.Wake() }
 

@@ -382,7 +382,7 @@ func (p *Process) serveFreeze(r freezeRequest) {
 	p.linger(f)
 	r.reply <- freezeReply{d, err}
 	if f.leaderStatus != nil && p.handle(r.pid, *f.leaderStatus) {
-		delete(p.tracees, r.pid)
+		p.untrace(r.pid)
 	}
 }
 

@@ -48,6 +48,11 @@ type Hooks struct {
 	// instruction. The child is then traced like its parent, with the
 	// same hooks.
 	Fork func(parent, child int, vfork bool)
+	// Gone, if set, is called once a traced process has ended: its exit
+	// status was seen, or its parent reaped it first. The loop calls it,
+	// and a process forked meanwhile waits for it to return. A
+	// single-threaded process gone has run its whole exit.
+	Gone func(pid int)
 }
 
 // ExitStatus is how a process ended.
@@ -449,14 +454,14 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 					if pid == p.PID {
 						p.status = p.atExit
 					}
-					delete(p.tracees, pid)
+					p.untrace(pid)
 					break
 				}
 				if wpid == 0 {
 					break
 				}
 				if p.handle(pid, ws) {
-					delete(p.tracees, pid)
+					p.untrace(pid)
 					break
 				}
 			}
@@ -485,6 +490,14 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 			reply <- p.detachAll()
 			return
 		}
+	}
+}
+
+// untrace forgets tracee pid, which has ended.
+func (p *Process) untrace(pid int) {
+	delete(p.tracees, pid)
+	if p.hooks.Gone != nil {
+		p.hooks.Gone(pid)
 	}
 }
 

@@ -54,6 +54,9 @@ func (r *EventReader[T]) Next(deadline time.Time, e *T) error {
 // Close stops the reader.
 func (r *EventReader[T]) Close() error { return r.rd.Close() }
 
+// Queued returns the bytes of the events sent and not read yet.
+func (r *EventReader[T]) Queued() int { return r.rd.AvailableBytes() }
+
 // Wake ends the wait of Next, now or, if it is not waiting, the next time
 // it would wait: once the events already in the buffer are read, it
 // returns ErrNoRecord without waiting for its deadline.
