@@ -182,6 +182,7 @@ type MdtraceUnwindProc struct {
 	_        structs.HostLayout
 	N        uint32
 	Unsorted uint32
+	Notices  uint64
 	M        [128]struct {
 		_      structs.HostLayout
 		Start  uint64

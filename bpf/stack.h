@@ -210,10 +210,21 @@ static __noinline bool may_defer(struct unwind_proc *up)
 {
 	struct defer_budget *b;
 	u32 zero = 0, tgid, *n, one = 1;
-	u64 now;
+	u64 now, *notices;
 
-	if (up ? !up->unsorted : !gens_all)
+	if (up && !up->unsorted) {
+		/*
+		 * A sorted list, written by user space from maps read before
+		 * the loader's last notice, may lack the library that notice
+		 * was of, until user space writes it again.
+		 */
+		tgid = bpf_get_current_pid_tgid() >> 32;
+		notices = bpf_map_lookup_elem(&unwind_notices, &tgid);
+		if (!notices || *notices == up->notices)
+			return false;
+	} else if (!up && !gens_all) {
 		return false;
+	}
 	if (!up) {
 		/*
 		 * A process without a list: its first DEFER_NEW walks, no

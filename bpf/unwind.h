@@ -82,11 +82,15 @@ struct unwind_mapping {
  * A process's executable file mappings: sorted by address as user space
  * writes them from /proc/PID/maps; in the loader's order, unsorted, as
  * the loader's notice writes them (libraries_changed) until user space
- * has read the notice.
+ * has read the notice. notices is the process's count of the loader's
+ * notices (unwind_notices) when user space read the maps it wrote the list
+ * from: a notice since, whose list user space's write replaced, may have
+ * a library the list lacks (may_defer).
  */
 struct unwind_proc {
 	u32 n;
 	u32 unsorted;
+	u64 notices;
 	struct unwind_mapping m[MAX_UNWIND_MAPPINGS];
 };
 

@@ -118,7 +118,7 @@ func (p *Probes) LoadUnwind(pid int) error {
 	// again, from maps that hold it.
 	for try := 0; ; try++ {
 		before := p.unwind.noticeCount(pid)
-		if err := p.loadUnwind(pid); err != nil {
+		if err := p.loadUnwind(pid, before); err != nil {
 			return err
 		}
 		if p.unwind.noticeCount(pid) == before || try == 3 {
@@ -137,8 +137,9 @@ func (t *unwindTables) noticeCount(pid int) uint64 {
 	return n
 }
 
-// loadUnwind is LoadUnwind once.
-func (p *Probes) loadUnwind(pid int) error {
+// loadUnwind is LoadUnwind once, with notices the process's count of the
+// loader's notices before its maps are read.
+func (p *Probes) loadUnwind(pid int, notices uint64) error {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return procErr(pid, err)
@@ -169,7 +170,10 @@ func (p *Probes) loadUnwind(pid int) error {
 		}
 	}
 	p.unwind.prefetch(paths)
-	var up bpf.MdtraceUnwindProc
+	// Until the list is written again, a walk that stops in code of no
+	// mapping of it is left to mdtrace if a notice came since (may_defer
+	// in bpf/stack.h): its library may be mapped, and not in the list.
+	up := bpf.MdtraceUnwindProc{Notices: notices}
 	n := 0
 	for i := range maps.Mappings {
 		m := &maps.Mappings[i]
