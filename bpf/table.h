@@ -456,12 +456,13 @@ static __always_inline int place(void *m, u32 t, const struct alloc_key *key, co
 		    __sync_val_compare_and_swap(&tier_filling, was, was | (1ULL << t)) == was)
 			tier_event(TIER_EVENT_FILLING | t);
 	}
-	if (bucket_claim(bk[0], key, info))
-		occ_mark(t, b[0]);
-	else if (bucket_claim(bk[1], key, info))
-		occ_mark(t, b[1]);
-	else
-		return -E2BIG;
+	/* Marked once, whichever bucket took it: fewer paths to verify. */
+	if (!bucket_claim(bk[0], key, info)) {
+		if (!bucket_claim(bk[1], key, info))
+			return -E2BIG;
+		b[0] = b[1];
+	}
+	occ_mark(t, b[0]);
 	add_blocks(t, 1);
 	return 0;
 }
