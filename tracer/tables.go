@@ -187,19 +187,16 @@ func (t *tier) runEmpty(lo, hi uint32) bool {
 	return true
 }
 
-// clearIfEmpty clears occupancy bit bit, whose run is buckets lo to hi
-// (not included), if the run is empty. A probe or put that takes a slot
-// of the run does so by a compare-and-swap, then loads the bit's word
-// and sets the bit if it is clear. Here the bit is cleared by an atomic,
-// and the run's slots read again after it: Go's atomics and the probes'
+// clear clears occupancy bit bit, whose run, buckets lo to hi (not
+// included), a walk found empty. A probe or put that takes a slot of the
+// run does so by a compare-and-swap, then loads the bit's word and sets
+// the bit if it is clear. Here the bit is cleared by an atomic, and the
+// run's slots read again after it: Go's atomics and the probes'
 // compare-and-swap are each a full barrier, so either the slot was taken
 // before the read again, which sees it and sets the bit back, or after
 // the bit was cleared, and the taker's load sees it clear and sets it. A
 // slot taken is never left under a clear bit.
-func (t *tier) clearIfEmpty(bit, lo, hi uint32) {
-	if !t.runEmpty(lo, hi) {
-		return
-	}
+func (t *tier) clear(bit, lo, hi uint32) {
 	if clearHook != nil {
 		clearHook(t, bit, false)
 	}
@@ -213,7 +210,7 @@ func (t *tier) clearIfEmpty(bit, lo, hi uint32) {
 	}
 }
 
-// clearHook, when set by a test, is called by clearIfEmpty with the bit
+// clearHook, when set by a test, is called by clear with the bit
 // of a run found empty, before the bit is cleared and after (cleared
 // true): what it puts into the run then is what a put or a probe racing
 // the walk would.
@@ -226,13 +223,13 @@ func (t *tier) bucket(i uint32) *bpf.MdtraceBucket {
 
 // each calls fn with every entry of the tier. It reads the runs of
 // buckets whose occupancy bit is set, and, after fn has seen a run's
-// entries (and maybe taken them out), clears the bit of a run it finds
-// empty (clearIfEmpty). A bit cleared while its run is found taken again
-// is set back at once, but another walk reading the bit in between would
-// pass over an entry that was there all along: one walk clears bits at a
-// time, and no other walk of the tier runs meanwhile; when walks overlap,
-// the others only read. An entry being written or emptied while it is
-// read is passed over. fn must not keep its arguments, nor walk the table.
+// entries (and maybe taken them out), clears the bit of a run it found
+// empty (clear). A bit cleared as a slot of its run is taken is set back
+// at once, but another walk reading the bit in between would pass over an
+// entry that was there all along: one walk clears bits at a time, and no
+// other walk of the tier runs meanwhile; when walks overlap, the others
+// only read. An entry being written or emptied while it is read is passed
+// over. fn must not keep its arguments, nor walk the table.
 func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.MdtraceBucket, int)) {
 	clearing := t.clearing.TryLock()
 	if clearing {
@@ -241,39 +238,43 @@ func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.Md
 		t.clearing.RLock()
 		defer t.clearing.RUnlock()
 	}
+	// One key and one entry for the whole walk: fn's arguments escape.
+	var (
+		key  bpf.MdtraceAllocKey
+		info bpf.MdtraceAllocInfo
+	)
 	for w := range t.occ {
 		word := atomic.LoadUint64(&t.occ[w])
 		for word != 0 {
 			bit := uint32(w*64 + bits.TrailingZeros64(word))
 			word &= word - 1
 			lo, hi := t.firstOf(bit), t.firstOf(bit+1)
+			// Whether a slot of the run was in use once fn had
+			// seen it, which may have taken it out.
+			held := false
 			for i := lo; i < hi; i++ {
-				eachIn(t.bucket(i), fn)
+				bk := t.bucket(i)
+				for j := range abi.BucketSlots {
+					p := atomic.LoadUint64(&bk.Ptr[j])
+					if p == 0 {
+						continue
+					}
+					if p == abi.SlotBusy {
+						held = true
+						continue
+					}
+					key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
+					info = bk.Info[j]
+					if key.Tgid != 0 && atomic.LoadUint64(&bk.Ptr[j]) == p {
+						fn(&key, &info, bk, j)
+					}
+					held = held || atomic.LoadUint64(&bk.Ptr[j]) != 0
+				}
 			}
-			if clearing {
-				t.clearIfEmpty(bit, lo, hi)
+			if clearing && !held {
+				t.clear(bit, lo, hi)
 			}
 		}
-	}
-}
-
-// eachIn calls fn with every entry of bucket bk, as each does.
-func eachIn(bk *bpf.MdtraceBucket, fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.MdtraceBucket, int)) {
-	var (
-		key  bpf.MdtraceAllocKey
-		info bpf.MdtraceAllocInfo
-	)
-	for j := range abi.BucketSlots {
-		p := atomic.LoadUint64(&bk.Ptr[j])
-		if p <= abi.SlotBusy {
-			continue
-		}
-		key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
-		info = bk.Info[j]
-		if key.Tgid == 0 || atomic.LoadUint64(&bk.Ptr[j]) != p {
-			continue
-		}
-		fn(&key, &info, bk, j)
 	}
 }
 
@@ -311,7 +312,7 @@ func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, fi
 			atomic.StoreUint32(&bk.Gen[j], key.Gen)
 			bk.Info[j] = *info
 			atomic.StoreUint64(&bk.Ptr[j], key.Ptr)
-			// After the compare-and-swap, as the probes do (clearIfEmpty).
+			// After the compare-and-swap, as the probes do (clear).
 			t.mark(bs[i])
 			t.puts.Add(1)
 			return true, filling
