@@ -137,6 +137,18 @@ const (
 	SlotBusy    = 1
 )
 
+// The live table's occupancy bitmap: OCC_BITS bits for each tier, in
+// OCC_WORDS 64-bit words, each bit for a run of the tier's buckets
+// (occ_bit) that may hold an entry. The probes and mdtrace set a bucket's
+// bit after they take a slot of it; mdtrace clears the bits of empty runs
+// as it walks the table, and its walks read only the runs whose bit is
+// set: a table of a few blocks is walked in microseconds, not the
+// milliseconds all of its buckets take.
+const (
+	OccBits  = 4096
+	OccWords = OccBits / 64
+)
+
 // A thread of the shim (shim/batch.c) writes its allocations and frees
 // into its struct md_batch and hands it to the probes through
 // mdshim_site_batch(b, used, epoch, flags); the probes (bpf/batch.h) read

@@ -150,7 +150,10 @@ func TestFuncs(t *testing.T) {
 
 #include "`+header+`"
 
-/* Reads "x tgid n" lines; prints mix64(x) and table_buckets(x, tgid, n). */
+/*
+ * Reads "x tgid n" lines; prints mix64(x), table_buckets(x, tgid, n),
+ * occ_mult(n) and occ_bit of bucket x % n.
+ */
 int main(void)
 {
 	unsigned long long x;
@@ -159,7 +162,8 @@ int main(void)
 
 	while (scanf("%llu %u %u", &x, &tgid, &n) == 3) {
 		table_buckets(x, tgid, n, b);
-		printf("%llu %u %u\n", (unsigned long long)mix64(x), b[0], b[1]);
+		printf("%llu %u %u %llu %u\n", (unsigned long long)mix64(x), b[0], b[1],
+		       (unsigned long long)occ_mult(n), occ_bit(x % n, occ_mult(n)));
 	}
 	return 0;
 }
@@ -197,11 +201,46 @@ int main(void)
 	bad := 0
 	for i, v := range vectors {
 		b0, b1 := TableBuckets(v.x, v.tgid, v.n)
-		if want := fmt.Sprintf("%d %d %d", Mix64(v.x), b0, b1); lines[i] != want {
-			t.Errorf("x %#x tgid %d n %d: C gives mix64, buckets %s; Go %s", v.x, v.tgid, v.n, lines[i], want)
+		mult := OccMult(v.n)
+		want := fmt.Sprintf("%d %d %d %d %d", Mix64(v.x), b0, b1, mult, OccBit(uint32(v.x%uint64(v.n)), mult))
+		if lines[i] != want {
+			t.Errorf("x %#x tgid %d n %d: C gives mix64, buckets, occupancy multiplier and bit %s; Go %s", v.x, v.tgid, v.n, lines[i], want)
 			if bad++; bad == 5 {
 				t.Fatalf("and more")
 			}
+		}
+	}
+}
+
+// TestOccBit: a tier's buckets map to bits below OccBits, in order, a bit
+// each when the tier has OccBits buckets or fewer, and in runs of at most
+// one more than their share when it has more: a walk reads a bit's run
+// whole.
+func TestOccBit(t *testing.T) {
+	for _, n := range []uint32{1, 2, 3, 100, OccBits - 1, OccBits, OccBits + 1, 4916, 19661, 78644, 1 << 22, 5<<20 + 3} {
+		mult := OccMult(n)
+		longest := (n + OccBits - 1) / OccBits
+		prev, run := OccBit(0, mult), uint32(1)
+		if prev != 0 {
+			t.Errorf("n %d: bucket 0 has bit %d", n, prev)
+		}
+		for b := uint32(1); b < n; b++ {
+			bit := OccBit(b, mult)
+			switch {
+			case bit >= OccBits:
+				t.Fatalf("n %d: bucket %d has bit %d, past %d", n, b, bit, OccBits)
+			case bit < prev:
+				t.Fatalf("n %d: bucket %d has bit %d, bucket %d bit %d", n, b, bit, b-1, prev)
+			case bit == prev && n <= OccBits:
+				t.Fatalf("n %d: buckets %d and %d share bit %d", n, b-1, b, bit)
+			case bit == prev:
+				if run++; run > longest+1 {
+					t.Fatalf("n %d: bit %d has %d buckets or more, %d at most expected", n, bit, run, longest+1)
+				}
+			default:
+				run = 1
+			}
+			prev = bit
 		}
 	}
 }

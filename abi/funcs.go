@@ -24,3 +24,15 @@ func TableBuckets(ptr uint64, tgid, n uint32) (uint32, uint32) {
 	}
 	return b0, b1
 }
+
+// OccMult is occ_mult of mdtrace_abi.h: the multiplier of OccBit for a
+// tier of the live table of n buckets (n >= 1).
+func OccMult(n uint32) uint64 {
+	return uint64(OccBits) << 32 / uint64(n)
+}
+
+// OccBit is occ_bit of mdtrace_abi.h: the bit of the occupancy bitmap of
+// bucket b of a tier whose multiplier is mult.
+func OccBit(b uint32, mult uint64) uint32 {
+	return uint32(uint64(b) * mult >> 32)
+}

@@ -182,6 +182,17 @@ enum mapping_kind {
 #define TABLE_TIERS 4
 #define BUCKET_SLOTS 16
 #define SLOT_BUSY 1
+/*
+ * The live table's occupancy bitmap: OCC_BITS bits for each tier, in
+ * OCC_WORDS 64-bit words, each bit for a run of the tier's buckets
+ * (occ_bit) that may hold an entry. The probes and mdtrace set a bucket's
+ * bit after they take a slot of it; mdtrace clears the bits of empty runs
+ * as it walks the table, and its walks read only the runs whose bit is
+ * set: a table of a few blocks is walked in microseconds, not the
+ * milliseconds all of its buckets take.
+ */
+#define OCC_BITS 4096
+#define OCC_WORDS (OCC_BITS / 64)
 
 /* ---- The shim's batches ---- */
 
@@ -421,6 +432,27 @@ static inline __attribute__((always_inline)) void table_buckets(md_u64 ptr, md_u
 	b[1] = (((x * 0xc2b2ae3d27d4eb4fULL) >> 32) * (md_u64)n) >> 32;
 	if (b[1] == b[0])
 		b[1] = b[0] + 1 < n ? b[0] + 1 : 0;
+}
+
+/*
+ * The multiplier of occ_bit for a tier of the live table of n buckets
+ * (n >= 1): 2^32 * OCC_BITS / n, rounded down. mdtrace works it out for
+ * each tier, so that the probes multiply and shift but never divide.
+ */
+static inline __attribute__((always_inline)) md_u64 occ_mult(md_u32 n)
+{
+	return ((md_u64)OCC_BITS << 32) / n;
+}
+
+/*
+ * The bit of the occupancy bitmap of bucket b of a tier, whose multiplier
+ * is mult (occ_mult): below OCC_BITS for every b below n, and growing with
+ * b, so that a bit stands for a run of buckets (a bucket each when the
+ * tier has OCC_BITS buckets or fewer).
+ */
+static inline __attribute__((always_inline)) md_u32 occ_bit(md_u32 b, md_u64 mult)
+{
+	return ((md_u64)b * mult) >> 32;
 }
 
 /* ---- libmdtrace ---- */

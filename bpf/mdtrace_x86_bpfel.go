@@ -253,6 +253,7 @@ const (
 	MdtraceMapShimSamples        = "shim_samples"
 	MdtraceMapStackScratch       = "stack_scratch"
 	MdtraceMapStacks             = "stacks"
+	MdtraceMapTableOcc           = "table_occ"
 	MdtraceMapTables             = "tables"
 	MdtraceMapThreads            = "threads"
 	MdtraceMapTierBlocks         = "tier_blocks"
@@ -305,6 +306,7 @@ const (
 	MdtraceVarTierBuckets        = "tier_buckets"
 	MdtraceVarTierFilling        = "tier_filling"
 	MdtraceVarTierFillingAt      = "tier_filling_at"
+	MdtraceVarTierOccMult        = "tier_occ_mult"
 	MdtraceVarTopTable           = "top_table"
 	MdtraceVarUnknownIsError     = "unknown_is_error"
 	MdtraceVarUnusedBatchThread  = "unused_batch_thread"
@@ -400,6 +402,7 @@ type MdtraceMapSpecs struct {
 	ShimSamples   *ebpf.MapSpec `ebpf:"shim_samples"`
 	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks        *ebpf.MapSpec `ebpf:"stacks"`
+	TableOcc      *ebpf.MapSpec `ebpf:"table_occ"`
 	Tables        *ebpf.MapSpec `ebpf:"tables"`
 	Threads       *ebpf.MapSpec `ebpf:"threads"`
 	TierBlocks    *ebpf.MapSpec `ebpf:"tier_blocks"`
@@ -446,6 +449,7 @@ type MdtraceVariableSpecs struct {
 	TierBuckets        *ebpf.VariableSpec `ebpf:"tier_buckets"`
 	TierFilling        *ebpf.VariableSpec `ebpf:"tier_filling"`
 	TierFillingAt      *ebpf.VariableSpec `ebpf:"tier_filling_at"`
+	TierOccMult        *ebpf.VariableSpec `ebpf:"tier_occ_mult"`
 	TopTable           *ebpf.VariableSpec `ebpf:"top_table"`
 	UnknownIsError     *ebpf.VariableSpec `ebpf:"unknown_is_error"`
 	UnusedBatchThread  *ebpf.VariableSpec `ebpf:"unused_batch_thread"`
@@ -501,6 +505,7 @@ type MdtraceMaps struct {
 	ShimSamples   *ebpf.Map `ebpf:"shim_samples"`
 	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks        *ebpf.Map `ebpf:"stacks"`
+	TableOcc      *ebpf.Map `ebpf:"table_occ"`
 	Tables        *ebpf.Map `ebpf:"tables"`
 	Threads       *ebpf.Map `ebpf:"threads"`
 	TierBlocks    *ebpf.Map `ebpf:"tier_blocks"`
@@ -541,6 +546,7 @@ func (m *MdtraceMaps) Close() error {
 		m.ShimSamples,
 		m.StackScratch,
 		m.Stacks,
+		m.TableOcc,
 		m.Tables,
 		m.Threads,
 		m.TierBlocks,
@@ -588,6 +594,7 @@ type MdtraceVariables struct {
 	TierBuckets        *ebpf.Variable `ebpf:"tier_buckets"`
 	TierFilling        *ebpf.Variable `ebpf:"tier_filling"`
 	TierFillingAt      *ebpf.Variable `ebpf:"tier_filling_at"`
+	TierOccMult        *ebpf.Variable `ebpf:"tier_occ_mult"`
 	TopTable           *ebpf.Variable `ebpf:"top_table"`
 	UnknownIsError     *ebpf.Variable `ebpf:"unknown_is_error"`
 	UnusedBatchThread  *ebpf.Variable `ebpf:"unused_batch_thread"`

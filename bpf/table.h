@@ -73,6 +73,25 @@ struct {
 volatile u32 tier_buckets[TABLE_TIERS];
 volatile u32 tier_filling_at[TABLE_TIERS];
 
+/*
+ * The live table's occupancy bitmap: OCC_WORDS words for each tier, a bit
+ * for each run of its buckets that may hold an entry (occ_bit, with the
+ * tier's occ_mult, which user space sets before it puts the tier in
+ * tables). The probes set a bucket's bit after they take a slot of it;
+ * user space maps the bitmap into its memory, walks only the runs whose
+ * bit is set, and clears the bits of runs it finds empty
+ * (tracer/tables.go).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, TABLE_TIERS * OCC_WORDS);
+	__type(key, u32);
+	__type(value, u64);
+} table_occ SEC(".maps");
+
+volatile u64 tier_occ_mult[TABLE_TIERS];
+
 /* The tier of the live table new blocks go into: the probes move it on. */
 volatile u64 top_table = 0;
 
@@ -338,6 +357,34 @@ __noinline int bucket_claim(struct bucket *bk, const struct alloc_key *key, cons
 	return 0;
 }
 
+/*
+ * Sets the occupancy bit of bucket b of tier t, after a slot of it was
+ * taken. The load of the word comes after the compare-and-swap that took
+ * the slot, a full barrier: user space, which clears a bit and then reads
+ * its run's slots again, either sees the slot taken or has cleared the bit
+ * before this load, which then sets it again. The atomic is only for a
+ * bit found clear, which is rare: once per run until user space clears
+ * it.
+ */
+static __always_inline void occ_mark(u32 t, u32 b)
+{
+	u32 bit, i;
+	u64 *w, m;
+
+	/* The compiler may know t < TABLE_TIERS: the verifier must see it. */
+	barrier_var(t);
+	if (t >= TABLE_TIERS)
+		return;
+	bit = occ_bit(b, tier_occ_mult[t]);
+	i = t * OCC_WORDS + bit / 64;
+	w = bpf_map_lookup_elem(&table_occ, &i);
+	if (!w)
+		return;
+	m = 1ULL << (bit & 63);
+	if (!(*(volatile u64 *)w & m))
+		__sync_fetch_and_or(w, m);
+}
+
 /* Sends a tier event to user space. */
 static __always_inline void tier_event(u64 what)
 {
@@ -394,9 +441,12 @@ static __always_inline int place(void *m, u32 t, const struct alloc_key *key, co
 	used = found[0] - BUCKET_SLOTS;
 	if (found[1] < found[0]) {
 		struct bucket *x = bk[0];
+		u32 y = b[0];
 
 		bk[0] = bk[1];
 		bk[1] = x;
+		b[0] = b[1];
+		b[1] = y;
 		used = found[1] - BUCKET_SLOTS;
 	}
 	if (used >= at && !(tier_filling & (1ULL << t))) {
@@ -406,8 +456,13 @@ static __always_inline int place(void *m, u32 t, const struct alloc_key *key, co
 		    __sync_val_compare_and_swap(&tier_filling, was, was | (1ULL << t)) == was)
 			tier_event(TIER_EVENT_FILLING | t);
 	}
-	if (!bucket_claim(bk[0], key, info) && !bucket_claim(bk[1], key, info))
-		return -E2BIG;
+	/* Marked once, whichever bucket took it: fewer paths to verify. */
+	if (!bucket_claim(bk[0], key, info)) {
+		if (!bucket_claim(bk[1], key, info))
+			return -E2BIG;
+		b[0] = b[1];
+	}
+	occ_mark(t, b[0]);
 	add_blocks(t, 1);
 	return 0;
 }

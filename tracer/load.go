@@ -114,12 +114,15 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	tiers := tierSizes(cfg.MaxAllocs, first)
 	spec.Maps["allocs"].MaxEntries = tierBuckets(tiers[0])
-	nb, at := tierVars(spec.Maps["allocs"].MaxEntries)
+	nb, at, mult := tierVars(spec.Maps["allocs"].MaxEntries)
 	if err := spec.Variables["tier_buckets"].Set(nb); err != nil {
 		return nil, fmt.Errorf("setting tier_buckets: %w", err)
 	}
 	if err := spec.Variables["tier_filling_at"].Set(at); err != nil {
 		return nil, fmt.Errorf("setting tier_filling_at: %w", err)
+	}
+	if err := spec.Variables["tier_occ_mult"].Set(mult); err != nil {
+		return nil, fmt.Errorf("setting tier_occ_mult: %w", err)
 	}
 	tierSpec := spec.Maps["allocs"].Copy()
 	// The tables map's template of a tier is made and dropped at once:
@@ -172,8 +175,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 			placed: map[string]bpf.MdtraceUnwindFile{}}
 	}
 	p.tables, err = newLiveTables(tableObjects{
-		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks,
+		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks, occ: p.objs.TableOcc,
 		top: p.objs.TopTable, filling: p.objs.TierFilling, buckets: p.objs.TierBuckets, at: p.objs.TierFillingAt,
+		mult: p.objs.TierOccMult,
 	}, tierSpec, tiers)
 	if err != nil {
 		p.Close()

@@ -394,3 +394,40 @@ func BenchmarkFork1M(b *testing.B) {
 	b.ReportMetric(forks.Seconds()/float64(b.N), "s/fork")
 	b.ReportMetric(forgets.Seconds()/float64(b.N), "s/forget")
 }
+
+// BenchmarkFewBlocks times what the exit and the zygote fork of a small
+// process cost mdtrace in a live table of the default room that holds 40
+// blocks (a shell's): the snapshot of its blocks, and the copy of its
+// blocks to a child then their drop. The walks read only the buckets the
+// occupancy bitmap says may hold blocks, not the first tier's 3 MB.
+func BenchmarkFewBlocks(b *testing.B) {
+	needBPF(b)
+	p, err := LoadProbes(ProbeConfig{StackDepth: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	fillTable(b, p, tableFill{tgid: fakeTgid, allocs: 40, stacks: 8, seed: 1})
+	b.Run("snapshot", func(b *testing.B) {
+		for b.Loop() {
+			s, err := p.Snapshot(fakeTgid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(s.Allocs) != 40 {
+				b.Fatalf("%d allocations read, want 40", len(s.Allocs))
+			}
+		}
+	})
+	b.Run("fork", func(b *testing.B) {
+		const child = 4190031
+		for b.Loop() {
+			if err := p.Fork(fakeTgid, child, true); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.Forget(child); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"sync"
@@ -39,6 +40,15 @@ import (
 // for a burst of allocations while the next is made.
 // The most tiers, the slots of a bucket and the pointer of a slot being
 // filled in or emptied are abi.TableTiers, abi.BucketSlots and abi.SlotBusy.
+//
+// A walk of the whole table (a snapshot, a zygote child's copy of its
+// parent's blocks, the drop of a process's blocks) would read every
+// bucket of every tier made, 3 MB for the first tier alone, however few
+// blocks it holds: half a millisecond for each process that exits. The
+// occupancy bitmap (table_occ, abi.OccBits bits for each tier) has a bit
+// for each run of buckets that may hold an entry (abi.OccBit): the probes
+// and put set it after they take a slot, and a walk reads only the runs
+// whose bit is set and clears the bits of those it finds empty (each).
 const (
 	// firstTier is the room of the first tier, 2.5 MB of slots.
 	firstTier = 64 << 10
@@ -103,48 +113,167 @@ type tier struct {
 	m       *ebpf.Map
 	mem     []byte
 	buckets uint32
+	// occ is the tier's words of the occupancy bitmap, mapped into
+	// mdtrace's memory, and mult its multiplier (abi.OccMult).
+	occ  []uint64
+	mult uint64
+	// clearing is held alone by the walk that clears the bits of empty
+	// runs, and shared by the walks that only read them (each).
+	clearing sync.RWMutex
 	// puts is the blocks user space put in (copies of a zygote's parent's)
 	// less those it took out (dropped processes and programs): the probes
 	// count theirs in tier_blocks.
 	puts atomic.Int64
 }
 
-// newTier maps tier m, of n buckets, into memory.
-func newTier(m *ebpf.Map, n uint32) (*tier, error) {
+// newTier maps tier m, of n buckets, into memory; occ is its words of the
+// occupancy bitmap.
+func newTier(m *ebpf.Map, n uint32, occ []uint64) (*tier, error) {
 	page := os.Getpagesize()
 	size := (int(n)*bucketBytes + page - 1) &^ (page - 1)
 	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping a tier of the live table: %w", err)
 	}
-	return &tier{m: m, mem: mem, buckets: n}, nil
+	return &tier{m: m, mem: mem, buckets: n, occ: occ, mult: abi.OccMult(n)}, nil
 }
+
+// mapOcc maps the occupancy bitmap, table_occ, into memory: its words,
+// abi.OccWords for each tier, and the mapping to unmap.
+func mapOcc(m *ebpf.Map) ([]uint64, []byte, error) {
+	page := os.Getpagesize()
+	size := (abi.TableTiers*abi.OccWords*8 + page - 1) &^ (page - 1)
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping the live table's occupancy bitmap: %w", err)
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), abi.TableTiers*abi.OccWords), mem, nil
+}
+
+// tierOcc returns the words of tier i in the occupancy bitmap.
+func tierOcc(occ []uint64, i int) []uint64 {
+	return occ[i*abi.OccWords : (i+1)*abi.OccWords : (i+1)*abi.OccWords]
+}
+
+// firstOf returns the first bucket of the run of the occupancy bit bit,
+// or the tier's buckets when no bucket has that bit or a later one: the
+// least b with abi.OccBit(b, t.mult) >= bit, as OccBit grows with b.
+func (t *tier) firstOf(bit uint32) uint32 {
+	b := (uint64(bit)<<32 + t.mult - 1) / t.mult
+	return uint32(min(b, uint64(t.buckets)))
+}
+
+// mark sets the occupancy bit of bucket b after a slot of it was taken,
+// as occ_mark in bpf/table.h does.
+func (t *tier) mark(b uint32) {
+	bit := abi.OccBit(b, t.mult)
+	w, m := &t.occ[bit/64], uint64(1)<<(bit%64)
+	if atomic.LoadUint64(w)&m == 0 {
+		atomic.OrUint64(w, m)
+	}
+}
+
+// runEmpty reports whether buckets lo to hi (not included) have every
+// slot free: a slot being filled in or emptied (abi.SlotBusy) is used.
+func (t *tier) runEmpty(lo, hi uint32) bool {
+	for i := lo; i < hi; i++ {
+		bk := t.bucket(i)
+		for j := range abi.BucketSlots {
+			if atomic.LoadUint64(&bk.Ptr[j]) != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// clear clears occupancy bit bit, whose run, buckets lo to hi (not
+// included), a walk found empty. A probe or put that takes a slot of the
+// run does so by a compare-and-swap, then loads the bit's word and sets
+// the bit if it is clear. Here the bit is cleared by an atomic, and the
+// run's slots read again after it: Go's atomics and the probes'
+// compare-and-swap are each a full barrier, so either the slot was taken
+// before the read again, which sees it and sets the bit back, or after
+// the bit was cleared, and the taker's load sees it clear and sets it. A
+// slot taken is never left under a clear bit.
+func (t *tier) clear(bit, lo, hi uint32) {
+	if clearHook != nil {
+		clearHook(t, bit, false)
+	}
+	w, m := &t.occ[bit/64], uint64(1)<<(bit%64)
+	atomic.AndUint64(w, ^m)
+	if clearHook != nil {
+		clearHook(t, bit, true)
+	}
+	if !t.runEmpty(lo, hi) {
+		atomic.OrUint64(w, m)
+	}
+}
+
+// clearHook, when set by a test, is called by clear with the bit
+// of a run found empty, before the bit is cleared and after (cleared
+// true): what it puts into the run then is what a put or a probe racing
+// the walk would.
+var clearHook func(t *tier, bit uint32, cleared bool)
 
 // bucket returns bucket i of the tier.
 func (t *tier) bucket(i uint32) *bpf.MdtraceBucket {
 	return (*bpf.MdtraceBucket)(unsafe.Pointer(&t.mem[int(i)*bucketBytes]))
 }
 
-// each calls fn with every entry of the tier. An entry being written or
-// emptied while it is read is passed over. fn must not keep its arguments.
+// each calls fn with every entry of the tier. It reads the runs of
+// buckets whose occupancy bit is set, and, after fn has seen a run's
+// entries (and maybe taken them out), clears the bit of a run it found
+// empty (clear). A bit cleared as a slot of its run is taken is set back
+// at once, but another walk reading the bit in between would pass over an
+// entry that was there all along: one walk clears bits at a time, and no
+// other walk of the tier runs meanwhile; when walks overlap, the others
+// only read. An entry being written or emptied while it is read is passed
+// over. fn must not keep its arguments, nor walk the table.
 func (t *tier) each(fn func(*bpf.MdtraceAllocKey, *bpf.MdtraceAllocInfo, *bpf.MdtraceBucket, int)) {
+	clearing := t.clearing.TryLock()
+	if clearing {
+		defer t.clearing.Unlock()
+	} else {
+		t.clearing.RLock()
+		defer t.clearing.RUnlock()
+	}
+	// One key and one entry for the whole walk: fn's arguments escape.
 	var (
 		key  bpf.MdtraceAllocKey
 		info bpf.MdtraceAllocInfo
 	)
-	for i := range t.buckets {
-		bk := t.bucket(i)
-		for j := range abi.BucketSlots {
-			p := atomic.LoadUint64(&bk.Ptr[j])
-			if p <= abi.SlotBusy {
-				continue
+	for w := range t.occ {
+		word := atomic.LoadUint64(&t.occ[w])
+		for word != 0 {
+			bit := uint32(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			lo, hi := t.firstOf(bit), t.firstOf(bit+1)
+			// Whether a slot of the run was in use once fn had
+			// seen it, which may have taken it out.
+			held := false
+			for i := lo; i < hi; i++ {
+				bk := t.bucket(i)
+				for j := range abi.BucketSlots {
+					p := atomic.LoadUint64(&bk.Ptr[j])
+					if p == 0 {
+						continue
+					}
+					if p == abi.SlotBusy {
+						held = true
+						continue
+					}
+					key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
+					info = bk.Info[j]
+					if key.Tgid != 0 && atomic.LoadUint64(&bk.Ptr[j]) == p {
+						fn(&key, &info, bk, j)
+					}
+					held = held || atomic.LoadUint64(&bk.Ptr[j]) != 0
+				}
 			}
-			key = bpf.MdtraceAllocKey{Tgid: bk.Tgid[j], Gen: bk.Gen[j], Ptr: p}
-			info = bk.Info[j]
-			if key.Tgid == 0 || atomic.LoadUint64(&bk.Ptr[j]) != p {
-				continue
+			if clearing && !held {
+				t.clear(bit, lo, hi)
 			}
-			fn(&key, &info, bk, j)
 		}
 	}
 }
@@ -166,13 +295,15 @@ func (t *tier) takeOut(bk *bpf.MdtraceBucket, j int, key *bpf.MdtraceAllocKey) b
 // emptier one holds fillingAt slots or more.
 func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, filling bool) {
 	b0, b1 := bucketsOf(key, t.buckets)
+	bs := [2]uint32{b0, b1}
 	bks := [2]*bpf.MdtraceBucket{t.bucket(b0), t.bucket(b1)}
 	used := usedSlots(bks[0])
 	if u := usedSlots(bks[1]); u < used {
 		bks[0], bks[1], used = bks[1], bks[0], u
+		bs[0], bs[1] = bs[1], bs[0]
 	}
 	filling = used >= int(fillingAt(t.buckets))
-	for _, bk := range bks {
+	for i, bk := range bks {
 		for j := range abi.BucketSlots {
 			if atomic.LoadUint64(&bk.Ptr[j]) != 0 || !atomic.CompareAndSwapUint64(&bk.Ptr[j], 0, abi.SlotBusy) {
 				continue
@@ -181,6 +312,8 @@ func (t *tier) put(key *bpf.MdtraceAllocKey, info *bpf.MdtraceAllocInfo) (ok, fi
 			atomic.StoreUint32(&bk.Gen[j], key.Gen)
 			bk.Info[j] = *info
 			atomic.StoreUint64(&bk.Ptr[j], key.Ptr)
+			// After the compare-and-swap, as the probes do (clear).
+			t.mark(bs[i])
 			t.puts.Add(1)
 			return true, filling
 		}
@@ -235,7 +368,10 @@ type liveTables struct {
 	filling *ebpf.Variable  // tier_filling, a bit per tier getting full
 	buckets *ebpf.Variable  // tier_buckets, the buckets of each tier
 	at      *ebpf.Variable  // tier_filling_at, when each tier gets full
+	mult    *ebpf.Variable  // tier_occ_mult, the multiplier of each tier's occupancy bits
 	blocks  *ebpf.Map       // tier_blocks, the probes' count of each tier's blocks
+	occ     []uint64        // table_occ, the occupancy bitmap, mapped
+	occMem  []byte          // the mapping of table_occ
 	moves   *ringbuf.Reader // tier_moves: a tier getting full, or moved on to
 	sizes   []uint32        // the room of every tier, made or not
 
@@ -254,29 +390,34 @@ type liveTables struct {
 
 // tableObjects is what liveTables needs of the collection.
 type tableObjects struct {
-	outer, first, moves, blocks *ebpf.Map
-	top, filling, buckets, at   *ebpf.Variable
+	outer, first, moves, blocks, occ *ebpf.Map
+	top, filling, buckets, at, mult  *ebpf.Variable
 }
 
-// tierVars returns tier_buckets and tier_filling_at for tiers of the
-// given numbers of buckets.
-func tierVars(buckets ...uint32) (n, at [abi.TableTiers]uint32) {
+// tierVars returns tier_buckets, tier_filling_at and tier_occ_mult for
+// tiers of the given numbers of buckets.
+func tierVars(buckets ...uint32) (n, at [abi.TableTiers]uint32, mult [abi.TableTiers]uint64) {
 	for i, b := range buckets {
-		n[i], at[i] = b, fillingAt(b)
+		n[i], at[i], mult[i] = b, fillingAt(b), abi.OccMult(b)
 	}
-	return n, at
+	return n, at, mult
 }
 
 // newLiveTables takes the first tier, made with the collection, of
-// tierBuckets(sizes[0]) buckets (the collection's tier_buckets and
-// tier_filling_at say so already), and, when there is room for more
-// tiers, makes the next one each time the probes find the one in use
-// getting full.
+// tierBuckets(sizes[0]) buckets (the collection's tier_buckets,
+// tier_filling_at and tier_occ_mult say so already), and, when there is
+// room for more tiers, makes the next one each time the probes find the
+// one in use getting full.
 func newLiveTables(o tableObjects, spec *ebpf.MapSpec, sizes []uint32) (*liveTables, error) {
 	t := &liveTables{outer: o.outer, spec: spec, top: o.top, filling: o.filling, buckets: o.buckets,
-		at: o.at, blocks: o.blocks, sizes: sizes}
-	first, err := newTier(o.first, tierBuckets(sizes[0]))
+		at: o.at, mult: o.mult, blocks: o.blocks, sizes: sizes}
+	var err error
+	if t.occ, t.occMem, err = mapOcc(o.occ); err != nil {
+		return nil, err
+	}
+	first, err := newTier(o.first, tierBuckets(sizes[0]), tierOcc(t.occ, 0))
 	if err != nil {
+		unix.Munmap(t.occMem)
 		return nil, err
 	}
 	t.tiers = []*tier{first}
@@ -284,6 +425,7 @@ func newLiveTables(o tableObjects, spec *ebpf.MapSpec, sizes []uint32) (*liveTab
 		r, err := ringbuf.NewReader(o.moves)
 		if err != nil {
 			first.close(false)
+			unix.Munmap(t.occMem)
 			return nil, fmt.Errorf("reading the live table's tier events: %w", err)
 		}
 		t.moves, t.done = r, make(chan struct{})
@@ -345,7 +487,7 @@ func (t *liveTables) grow() bool {
 	m, err := ebpf.NewMap(spec)
 	var tr *tier
 	if err == nil {
-		if tr, err = newTier(m, spec.MaxEntries); err != nil {
+		if tr, err = newTier(m, spec.MaxEntries, tierOcc(t.occ, n)); err != nil {
 			m.Close()
 		}
 	}
@@ -355,10 +497,12 @@ func (t *liveTables) grow() bool {
 		for _, made := range t.tiers {
 			buckets = append(buckets, made.buckets)
 		}
-		nb, at := tierVars(append(buckets, spec.MaxEntries)...)
+		nb, at, mult := tierVars(append(buckets, spec.MaxEntries)...)
 		if err = t.buckets.Set(nb); err == nil {
 			if err = t.at.Set(at); err == nil {
-				err = t.outer.Put(uint32(n), m)
+				if err = t.mult.Set(mult); err == nil {
+					err = t.outer.Put(uint32(n), m)
+				}
 			}
 		}
 		if err != nil {
@@ -477,6 +621,10 @@ func (t *liveTables) close() {
 		tr.close(i > 0)
 	}
 	t.tiers = nil
+	if t.occMem != nil {
+		unix.Munmap(t.occMem)
+		t.occ, t.occMem = nil, nil
+	}
 }
 
 // room returns the room of the tiers made so far and of all of them.

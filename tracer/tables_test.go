@@ -141,8 +141,9 @@ func TestPutBatchMovesOn(t *testing.T) {
 // live table past its first tiers, mdtrace copies the process's blocks to a
 // zygote child and drops them again, over and over, in the same buckets
 // the probes write: every block of the process is still tracked at its
-// exit, the copies are all gone, no slot is left half taken, and the
-// counts add up to the entries.
+// exit, the copies are all gone, no slot is left half taken, the counts
+// add up to the entries, and every run of buckets that holds one has its
+// occupancy bit set.
 func TestTableSharedWithUserSpace(t *testing.T) {
 	needProbes(t)
 	prog := testProg(t, "grower")
@@ -243,6 +244,11 @@ func TestTableSharedWithUserSpace(t *testing.T) {
 	n, ok := p.tables.estimate()
 	if busy != 0 || childs != 0 || !ok || n != entries {
 		t.Errorf("%d slots left busy, %d blocks of the child left, counts %d (%v) for %d entries", busy, childs, n, ok, entries)
+	}
+	// The probes set the bits of the runs they put blocks into while the
+	// walks cleared those of the runs they emptied.
+	if s := occupancy(t, p); s.hidden != 0 {
+		t.Errorf("occupancy %+v: runs that hold blocks under a clear bit", s)
 	}
 }
 
