@@ -67,6 +67,72 @@ func TestChildrenOfShell(t *testing.T) {
 	}
 }
 
+// TestChildExitReports: a child's reports are written once it is gone (a
+// single-threaded one is let go at its exit stop, its last batch drained
+// into the table as it ends) or, with other threads still ending, while it
+// is held: the figures are exact either way. "_exit" ends from a second
+// thread, whose blocks are in its batch; "churn" frees thousands of blocks
+// through its batches; the shell runs each child and waits for it.
+func TestChildExitReports(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		args   string
+		want   string
+		sizes  map[int]int
+		frames map[string]int
+	}{
+		{"keep 3000", "mdtrace: 448500 bytes in 3000 leaked allocations", map[int]int{100: 30, 199: 30}, map[string]int{"(early_keep+": 3000}},
+		{"churn 20000", "mdtrace: 2000 bytes in 10 leaked allocations", map[int]int{200: 10, 48: 0}, map[string]int{"(early_keep+": 10}},
+		{"_exit 200", "mdtrace: 66000 bytes in 202 leaked allocations (1 suppressed, 288 bytes)", map[int]int{300: 200, 3000: 2},
+			map[string]int{"(early_thread+": 200, "(early_main+": 2}},
+	} {
+		t.Run(strings.Fields(tc.args)[0], func(t *testing.T) {
+			dir := t.TempDir()
+			// "; true": the shell forks the program rather than
+			// executing it in its own place.
+			args := append([]string{"-o", "backtrace leak_track", "--log", dir + "/log", "--ready-file", dir + "/ready", "--",
+				"sh", "-c", `"$0" "$@"; true`, prog("early")}, strings.Fields(tc.args)...)
+			r := runMdtrace(t, args...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			sh, _ := strconv.Atoi(strings.TrimSpace(readFile(t, dir+"/ready")))
+			m := regexp.MustCompile(`mdtrace: tracing process (\d+), forked from ` + strconv.Itoa(sh) + `\n`).FindStringSubmatch(r.stderr)
+			if m == nil {
+				t.Fatalf("no child followed; stderr:\n%s", r.stderr)
+			}
+			child, _ := strconv.Atoi(m[1])
+			log := readFile(t, dir+"/log")
+			var mine []string
+			for _, line := range strings.Split(log, "\n") {
+				if m := logRe.FindStringSubmatch(line); m != nil && m[1] == strconv.Itoa(child) {
+					mine = append(mine, m[4])
+				}
+			}
+			var summary []string
+			for _, msg := range mine {
+				if strings.HasPrefix(msg, "mdtrace: ") {
+					summary = append(summary, msg)
+				}
+			}
+			if len(summary) != 1 || summary[0] != tc.want {
+				t.Errorf("process %d's bottom lines %q, want %q", child, summary, tc.want)
+			}
+			text := strings.Join(mine, "\n")
+			for size, n := range tc.sizes {
+				if got := strings.Count(text, fmt.Sprintf("leaked block of size %d ", size)); got != n {
+					t.Errorf("%d leaks of %d bytes, want %d", got, size, n)
+				}
+			}
+			for frame, n := range tc.frames {
+				if got := strings.Count(text, frame); got != n {
+					t.Errorf("%d lines with %q, want %d", got, frame, n)
+				}
+			}
+		})
+	}
+}
+
 // TestManyProcesses: a session that follows more processes than any of
 // the probes' per-process maps would hold at once, one after the other as a
 // build runs them, traces every one: each is let go at its end.
