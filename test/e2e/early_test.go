@@ -77,18 +77,24 @@ func TestEarlyStart(t *testing.T) {
 			if got := strings.Join(mine, "\n"); got != want {
 				t.Errorf("mdtrace's lines:\n%s\nwant:\n%s", got, want)
 			}
-			log := readFile(t, logPath)
-			for size, n := range tc.sizes {
-				if got := strings.Count(log, fmt.Sprintf("leaked block of size %d ", size)); got != n {
-					t.Errorf("%d leaks of %d bytes, want %d", got, size, n)
-				}
-			}
-			for frame, n := range tc.frames {
-				if got := strings.Count(log, frame); got != n {
-					t.Errorf("%d lines with %q, want %d", got, frame, n)
-				}
-			}
+			checkLeaks(t, readFile(t, logPath), tc.sizes, tc.frames)
 		})
+	}
+}
+
+// checkLeaks checks the leaks a log lists: for each size, how many blocks
+// of that size, and for each frame, how many lines name it.
+func checkLeaks(t *testing.T, log string, sizes map[int]int, frames map[string]int) {
+	t.Helper()
+	for size, n := range sizes {
+		if got := strings.Count(log, fmt.Sprintf("leaked block of size %d ", size)); got != n {
+			t.Errorf("%d leaks of %d bytes, want %d", got, size, n)
+		}
+	}
+	for frame, n := range frames {
+		if got := strings.Count(log, frame); got != n {
+			t.Errorf("%d lines with %q, want %d", got, frame, n)
+		}
 	}
 }
 

@@ -118,17 +118,7 @@ func TestChildExitReports(t *testing.T) {
 			if len(summary) != 1 || summary[0] != tc.want {
 				t.Errorf("process %d's bottom lines %q, want %q", child, summary, tc.want)
 			}
-			text := strings.Join(mine, "\n")
-			for size, n := range tc.sizes {
-				if got := strings.Count(text, fmt.Sprintf("leaked block of size %d ", size)); got != n {
-					t.Errorf("%d leaks of %d bytes, want %d", got, size, n)
-				}
-			}
-			for frame, n := range tc.frames {
-				if got := strings.Count(text, frame); got != n {
-					t.Errorf("%d lines with %q, want %d", got, frame, n)
-				}
-			}
+			checkLeaks(t, strings.Join(mine, "\n"), tc.sizes, tc.frames)
 		})
 	}
 }
