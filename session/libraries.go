@@ -282,12 +282,17 @@ func (s *session) watchDeferred(r *tracer.DeferReader) (syncAll func(), quiet fu
 		}
 		retry(true)
 	}
+	// Once stopped, the reader is closed and has no buffer to look at.
+	stopped := false
 	quiet = func(pid int) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return !r.Queued() && !waitsFor(pid)
+		return !stopped && !r.Queued() && !waitsFor(pid)
 	}
 	return syncAll, quiet, func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
 		r.Close()
 		stopPump()
 	}
