@@ -3,12 +3,11 @@
 package session
 
 import (
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/mdtrace/mdtrace/options"
+	"github.com/mdtrace/mdtrace/tracer"
 )
 
 // A followed child's exit reports are written once it is gone, not while
@@ -96,6 +95,9 @@ func (s *session) exitLater(p *proc) bool {
 // they waited for it, are written now.
 func (s *session) gone(pid int) {
 	l := s.later
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	p, ok := l.held[pid]
 	if ok {
@@ -139,19 +141,9 @@ func (s *session) flushExits() {
 // threads returns the number of threads of process pid, 0 if it cannot be
 // read.
 func threads(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's name, which may hold anything, in
-	// parentheses: the number of threads is the 20th field of the line,
-	// the 18th after the name.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 18 {
+	f, err := tracer.StatFields(pid)
+	// f[0] is the state (field 3); the number of threads is field 20.
+	if err != nil || len(f) < 18 {
 		return 0
 	}
 	n, err := strconv.Atoi(f[17])

@@ -384,9 +384,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if flags.PID == 0 || flags.FollowForks {
 		hooks.Fork = s.forked
 	}
-	if s.later != nil {
-		hooks.Gone = s.gone
-	}
+	hooks.Gone = s.gone
 	if flags.PID != 0 {
 		close(s.setupc)
 		if why := s.holdReasons(); len(why) > 0 {
