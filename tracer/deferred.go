@@ -83,8 +83,7 @@ func (d *DeferReader) Next(deadline time.Time) (*DeferredWalk, error) {
 // Close stops the reader.
 func (d *DeferReader) Close() error { return d.r.Close() }
 
-// Queued reports whether walks were sent that Next has not returned yet
-// (but the one it is returning).
+// Queued reports whether walks were sent that Next has not read yet.
 func (d *DeferReader) Queued() bool { return d.r.Queued() > 0 }
 
 // Wake ends a wait of Next (see EventReader.Wake).

@@ -67,3 +67,21 @@ func TestNegLnMean(t *testing.T) {
 		t.Errorf("%d draws above 5, want %.0f within %.0f", over, n*p, 5*sd)
 	}
 }
+
+// negLnOf mirrors the probes' -ln(x / 2^64) in units of 2^-32 (bpf/sample.h,
+// sample_interval), for x not 0: the leading zero bits give ln(2) each,
+// and the table, interpolated, the rest.
+func negLnOf(t *[negLnSteps + 1]uint32, x uint64) uint64 {
+	k := uint64(0)
+	for x>>63 == 0 {
+		k++
+		x <<= 1
+	}
+	i := (x >> 53) & (negLnSteps - 1)
+	frac := (x >> 21) & 0xffffffff
+	hi, lo := uint64(t[i]), uint64(t[i+1])
+	return k*ln2Q32 + hi - ((hi-lo)*frac)>>32
+}
+
+// ln2Q32 is ln(2) in units of 2^-32 (LN2_Q32 in bpf/sample.h).
+const ln2Q32 = 2977044472
