@@ -194,8 +194,11 @@ func TestTableSharedWithUserSpace(t *testing.T) {
 		Exit: func(pid int) {
 			close(stop)
 			copies = <-done
-			if snap, err = p.Snapshot(pid); err != nil {
-				t.Errorf("Snapshot: %v", err)
+			// Its own error: the test's err is written by Launch's
+			// return meanwhile, on another goroutine.
+			var serr error
+			if snap, serr = p.Snapshot(pid); serr != nil {
+				t.Errorf("Snapshot: %v", serr)
 			}
 		},
 	})
