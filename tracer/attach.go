@@ -217,6 +217,11 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 			p.fileLinks[pid] = map[fileID][]link.Link{}
 		}
 		p.fileLinks[pid][id] = append(p.fileLinks[pid][id], links...)
+		if pid == 0 {
+			for _, s := range sites {
+				p.probeOffsets[id] = append(p.probeOffsets[id], s.offset)
+			}
+		}
 	}
 	if hasMalloc {
 		p.attached[pid] = names

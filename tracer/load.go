@@ -86,6 +86,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	}
 	if cfg.All {
 		vars["gens_all"] = uint32(1)
+		vars["count_calls"] = boolU32(cfg.CountCalls)
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -145,7 +146,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		btMin: cfg.BacktraceMinSize, btMax: cfg.BacktraceMaxSize, allocBacktraces: !cfg.NoAllocBacktraces,
 		noBatch: cfg.NoBatch || cfg.Record,
 		links:   map[int][]link.Link{}, attached: map[int][]string{}, points: map[int][]ProbePoint{},
-		probed: map[int]map[fileID]bool{}, fileLinks: map[int]map[fileID][]link.Link{}, watched: map[int]map[string]bool{},
+		probed: map[int]map[fileID]bool{}, fileLinks: map[int]map[fileID][]link.Link{}, probeOffsets: map[fileID][]uint64{}, watched: map[int]map[string]bool{},
 		retireEvery: retireDelay,
 	}
 	if !cfg.PerProbeLinks && features.HaveBPFLinkUprobeMulti() == nil {

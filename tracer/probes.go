@@ -121,6 +121,8 @@ type ProbeConfig struct {
 	// whose execs starts a new program whose blocks are the only ones
 	// counted (see WatchAllExecs).
 	All bool
+	// CountCalls, with All, counts each process's calls (ProcCalls).
+	CountCalls bool
 	// SampleBytes, when not 0, samples the allocations in the probes, one
 	// every SampleBytes bytes on average (bpf/sample.h): the others take no
 	// backtrace and no room in the table, and Totals gives estimates. It
@@ -187,6 +189,9 @@ type Probes struct {
 	// fileLinks are the links of each process's probed files, for
 	// DetachFile.
 	fileLinks map[int]map[fileID][]link.Link
+	// probeOffsets are, for each file probed without a PID filter, the
+	// offsets of its probed instructions: what a bypass skips (Bypass).
+	probeOffsets map[fileID][]uint64
 	// watched holds, for each process, the loaders whose hook is probed.
 	watched map[int]map[string]bool
 	// early holds, for each process started early, where its shim lists
