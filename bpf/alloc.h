@@ -189,6 +189,14 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 
 	if (!ts)
 		return 0;
+	if (count_calls) {
+		u32 tgid = bpf_get_current_pid_tgid() >> 32, one = 1, *n = bpf_map_lookup_elem(&proc_calls, &tgid);
+
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else
+			bpf_map_update_elem(&proc_calls, &tgid, &one, BPF_NOEXIST);
+	}
 	if (nested_in(ctx, ts, sp)) {
 		count(COUNTER_NESTED);
 		return 0;

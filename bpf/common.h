@@ -60,6 +60,8 @@ const volatile u32 program_len = 0;
  * process starts with none (program_fork), as traced processes do.
  */
 const volatile u32 gens_all = 0;
+/* --all --inject: each process's calls are counted in proc_calls. */
+const volatile u32 count_calls = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
@@ -135,6 +137,13 @@ struct process_map traced SEC(".maps");
  * Value: the gen.
  */
 struct process_map gens SEC(".maps");
+
+/*
+ * With count_calls, each process's calls of the allocator seen at its
+ * entry probes, wrapping: mdtrace reads how fast each process calls, to
+ * pick those whose calls its shim should take (--all --inject).
+ */
+struct process_map proc_calls SEC(".maps");
 
 /* Loss and event counters, per CPU, summed by user space. */
 struct {

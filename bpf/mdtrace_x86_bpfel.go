@@ -247,6 +247,7 @@ const (
 	MdtraceMapMappings           = "mappings"
 	MdtraceMapNotify             = "notify"
 	MdtraceMapOrphans            = "orphans"
+	MdtraceMapProcCalls          = "proc_calls"
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
 	MdtraceMapSeenStacks         = "seen_stacks"
@@ -285,6 +286,7 @@ const (
 	MdtraceVarBatchesDrained     = "batches_drained"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarCountCalls         = "count_calls"
 	MdtraceVarDeferSeq           = "defer_seq"
 	MdtraceVarGensAll            = "gens_all"
 	MdtraceVarHaveDeletes        = "have_deletes"
@@ -396,6 +398,7 @@ type MdtraceMapSpecs struct {
 	Mappings      *ebpf.MapSpec `ebpf:"mappings"`
 	Notify        *ebpf.MapSpec `ebpf:"notify"`
 	Orphans       *ebpf.MapSpec `ebpf:"orphans"`
+	ProcCalls     *ebpf.MapSpec `ebpf:"proc_calls"`
 	Rdebug        *ebpf.MapSpec `ebpf:"rdebug"`
 	Records       *ebpf.MapSpec `ebpf:"records"`
 	SeenStacks    *ebpf.MapSpec `ebpf:"seen_stacks"`
@@ -428,6 +431,7 @@ type MdtraceVariableSpecs struct {
 	BatchesDrained     *ebpf.VariableSpec `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	CountCalls         *ebpf.VariableSpec `ebpf:"count_calls"`
 	DeferSeq           *ebpf.VariableSpec `ebpf:"defer_seq"`
 	GensAll            *ebpf.VariableSpec `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
@@ -499,6 +503,7 @@ type MdtraceMaps struct {
 	Mappings      *ebpf.Map `ebpf:"mappings"`
 	Notify        *ebpf.Map `ebpf:"notify"`
 	Orphans       *ebpf.Map `ebpf:"orphans"`
+	ProcCalls     *ebpf.Map `ebpf:"proc_calls"`
 	Rdebug        *ebpf.Map `ebpf:"rdebug"`
 	Records       *ebpf.Map `ebpf:"records"`
 	SeenStacks    *ebpf.Map `ebpf:"seen_stacks"`
@@ -540,6 +545,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Mappings,
 		m.Notify,
 		m.Orphans,
+		m.ProcCalls,
 		m.Rdebug,
 		m.Records,
 		m.SeenStacks,
@@ -573,6 +579,7 @@ type MdtraceVariables struct {
 	BatchesDrained     *ebpf.Variable `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	CountCalls         *ebpf.Variable `ebpf:"count_calls"`
 	DeferSeq           *ebpf.Variable `ebpf:"defer_seq"`
 	GensAll            *ebpf.Variable `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
