@@ -20,7 +20,7 @@ func (s *session) injectLoad(p *proc, lib stacks.File) (*tracer.Injected, error)
 		return nil, fmt.Errorf("--inject: %w", err)
 	}
 	depth, batch := s.probes.BatchDepth()
-	in, err := tracer.InjectLoad(p.pid, shim, batch, depth, s.flags.SampleBytes)
+	in, err := tracer.InjectLoad(p.pid, shim, batch, depth, s.flags.SampleBytes, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--inject: %w", err)
 	}

@@ -403,9 +403,112 @@ __attribute__((visibility("default"))) long mdshim_inject_stop(void)
 	return (long)restore();
 }
 
+/*
+ * The bypasses (mdtrace --all --inject): the probes on the allocator have
+ * no PID filter there, so the hooks pass each call on through a copy of
+ * the function's first instructions, up to the last one probed, that
+ * jumps back into the function after it (tracer/bypass.go makes them).
+ * g_bypassed holds the functions the shim used before, given back when the
+ * shim gives the process's calls back by itself.
+ */
+#define BYPASS_FUNCS 5
+#define BYPASS_NONE UINT32_MAX
+static void *g_bypassed[BYPASS_FUNCS];
+
+static void **bypass_ptr(size_t i)
+{
+	switch (i) {
+	case 0:
+		return (void **)&md_real_malloc;
+	case 1:
+		return (void **)&md_real_free;
+	case 2:
+		return (void **)&md_real_calloc;
+	case 3:
+		return (void **)&md_real_realloc;
+	default:
+		return (void **)&md_real_memalign;
+	}
+}
+
+/*
+ * mdshim_inject_bypass takes blob, len bytes: the address of the page the
+ * code goes in (8 bytes: near the allocator's code, whose RIP-relative
+ * operands the code keeps); for md_real_malloc, free, calloc, realloc and
+ * memalign, the offset of its bypass in the code that follows (4 bytes
+ * each; BYPASS_NONE: the function is not probed); then the code. The page
+ * is mapped there, or the call fails, and made executable once written.
+ * It returns the functions bypassed, or -errno. mdtrace calls it before
+ * mdshim_inject_route.
+ */
+__attribute__((visibility("default"))) long mdshim_inject_bypass(const void *blob, unsigned long len)
+{
+	const size_t head = sizeof(uint64_t) + BYPASS_FUNCS * sizeof(uint32_t);
+	uint64_t where;
+	uint32_t at[BYPASS_FUNCS];
+	size_t code, page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *m;
+	long n = 0;
+
+	if (len <= head || len - head > page)
+		return -EINVAL;
+	code = len - head;
+	memcpy(&where, blob, sizeof(where));
+	memcpy(at, (const unsigned char *)blob + sizeof(where), sizeof(at));
+	for (size_t i = 0; i < BYPASS_FUNCS; i++)
+		if (at[i] != BYPASS_NONE && at[i] >= code)
+			return -EINVAL;
+	m = mmap((void *)(uintptr_t)where, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	if ((uintptr_t)m != where) {
+		/* A kernel older than 4.17 takes the address as a hint. */
+		munmap(m, page);
+		return -EEXIST;
+	}
+	memcpy(m, (const unsigned char *)blob + head, code);
+	if (mprotect(m, page, PROT_READ | PROT_EXEC) != 0) {
+		n = -errno;
+		munmap(m, page);
+		return n;
+	}
+	for (size_t i = 0; i < BYPASS_FUNCS; i++) {
+		if (at[i] == BYPASS_NONE)
+			continue;
+		if (g_bypassed[i] == NULL)
+			g_bypassed[i] = __atomic_load_n(bypass_ptr(i), __ATOMIC_ACQUIRE);
+		__atomic_store_n(bypass_ptr(i), (void *)(m + at[i]), __ATOMIC_RELEASE);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * mdshim_sample_adopt takes n blocks the probes sampled before the hooks
+ * took the process's calls (--all --inject): their frees must reach the
+ * sites as those of the shim's samples do. mdtrace calls it with every
+ * other thread stopped, before mdshim_inject_route. It returns the blocks
+ * taken.
+ */
+__attribute__((visibility("default"))) long mdshim_sample_adopt(const uintptr_t *blocks, unsigned long n)
+{
+	long taken = 0;
+
+	if (md_sample_bytes == 0)
+		return -EINVAL;
+	for (unsigned long i = 0; i < n; i++)
+		taken += md_sample_mark((const void *)blocks[i]);
+	return taken;
+}
+
 void md_inject_abandon(void)
 {
 	pthread_mutex_lock(&g_lock);
+	/* The calls go to the functions themselves again, probes and all. */
+	for (size_t i = 0; i < BYPASS_FUNCS; i++)
+		if (g_bypassed[i] != NULL)
+			__atomic_store_n(bypass_ptr(i), g_bypassed[i], __ATOMIC_RELEASE);
 	if (__atomic_exchange_n(&md_inject_routed, 0, __ATOMIC_ACQ_REL))
 		restore();
 	pthread_mutex_unlock(&g_lock);

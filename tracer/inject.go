@@ -55,6 +55,15 @@ type Injected struct {
 	// Pending is where the shim counts the allocations its batches
 	// hold (0 without batches).
 	Pending uint64
+	// Bypassed counts the allocator's functions the shim calls through
+	// bypasses of their probes (InjectLoad's bypass).
+	Bypassed int
+	// Adopt, if set, gives the blocks the probes sampled in the process
+	// before its calls are routed: the shim reports their frees as it
+	// does its own samples'. Route calls it with every thread stopped.
+	Adopt func() ([]uint64, error)
+	// Adopted counts the blocks the shim took from Adopt.
+	Adopted int
 	path    string
 }
 
@@ -336,10 +345,12 @@ func seizeStopped(tid int) bool {
 // InjectLoad loads the shim at path (mdtrace's own copy) into process pid
 // and sets it up, with batches of depth frames an allocation when batch is
 // set, or sampling one allocation every sample bytes on average when
-// sample is not 0. The path must name the same file in the process's root. On an
-// error the process is left running as it was (a shim loaded stays
-// loaded, unrouted).
-func InjectLoad(pid int, path string, batch bool, depth int, sample uint64) (*Injected, error) {
+// sample is not 0, and, when bypass is not nil, the allocator's functions
+// called through the bypasses it makes (Probes.Bypass) once the shim is
+// in (it takes free pages from the process's maps). The path must name the same file
+// in the process's root. On an error the process is left running as it
+// was (a shim loaded stays loaded, unrouted).
+func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, bypass func() ([]byte, error)) (*Injected, error) {
 	want, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -409,6 +420,27 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64) (*In
 			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
 		}
 		in.Listed = int(n)
+		if bypass != nil {
+			fn, err := moduleSymbol(f, base, "mdshim_inject_bypass")
+			if err != nil {
+				return fmt.Errorf("%s has no mdshim_inject_bypass: an older shim than mdtrace", path)
+			}
+			blob, err := bypass()
+			if err != nil {
+				return err
+			}
+			n, err := remoteCall(pid, tid, saved, fn, blob, uint64(len(blob)))
+			if err != nil {
+				return fmt.Errorf("calling mdshim_inject_bypass in thread %d: %w", tid, err)
+			}
+			if int64(n) < 0 {
+				return fmt.Errorf("the shim could not make the bypasses of the allocator's probes: %v", unix.Errno(-int64(n)))
+			}
+			if want := Bypassed(blob); int(n) != want {
+				return fmt.Errorf("the shim made %d of the %d bypasses of the allocator's probes", n, want)
+			}
+			in.Bypassed = int(n)
+		}
 		if batch {
 			in.Pending = in.readWord("mdshim_inject_pending")
 		}
@@ -465,8 +497,9 @@ func pickThread(pid int, pf *processFiles) (int, error) {
 var ErrInjectNoThread = errors.New("no thread could make the call")
 
 // callFrozen makes one of the frozen threads call the shim's function
-// name with no argument, and returns its result.
-func (in *Injected) callFrozen(fz *Frozen, name string) (uint64, error) {
+// name, with data and args as remoteCall passes them, and returns its
+// result.
+func (in *Injected) callFrozen(fz *Frozen, name string, data []byte, args ...uint64) (uint64, error) {
 	fn, err := moduleSymbol(in.Shim, in.Base, name)
 	if err != nil {
 		return 0, err
@@ -476,9 +509,39 @@ func (in *Injected) callFrozen(fz *Frozen, name string) (uint64, error) {
 		if err != nil {
 			continue
 		}
-		return remoteCall(in.PID, t.TID, saved, fn, nil)
+		return remoteCall(in.PID, t.TID, saved, fn, data, args...)
 	}
 	return 0, ErrInjectNoThread
+}
+
+// adoptChunk bounds the blocks given to mdshim_sample_adopt in one call:
+// they are copied below the calling thread's stack.
+const adoptChunk = 2048
+
+// adopt gives the shim the blocks of in.Adopt, in a stop.
+func (in *Injected) adopt(fz *Frozen) error {
+	blocks, err := in.Adopt()
+	if err != nil {
+		return err
+	}
+	in.Adopted = 0
+	for len(blocks) > 0 {
+		n := min(len(blocks), adoptChunk)
+		data := make([]byte, 0, 8*n)
+		for _, b := range blocks[:n] {
+			data = binary.LittleEndian.AppendUint64(data, b)
+		}
+		got, err := in.callFrozen(fz, "mdshim_sample_adopt", data, uint64(n))
+		if err != nil {
+			return err
+		}
+		if int64(got) < 0 {
+			return fmt.Errorf("the shim could not take the blocks sampled before: %v", unix.Errno(-int64(got)))
+		}
+		in.Adopted += int(got)
+		blocks = blocks[n:]
+	}
+	return nil
 }
 
 // routeTries bounds the stops Route makes to find no thread inside a
@@ -567,7 +630,12 @@ func (in *Injected) Route(off func()) (routed, unrouted, inside int, err error) 
 
 // route makes a frozen thread route the calls, and calls off.
 func (in *Injected) route(fz *Frozen, off func(), routed *int) error {
-	n, err := in.callFrozen(fz, "mdshim_inject_route")
+	if in.Adopt != nil {
+		if err := in.adopt(fz); err != nil {
+			return err
+		}
+	}
+	n, err := in.callFrozen(fz, "mdshim_inject_route", nil)
 	if err != nil {
 		return err
 	}
@@ -585,7 +653,7 @@ func (in *Injected) Stop() (int, error) {
 	var n uint64
 	_, err := Freeze(in.PID, func(fz *Frozen) error {
 		var err error
-		n, err = in.callFrozen(fz, "mdshim_inject_stop")
+		n, err = in.callFrozen(fz, "mdshim_inject_stop", nil)
 		return err
 	})
 	return int(n), err
