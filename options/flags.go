@@ -254,7 +254,7 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.Uint64Var(&f.MaxLeaks, "max-leaks", 0, "with leak_track, list the first `N` leaked blocks one by one in Android's format, and the rest by backtrace: how many blocks and bytes, and the backtrace once (0 lists them all; the bottom line counts them all)")
 	fs.BoolVar(&f.Stats, "stats", false, "at each process's exit, write statistics of its allocator calls on standard error, as heaptrack_print does: allocations and bytes, the peak of the live heap and when, temporary allocations, sizes by powers of two, and (with the backtrace option) the call sites that allocate the most and that hold the most at their peak; every call reaches a probe (slower, as record_allocs)")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower; the command is then held at its start until the probes are live, rather than started at once)")
-	fs.BoolVar(&f.Inject, "inject", false, "with -p, load the shim into the running process and route its calls of malloc, free and the others through the shim's batches, as a launched command's are (several times cheaper than probes on the allocator; every call is given back to the allocator when mdtrace ends)")
+	fs.BoolVar(&f.Inject, "inject", false, "with -p, load the shim into the running process and route its calls of malloc, free and the others through the shim's batches, as a launched command's are (several times cheaper than probes on the allocator; every call is given back to the allocator when mdtrace ends); with --all, do so for each process that calls the allocator 2000 times a second or more, sampling in the process")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
@@ -397,6 +397,8 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{fmt.Sprintf("invalid --top %d", f.Top)}
 	case f.All && f.Top > 0:
 		return nil, &UsageError{"--top is for traced processes: --all prints its own summary"}
+	case f.All && f.Inject && f.SampleBytes == 0:
+		return nil, &UsageError{"--all --inject samples in the processes it loads the shim into: not with --sample-bytes 0"}
 	case f.All:
 		// Only the backtrace option means something to an audit: the
 		// sites of each process's growth. Without options, none.

@@ -57,8 +57,14 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	// the batches of a shim preloaded by another mdtrace would bring every
 	// block of theirs, which the estimates would weigh as samples, so
 	// their site stays unprobed while sampling.
+	var shim string
+	if flags.Inject {
+		if shim, err = shimPath(flags); err != nil {
+			return 1, fmt.Errorf("--inject: %w", err)
+		}
+	}
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
-		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0})
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject})
 	if err != nil {
 		return 1, err
 	}
@@ -112,7 +118,15 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if flags.SampleBytes > 0 {
 		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average (--sample-bytes 0 counts every one): block counts and byte totals in the summaries are estimates, sizes are exact\n", flags.SampleBytes)
 	}
+	var ij *auditInjector
+	if flags.Inject {
+		ij = newAuditInjector(probes, shim, flags.SampleBytes, depth, say)
+		fmt.Fprintf(stderr, "mdtrace: --inject: a process that calls the allocator %d times a second or more gets mdtrace's shim, which samples its calls in the process; its calls are given back to the allocator when the audit ends\n", auditInjectRate)
+	}
 	libcs.scan(probes, say)
+	if ij != nil {
+		ij.scan(libcs.seenAt)
+	}
 	// From now on a process seen is new: started, or executing a program,
 	// after the probes were on its allocator.
 	aud.begun = true
@@ -130,6 +144,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		end = time.After(flags.Duration)
 	}
 	final := func() (int, error) {
+		if ij != nil {
+			ij.stop()
+		}
 		probes.Detach()
 		syncWalks()
 		aud.summary(stdout)
@@ -158,6 +175,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			}
 		case <-scan.C:
 			libcs.scan(probes, say)
+			if ij != nil {
+				ij.scan(libcs.seenAt)
+			}
 			// The gens of processes gone go only once their figures
 			// are kept.
 			all := scans%auditUnseenScans == 0

@@ -1,0 +1,197 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mdtrace/mdtrace/stacks"
+	"github.com/mdtrace/mdtrace/tracer"
+)
+
+// auditInjectRate is the calls a second of the allocator from which
+// --all --inject takes a process's calls with the shim: below it, the
+// probes' traps cost the process less than the injection's stop.
+const auditInjectRate = 2000
+
+// auditInjector is --all --inject: the processes that call the allocator
+// most get mdtrace's shim, loaded into them as -p --inject does, and
+// their calls go through its hooks, which sample them in the process;
+// only the sampled ones reach the probes, at the shim's sites. The probes
+// on the C library have no PID filter: the hooks pass each call on through
+// a bypass of the probed instructions (tracer.Probes.Bypass), and the
+// blocks the probes sampled before are given to the shim, whose frees it
+// then reports (Injected.Adopt).
+type auditInjector struct {
+	probes      *tracer.Probes
+	shim        string
+	sampleBytes uint64
+	depth       int
+	say         func(string)
+	// calls are each process's counts at the last scan, at lastAt.
+	calls  map[int]uint32
+	lastAt time.Time
+	// injected are the processes whose calls the shim takes, each with
+	// its program's stamp (an exec ends the shim); refused those tried
+	// that could not be, for this program.
+	injected map[int]*auditInjected
+	refused  map[int]procStamp
+	// total counts the processes injected during the audit.
+	total int
+}
+
+type auditInjected struct {
+	in    *tracer.Injected
+	stamp procStamp
+}
+
+func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, depth int, say func(string)) *auditInjector {
+	return &auditInjector{probes: probes, shim: shim, sampleBytes: sampleBytes, depth: depth, say: say,
+		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}}
+}
+
+// scan injects the processes that called the allocator at least
+// auditInjectRate times a second since the last scan. seenAt are the
+// processes' stamps, as the libc scan has them.
+func (ij *auditInjector) scan(seenAt map[int]procStamp) {
+	now := time.Now()
+	calls, err := ij.probes.ProcCalls(processAlive)
+	if err != nil {
+		ij.say(fmt.Sprintf("--inject: reading the processes' calls: %v", err))
+		return
+	}
+	dt := now.Sub(ij.lastAt).Seconds()
+	for pid, a := range ij.injected {
+		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) {
+			// Ended, or executing another program: its shim went with it.
+			delete(ij.injected, pid)
+		}
+	}
+	for pid, st := range ij.refused {
+		if cur, ok := seenAt[pid]; !ok || !sameStamp(cur, st) {
+			delete(ij.refused, pid)
+		}
+	}
+	var busy []int
+	rate := map[int]float64{}
+	for pid, n := range calls {
+		prev, ok := ij.calls[pid]
+		if !ok || dt <= 0 || float64(n-prev)/dt < auditInjectRate {
+			continue
+		}
+		if _, done := ij.injected[pid]; done {
+			continue
+		}
+		if _, no := ij.refused[pid]; no {
+			continue
+		}
+		busy = append(busy, pid)
+		rate[pid] = float64(n-prev) / dt
+	}
+	ij.calls, ij.lastAt = calls, now
+	slices.Sort(busy)
+	for _, pid := range busy {
+		st, ok := seenAt[pid]
+		if !ok {
+			continue
+		}
+		if err := ij.inject(pid, st, rate[pid]); err != nil {
+			ij.refused[pid] = st
+			if !errors.Is(err, tracer.ErrProcessGone) && processAlive(pid) {
+				ij.say(fmt.Sprintf("--inject: process %d (%s) calls the allocator %.0f times a second, but its calls stay with the probes: %v", pid, progName(pid), rate[pid], err))
+			}
+		}
+	}
+}
+
+func sameStamp(a, b procStamp) bool { return os.SameFile(a.exe, b.exe) && a.start == b.start }
+
+func progName(pid int) string { return strings.TrimSpace(tracer.ProgName(pid)) }
+
+// inject loads the shim into process pid and routes its calls.
+func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
+	if pid == 1 {
+		return errors.New("process 1 is never injected")
+	}
+	lib, err := tracer.AllocatorOfRunning(pid)
+	if err != nil {
+		return err
+	}
+	if !stacks.IsLibc(lib.Name) {
+		return fmt.Errorf("its allocator is %s: the shim routes glibc's", lib.Name)
+	}
+	if maps, err := stacks.ReadMaps(pid); err == nil && slices.ContainsFunc(maps.Mappings, func(m stacks.Mapping) bool {
+		return strings.HasPrefix(m.Name()[strings.LastIndexByte(m.Name(), '/')+1:], shimName)
+	}) {
+		return errors.New("it has mdtrace's shim already")
+	}
+	in, err := tracer.InjectLoad(pid, ij.shim, false, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
+	if err != nil {
+		return err
+	}
+	undo := func() {
+		ij.probes.DetachFile(pid, in.Shim)
+		ij.probes.ShimSamples(pid, false)
+	}
+	if err := ij.probes.Attach(pid, in.Shim); err != nil {
+		undo()
+		return fmt.Errorf("probing the shim's sites: %w", err)
+	}
+	// The shim samples: the probes take each call it reports.
+	if err := ij.probes.ShimSamples(pid, true); err != nil {
+		undo()
+		return err
+	}
+	if ij.depth > 0 {
+		// Its stacks go through the shim now.
+		ij.probes.LoadUnwind(pid)
+	}
+	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
+	routed, unrouted, inside, err := in.Route(func() {})
+	if err == nil && routed == 0 {
+		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
+	}
+	if err != nil {
+		in.Stop()
+		undo()
+		return err
+	}
+	ij.injected[pid] = &auditInjected{in: in, stamp: st}
+	ij.total++
+	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %.0f times a second: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
+		pid, progName(pid), rate, routed, in.Adopted)
+	if unrouted > 0 {
+		msg += fmt.Sprintf("; %d slots could not be routed and stay with the probes", unrouted)
+	}
+	if inside > 0 {
+		msg += fmt.Sprintf("; %d threads were inside a call of the allocator at every stop tried: those calls may be missed", inside)
+	}
+	ij.say(msg)
+	return nil
+}
+
+// stop gives the calls of every process still injected back to the
+// allocator, before the probes go.
+func (ij *auditInjector) stop() {
+	given := 0
+	for pid, a := range ij.injected {
+		if !processAlive(pid) {
+			continue
+		}
+		if _, err := a.in.Stop(); err != nil {
+			if processAlive(pid) {
+				ij.say(fmt.Sprintf("--inject: giving process %d's calls back to the allocator: %v (its shim does so by itself once the probes are gone)", pid, err))
+			}
+			continue
+		}
+		given++
+	}
+	if ij.total > 0 {
+		ij.say(fmt.Sprintf("--inject: the calls of %d processes went through the shim during the audit; %d still running were given back to the allocator", ij.total, given))
+	}
+}

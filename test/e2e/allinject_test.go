@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAllInject: `--all --inject` gives the shim to a busy process
+// (testdata/busyleak, -O2 without frame pointers, whose thread mallocs and
+// frees without a pause) while it runs. The process's blocks sampled by
+// the probes before, freed after through the shim, leave the table; its
+// leaks after are estimated as sampling estimates them, leak_large's 2000
+// blocks exactly (a block of 4096 bytes is always sampled), with their
+// sites named through the shim's frames; its GOT slots hold the shim's
+// hooks while injected and are given back at the end, and it goes on to
+// exit normally.
+func TestAllInject(t *testing.T) {
+	needRoot(t)
+	const interval = 4096
+	dir := t.TempDir()
+	exe := prog("busyleak")
+	target := start(t, exe)
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	slots := gotSlots(t, pid, exe)
+	before := readSlots(t, pid, slots)
+	m := start(t, mdtraceBin, "--all", "--inject", "--backtrace", "--format", "json", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	// Blocks the probes sample before the shim takes the calls.
+	io.WriteString(target.stdin, "hold\n")
+	target.expectLine(t, "held")
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
+	var adopted []string
+	for deadline := time.Now().Add(10 * time.Second); adopted == nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		adopted = injected.FindStringSubmatch(m.stderr.String())
+	}
+	if adopted == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	// About 885 of the 4000 blocks of 1024 bytes.
+	if n, _ := strconv.Atoi(adopted[1]); n < 600 || n > 1200 {
+		t.Errorf("%d blocks taken over, want about 885 of the 4000 held", n)
+	}
+	lo, hi := mapRange(t, pid, shimBin())
+	for name, v := range readSlots(t, pid, slots) {
+		if v < lo || v >= hi {
+			t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
+		}
+	}
+	io.WriteString(target.stdin, "release\n")
+	target.expectLine(t, "released")
+	io.WriteString(target.stdin, "leak\n")
+	target.expectLine(t, "leaked")
+	m.cmd.Process.Signal(syscall.SIGINT)
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if want := "mdtrace: --inject: the calls of 1 processes went through the shim during the audit; 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
+	}
+	after := readSlots(t, pid, slots)
+	for name := range before {
+		if after[name] != before[name] {
+			t.Errorf("after the audit, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
+		}
+	}
+	io.WriteString(target.stdin, "exit\n")
+	line, _ := target.stdout.ReadString('\n')
+	if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs ") {
+		t.Errorf("busyleak exit status %d, output %q; its stderr:\n%s", code, line, target.stderr.String())
+	}
+
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a struct {
+		Ranking []auditRow `json:"ranking"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
+	if i < 0 {
+		t.Fatalf("process %d is not in the ranking:\n%s", pid, lines[len(lines)-1])
+	}
+	r := a.Ranking[i]
+	// The loader's blocks for the shim itself (a few KB) are the
+	// process's too: within the bounds.
+	checkSampledTotals(t, "busyleak's row", float64(r.AddedBlocks), float64(r.AddedBytes), interval)
+	if len(r.Sites) == 0 {
+		t.Fatalf("process %d has no sites", pid)
+	}
+	top := r.Sites[0]
+	var frames []string
+	for _, f := range top.Frames {
+		frames = append(frames, f.Function)
+	}
+	if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
+		t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
+	}
+	for _, s := range r.Sites {
+		if len(s.Frames) > 0 && s.Frames[0].Function == "hold_block" {
+			t.Errorf("the blocks held and freed are still live: a site of %d blocks, %d bytes from hold_block", s.Blocks, s.Bytes)
+		}
+	}
+}

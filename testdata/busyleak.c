@@ -1,0 +1,87 @@
+// busyleak is a busy process that leaks on command, for mdtrace --all
+// --inject: a thread mallocs and frees blocks of 64 bytes without a pause
+// from the start, while the main thread reads commands on standard input,
+// one a line, and answers each once done:
+//
+//   hold     mallocs 4000 blocks of 1024 bytes from hold_block, kept ("held")
+//   release  frees them ("released")
+//   leak     the leaks of testdata/sampled: 20000 blocks of 64 bytes from
+//            leak_small, 2000 of 4096 from leak_large, 2000 of 2048 from
+//            leak_grown, each grown by realloc from 16 and 256 bytes
+//            ("leaked")
+//   exit     stops the thread and exits 0, saying how many pairs it made
+//
+// Built as distributions build code (-O2, no frame pointers).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+#define HELD 4000
+
+static void *volatile sink;
+static void *held[HELD];
+static volatile int stop;
+
+NOINLINE void hold_block(int i) { held[i] = malloc(1024); }
+NOINLINE void leak_small(void) { sink = malloc(64); }
+NOINLINE void leak_large(void) { sink = malloc(4096); }
+
+NOINLINE void leak_grown(void)
+{
+	void *p = malloc(16);
+
+	p = realloc(p, 256);
+	sink = realloc(p, 2048);
+}
+
+static void *busy(void *arg)
+{
+	unsigned long *pairs = arg;
+
+	while (!stop) {
+		void *volatile p = malloc(64);
+
+		free(p);
+		++*pairs;
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	static unsigned long pairs;
+	char line[64];
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, busy, &pairs) != 0)
+		return 1;
+	setvbuf(stdout, NULL, _IONBF, 0);
+	puts("ready");
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		if (strcmp(line, "hold\n") == 0) {
+			for (int i = 0; i < HELD; i++)
+				hold_block(i);
+			puts("held");
+		} else if (strcmp(line, "release\n") == 0) {
+			for (int i = 0; i < HELD; i++)
+				free(held[i]);
+			puts("released");
+		} else if (strcmp(line, "leak\n") == 0) {
+			for (int i = 0; i < 20000; i++)
+				leak_small();
+			for (int i = 0; i < 2000; i++)
+				leak_large();
+			for (int i = 0; i < 2000; i++)
+				leak_grown();
+			puts("leaked");
+		} else if (strcmp(line, "exit\n") == 0) {
+			break;
+		}
+	}
+	stop = 1;
+	pthread_join(t, NULL);
+	printf("pairs %lu\n", pairs);
+	return 0;
+}
