@@ -4,6 +4,7 @@ package session
 
 import (
 	"errors"
+	"maps"
 	"fmt"
 	"os"
 	"slices"
@@ -48,6 +49,8 @@ type auditInjector struct {
 type auditInjected struct {
 	in    *tracer.Injected
 	stamp procStamp
+	// calls is the process's count of calls at the probes once routed.
+	calls uint32
 }
 
 func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, depth int, say func(string)) *auditInjector {
@@ -161,7 +164,8 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 		undo()
 		return err
 	}
-	ij.injected[pid] = &auditInjected{in: in, stamp: st}
+	calls, _ := ij.probes.ProcCallsOf(pid)
+	ij.injected[pid] = &auditInjected{in: in, stamp: st, calls: calls}
 	ij.total++
 	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %.0f times a second: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
 		pid, progName(pid), rate, routed, in.Adopted)
@@ -179,9 +183,16 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 // allocator, before the probes go.
 func (ij *auditInjector) stop() {
 	given := 0
-	for pid, a := range ij.injected {
+	pids := slices.Sorted(maps.Keys(ij.injected))
+	for _, pid := range pids {
+		a := ij.injected[pid]
 		if !processAlive(pid) {
 			continue
+		}
+		// What still trapped: calls through a pointer to the allocator
+		// taken before (the loader's own among them).
+		if n, err := ij.probes.ProcCallsOf(pid); err == nil {
+			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (through pointers to the allocator taken before, the loader's among them)", pid, progName(pid), n-a.calls))
 		}
 		if _, err := a.in.Stop(); err != nil {
 			if processAlive(pid) {

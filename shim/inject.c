@@ -414,6 +414,34 @@ __attribute__((visibility("default"))) long mdshim_inject_stop(void)
 #define BYPASS_FUNCS 5
 #define BYPASS_NONE UINT32_MAX
 static void *g_bypassed[BYPASS_FUNCS];
+/* What the shim calls for each function: its bypass, or the function. */
+static void *g_fn[BYPASS_FUNCS];
+
+/*
+ * glibc's realloc and memalign call its malloc and free themselves for
+ * some arguments, at their probed entries, where the probes pass over them
+ * as the allocator's own calls but the trap is paid: those calls go to the
+ * bypasses of malloc and free instead, as glibc 2.36 makes them (realloc
+ * of a null pointer, realloc to 0 bytes, which frees, and an alignment
+ * that malloc gives anyway, its MALLOC_ALIGNMENT).
+ */
+static void *bypass_realloc(void *p, size_t n)
+{
+	if (p == NULL)
+		return ((void *(*)(size_t))g_fn[0])(n);
+	if (n == 0) {
+		((void (*)(void *))g_fn[1])(p);
+		return NULL;
+	}
+	return ((void *(*)(void *, size_t))g_fn[3])(p, n);
+}
+
+static void *bypass_memalign(size_t alignment, size_t n)
+{
+	if (alignment <= 2 * sizeof(size_t))
+		return ((void *(*)(size_t))g_fn[0])(n);
+	return ((void *(*)(size_t, size_t))g_fn[4])(alignment, n);
+}
 
 static void **bypass_ptr(size_t i)
 {
@@ -474,12 +502,19 @@ __attribute__((visibility("default"))) long mdshim_inject_bypass(const void *blo
 		return n;
 	}
 	for (size_t i = 0; i < BYPASS_FUNCS; i++) {
-		if (at[i] == BYPASS_NONE)
-			continue;
 		if (g_bypassed[i] == NULL)
 			g_bypassed[i] = __atomic_load_n(bypass_ptr(i), __ATOMIC_ACQUIRE);
-		__atomic_store_n(bypass_ptr(i), (void *)(m + at[i]), __ATOMIC_RELEASE);
-		n++;
+		g_fn[i] = at[i] == BYPASS_NONE ? g_bypassed[i] : (void *)(m + at[i]);
+		n += at[i] != BYPASS_NONE;
+	}
+	for (size_t i = 0; i < BYPASS_FUNCS; i++) {
+		void *f = g_fn[i];
+
+		if (i == 3)
+			f = (void *)bypass_realloc;
+		else if (i == 4)
+			f = (void *)bypass_memalign;
+		__atomic_store_n(bypass_ptr(i), f, __ATOMIC_RELEASE);
 	}
 	return n;
 }

@@ -21,12 +21,35 @@
 #define HELD 4000
 
 static void *volatile sink;
+/* A null pointer the compiler cannot see: realloc(NULL, n) would become malloc(n). */
+static void *volatile none;
 static void *held[HELD];
 static volatile int stop;
 
 NOINLINE void hold_block(int i) { held[i] = malloc(1024); }
 NOINLINE void leak_small(void) { sink = malloc(64); }
 NOINLINE void leak_large(void) { sink = malloc(4096); }
+
+NOINLINE void leak_realloc_null(void) { sink = realloc(none, 4096); }
+NOINLINE void leak_aligned(void) { sink = aligned_alloc(16, 4096); }
+
+NOINLINE void free_by_realloc(void)
+{
+	sink = malloc(8192);
+	sink = realloc(sink, 0);
+}
+
+NOINLINE void churn_realloc_null(void)
+{
+	sink = realloc(none, 64);
+	free(sink);
+}
+
+NOINLINE void churn_aligned(void)
+{
+	sink = aligned_alloc(16, 64);
+	free(sink);
+}
 
 NOINLINE void leak_grown(void)
 {
@@ -57,6 +80,9 @@ int main(void)
 
 	if (pthread_create(&t, NULL, busy, &pairs) != 0)
 		return 1;
+	/* Its calls bound, before anyone reads the GOT. */
+	while (__atomic_load_n(&pairs, __ATOMIC_RELAXED) == 0)
+		;
 	setvbuf(stdout, NULL, _IONBF, 0);
 	puts("ready");
 	while (fgets(line, sizeof(line), stdin) != NULL) {
@@ -75,6 +101,15 @@ int main(void)
 				leak_large();
 			for (int i = 0; i < 2000; i++)
 				leak_grown();
+			for (int i = 0; i < 1000; i++) {
+				leak_realloc_null();
+				leak_aligned();
+				free_by_realloc();
+			}
+			for (int i = 0; i < 20000; i++) {
+				churn_realloc_null();
+				churn_aligned();
+			}
 			puts("leaked");
 		} else if (strcmp(line, "exit\n") == 0) {
 			break;

@@ -371,3 +371,10 @@ func Bypassed(blob []byte) int {
 	}
 	return n
 }
+
+// ProcCallsOf returns process pid's count of allocator calls (ProcCalls).
+func (p *Probes) ProcCallsOf(pid int) (uint32, error) {
+	var n uint32
+	err := p.objs.ProcCalls.Lookup(uint32(pid), &n)
+	return n, err
+}
