@@ -4,8 +4,8 @@ package session
 
 import (
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
