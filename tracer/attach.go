@@ -49,6 +49,17 @@ type probeSite struct {
 // probe goes past its prologue where the kernel then emulates the probed
 // instruction instead of single-stepping it (probePoint).
 func (p *Probes) Attach(pid int, file stacks.File) error {
+	return p.attach(pid, file, !p.noBatch)
+}
+
+// AttachBatches is Attach with the shim's batch site probed even when the
+// probes were loaded without batches (NoBatch): for a shim mdtrace loaded
+// into process pid that batches its samples (--all --inject).
+func (p *Probes) AttachBatches(pid int, file stacks.File) error {
+	return p.attach(pid, file, true)
+}
+
+func (p *Probes) attach(pid int, file stacks.File, batches bool) error {
 	p.reclaim(pid)
 	// The file is opened at its Path, and named by its Name.
 	lib, name := file.Path, file.Name
@@ -89,7 +100,7 @@ func (p *Probes) Attach(pid int, file stacks.File) error {
 		// Without the probe that drains a thread's batch at its end,
 		// the batch site stays unprobed: the shim then reports each
 		// call at the other sites.
-		if p.noBatch || !p.batchReady() {
+		if !batches || !p.batchReady() {
 			eps = shimSites[:2]
 		}
 	case !hasMalloc && hasNew:
@@ -332,7 +343,26 @@ func (p *Probes) attachMulti(ex *link.Executable, pid int, prog *ebpf.Program, s
 	if rl == nil {
 		return []link.Link{el}, nil
 	}
+	p.markReturn(rl)
 	return []link.Link{rl, el}, nil
+}
+
+// forgetReturnsLocked forgets links about to be closed; p.mu held.
+func (p *Probes) forgetReturnsLocked(links []link.Link) {
+	for _, l := range links {
+		delete(p.returnLinks, l)
+	}
+}
+
+// markReturn notes that l is a return probes' link: Detach closes those
+// last.
+func (p *Probes) markReturn(l link.Link) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.returnLinks == nil {
+		p.returnLinks = map[link.Link]bool{}
+	}
+	p.returnLinks[l] = true
 }
 
 // attachEach attaches every site with its own perf-event uprobes, for
@@ -359,6 +389,7 @@ func (p *Probes) attachEach(ex *link.Executable, pid int, prog *ebpf.Program, si
 		}
 		if err == nil && rl != nil {
 			links = append(links, rl)
+			p.markReturn(rl)
 		}
 		if err != nil {
 			if s.required || errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
@@ -423,9 +454,21 @@ func (p *Probes) Detach() {
 	clear(p.links)
 	links = append(links, p.retired.links...)
 	p.retired.links = nil
+	// The entry probes go first: an entry seen without its return would
+	// count as a call whose return was missed.
+	var returns []link.Link
+	links = slices.DeleteFunc(links, func(l link.Link) bool {
+		if p.returnLinks[l] {
+			returns = append(returns, l)
+			return true
+		}
+		return false
+	})
+	clear(p.returnLinks)
 	p.mu.Unlock()
 	p.stopCleaner()
 	closeLinks(links)
+	closeLinks(returns)
 	p.closing.Wait()
 }
 
@@ -451,6 +494,7 @@ func (p *Probes) DetachFile(pid int, file stacks.File) bool {
 	p.mu.Lock()
 	links := p.fileLinks[pid][id]
 	delete(p.fileLinks[pid], id)
+	p.forgetReturnsLocked(links)
 	delete(p.probed[pid], id)
 	if len(links) > 0 {
 		kept := p.links[pid][:0]

@@ -189,6 +189,9 @@ type Probes struct {
 	// fileLinks are the links of each process's probed files, for
 	// DetachFile.
 	fileLinks map[int]map[fileID][]link.Link
+	// returnLinks are the links of return probes, which Detach closes
+	// after the others.
+	returnLinks map[link.Link]bool
 	// probeOffsets are, for each file probed without a PID filter, the
 	// offsets of its probed instructions: what a bypass skips (Bypass).
 	probeOffsets map[fileID][]uint64

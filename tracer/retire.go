@@ -82,6 +82,7 @@ func (p *Probes) CloseLinks(pid int) {
 	p.mu.Lock()
 	links := p.links[pid]
 	delete(p.links, pid)
+	p.forgetReturnsLocked(links)
 	p.mu.Unlock()
 	if len(links) == 0 {
 		return
@@ -143,6 +144,7 @@ func (p *Probes) cleanRetiredLocked() {
 	p.mu.Lock()
 	pids, execs, links := p.retired.pids, p.retired.execs, p.retired.links
 	p.retired = retiring{}
+	p.forgetReturnsLocked(links)
 	p.cleaning = pids
 	if len(links) > 0 {
 		p.closing.Add(1)
