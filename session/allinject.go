@@ -133,17 +133,24 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	}) {
 		return errors.New("it has mdtrace's shim already")
 	}
-	in, err := tracer.InjectLoad(pid, ij.shim, false, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
+	// The shim samples, and batches its samples: one probe hit for
+	// several.
+	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
 	if err != nil {
 		return err
 	}
 	undo := func() {
 		ij.probes.DetachFile(pid, in.Shim)
 		ij.probes.ShimSamples(pid, false)
+		ij.probes.CountPending(pid, 0)
 	}
-	if err := ij.probes.Attach(pid, in.Shim); err != nil {
+	if err := ij.probes.AttachBatches(pid, in.Shim); err != nil {
 		undo()
 		return fmt.Errorf("probing the shim's sites: %w", err)
+	}
+	if err := ij.probes.CountPending(pid, in.Pending); err != nil {
+		undo()
+		return err
 	}
 	// The shim samples: the probes take each call it reports.
 	if err := ij.probes.ShimSamples(pid, true); err != nil {
@@ -192,9 +199,11 @@ func (ij *auditInjector) stop() {
 		// What still trapped: calls through a pointer to the allocator
 		// taken before (the loader's own among them).
 		if n, err := ij.probes.ProcCallsOf(pid); err == nil {
-			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (through pointers to the allocator taken before, the loader's among them)", pid, progName(pid), n-a.calls))
+			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (the shim's own set-up of each thread's batch, calls through pointers to the allocator taken before, the loader's)", pid, progName(pid), n-a.calls))
 		}
-		if _, err := a.in.Stop(); err != nil {
+		_, err := a.in.Stop()
+		ij.probes.CountPending(pid, 0)
+		if err != nil {
 			if processAlive(pid) {
 				ij.say(fmt.Sprintf("--inject: giving process %d's calls back to the allocator: %v (its shim does so by itself once the probes are gone)", pid, err))
 			}

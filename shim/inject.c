@@ -317,9 +317,10 @@ static void *inject_dlopen(const char *file, int mode)
 /*
  * mdshim_inject_start sets the shim up in a process it was loaded into
  * with dlopen: batches with depth frames an allocation (no batches when
- * batch is 0), or sampling of one allocation every sample bytes on
- * average (none when 0), and the list of slots to route. It returns the
- * slots listed, or -errno.
+ * batch is 0), sampling of one allocation every sample bytes on average
+ * (none when 0), both at once (--all --inject: only the sampled calls go
+ * to the batches), and the list of slots to route. It returns the slots
+ * listed, or -errno.
  */
 __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
 								unsigned long sample)
@@ -331,8 +332,6 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	md_real_resolve();
 	if (md_real_usable_size == NULL)
 		return -ENOSYS;
-	if (batch && sample)
-		return -EINVAL;
 	if (batch && md_batch_pending == NULL) {
 		m = mmap(NULL, sizeof(uint32_t) << INJECT_PENDING_BITS, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -442,6 +442,11 @@ void *malloc(size_t size)
 	} else {
 		start = site_start();
 		r = md_real_malloc(size);
+		if (md_sample_bytes != 0) {
+			if (site_new(r, size) && !BATCHED(r, size))
+				REPORT_ALLOC(r, CALL_MALLOC, size, 0, start);
+			return r;
+		}
 		if (BATCHED(r, size))
 			return r;
 	}
@@ -470,8 +475,20 @@ void free(void *ptr)
 	}
 	md_ctl_poll();
 	on = md_debug_on();
-	if (!on && md_batch_on && ptr != NULL && md_batch_free(__builtin_frame_address(0), ptr))
-		return;
+	if (!on && md_batch_on && ptr != NULL) {
+		/* Sampling (--all --inject): only a sampled block's free is told. */
+		if (md_sample_bytes != 0 && !md_sample_take(ptr)) {
+			md_real_free(ptr);
+			return;
+		}
+		if (md_batch_free(__builtin_frame_address(0), ptr))
+			return;
+		if (md_sample_bytes != 0) {
+			REPORT_FREE(ptr, CALL_FREE, md_batch_epoch());
+			md_real_free(ptr);
+			return;
+		}
+	}
 	start = site_start();
 	present = site_present(ptr, on);
 	if (site_old(ptr))
@@ -501,6 +518,11 @@ void *calloc(size_t nmemb, size_t size)
 	} else {
 		start = site_start();
 		r = md_real_calloc(nmemb, size);
+		if (md_sample_bytes != 0) {
+			if (site_new(r, nmemb * size) && !BATCHED(r, nmemb * size))
+				REPORT_ALLOC(r, CALL_CALLOC, nmemb, size, start);
+			return r;
+		}
 		if (BATCHED(r, nmemb * size))
 			return r;
 	}
@@ -516,10 +538,6 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	uint64_t start = site_start(), present = site_present(ptr, on);
 	void *r;
 
-	/* A realloc goes to the unbatched sites, after the thread's batch. */
-	if (md_batch_on)
-		md_batch_sync();
-
 	/*
 	 * Sampling decides on the new block before the call. The old block,
 	 * if it goes to the sites, leaves the table as a realloc's, so that
@@ -527,6 +545,12 @@ static MD_INLINE void *do_realloc(void *ptr, size_t size)
 	 */
 	old_site = site_old(ptr);
 	new_site = md_sample_bytes == 0 || (size != 0 && md_sample_alloc(size));
+	/*
+	 * A realloc goes to the unbatched sites, after the thread's batch;
+	 * one that goes to no site (neither block sampled) leaves it.
+	 */
+	if (md_batch_on && (old_site || new_site))
+		md_batch_sync();
 	/*
 	 * Batching, the block's allocation may still be in another thread's
 	 * batch: its free is kept aside with an epoch of its own, as a free
@@ -595,6 +619,11 @@ static MD_INLINE void *do_memalign(size_t alignment, size_t size)
 	} else {
 		start = site_start();
 		r = md_real_memalign(alignment, size);
+		if (md_sample_bytes != 0) {
+			if (site_new(r, size) && !BATCHED(r, size))
+				REPORT_ALLOC(r, CALL_MEMALIGN, alignment, size, start);
+			return r;
+		}
 		if (BATCHED(r, size))
 			return r;
 	}

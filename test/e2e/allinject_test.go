@@ -69,9 +69,14 @@ func TestAllInject(t *testing.T) {
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	// busyleak calls the allocator only through its GOT: nothing traps.
-	if want := fmt.Sprintf("mdtrace: --inject: process %d (%s): 0 calls reached the allocator's probes after the shim took its calls (through pointers to the allocator taken before, the loader's among them)\n", pid, exe); !strings.Contains(m.stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
+	// busyleak calls the allocator only through its GOT: what still traps
+	// is the shim's set-up of each thread's batch (a few calls), against
+	// 42000 for its leaks without the bypasses of realloc and memalign.
+	trapped := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\): ([0-9]+) calls reached the allocator's probes after the shim took its calls \(the shim's own set-up of each thread's batch, calls through pointers to the allocator taken before, the loader's\)\n`, pid)).FindStringSubmatch(m.stderr.String())
+	if trapped == nil {
+		t.Errorf("no count of the calls that reached the probes after the injection:\n%s", m.stderr.String())
+	} else if n, _ := strconv.Atoi(trapped[1]); n > 50 {
+		t.Errorf("%d calls reached the allocator's probes after the injection, want a few at most", n)
 	}
 	if want := "mdtrace: --inject: the calls of 1 processes went through the shim during the audit; 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
