@@ -43,7 +43,10 @@
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
 # the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
 # AUDIT_ROUNDS (11: the rounds of the --all rows, whose runs of tens of
-# milliseconds move by a quarter between rounds), THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
+# milliseconds move by a quarter between rounds), BUSY_ROUNDS (3),
+# BUSY_SETTLE (3), BUSY_MEASURE (4: the rounds, and the seconds before and
+# of the measure, of the --all rows of a process running along; BUSY_ONLY
+# set: only those), THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
 # --all, sampling on and off), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
@@ -56,6 +59,7 @@ N=${N:-20000}
 ROUNDS=${ROUNDS:-5}
 SLOW_ROUNDS=${SLOW_ROUNDS:-3}
 AUDIT_ROUNDS=${AUDIT_ROUNDS:-11}
+BUSY_ROUNDS=${BUSY_ROUNDS:-3}
 THREADS=${THREADS:-4}
 PROCS=${PROCS:-100}
 SETTLE=${SETTLE:-0.3}
@@ -66,6 +70,8 @@ if ((SLOW_ROUNDS > ROUNDS)); then
 fi
 shim=$PWD/bin/libmdshim.so
 sql=scripts/bench_sqlite.sql
+# Debian's python3's workload.
+py_script='import json; d = [{"k%d" % i: [i, str(i), {"x": i * 2.5}]} for i in range(20000)]; s = json.dumps(d); assert len(json.loads(s)) == 20000'
 for f in bin/mdtrace bin/mdbench "$shim" testdata/pairs testdata/pairs_mt testdata/newpairs; do
 	[[ -e $f ]] || { echo "bench.sh: no $f: run make bench" >&2; exit 1; }
 done
@@ -558,6 +564,94 @@ audit_rows() {
 		audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
 	fi
 }
+# What --all costs a busy process that runs all along, as a service does:
+# the process starts alone and runs rounds of the same work without end,
+# a line each; the audit starts (or not), and after BUSY_SETTLE seconds
+# the rounds of the next BUSY_MEASURE seconds are timed, by when their
+# lines come. Three modes in each round, the process started anew for
+# each: alone, --all (its default sampling; every call traps), and --all
+# --inject (after a scan or two the process calls through the shim, which
+# samples in the process; only its samples reach the probes).
+BUSY_SETTLE=${BUSY_SETTLE:-3}
+BUSY_MEASURE=${BUSY_MEASURE:-4}
+busy_sqlite() {
+	{
+		while :; do
+			cat "$sql"
+			echo "DROP TABLE t; DROP TABLE alpha; SELECT 'round';"
+		done
+	} | sqlite3 -batch -init /dev/null :memory:
+}
+busy_python() {
+	/usr/bin/python3 -u -c "
+while True:
+    $py_script
+    print('round')"
+}
+# busy_times WORKER MODE: the round times (ms) of WORKER (a function) in
+# the measured window, with the audit of MODE (alone, all, inject).
+busy_times() {
+	local worker=$1 mode=$2 w m="" t0 now prev="" out="" line
+	rm -f "$tmp/busy.fifo" "$tmp/bready"
+	mkfifo "$tmp/busy.fifo"
+	sql=$sql py_script=$py_script setsid bash -c "$(declare -f "$worker"); $worker" >"$tmp/busy.fifo" 2>/dev/null &
+	w=$!
+	exec {fd}<"$tmp/busy.fifo"
+	# Its first round, before the audit.
+	while read -r -u "$fd" line && [[ $line != round ]]; do :; done
+	case $mode in
+	all) bin/mdtrace --all --ready-file "$tmp/bready" >/dev/null 2>&1 & m=$! ;;
+	inject) bin/mdtrace --all --inject --ready-file "$tmp/bready" >/dev/null 2>&1 & m=$! ;;
+	esac
+	if [[ -n $m ]]; then
+		while [[ ! -e $tmp/bready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+	fi
+	# Microseconds, without a process per line.
+	t0=${EPOCHREALTIME/./}
+	while read -r -u "$fd" line; do
+		[[ $line == round ]] || continue
+		now=${EPOCHREALTIME/./}
+		((now - t0 > (BUSY_SETTLE + BUSY_MEASURE) * 1000000)) && break
+		if [[ -n $prev ]] && ((prev - t0 >= BUSY_SETTLE * 1000000)); then
+			out+="$(((now - prev) / 1000)) "
+		fi
+		prev=$now
+	done
+	kill -- -"$w" 2>/dev/null || true
+	exec {fd}<&-
+	wait "$w" 2>/dev/null || true
+	if [[ -n $m ]]; then
+		kill -INT "$m" 2>/dev/null || true
+		wait "$m" 2>/dev/null || true
+	fi
+	echo "$out"
+}
+busy_cost() {
+	local name=$1 worker=$2 r mode
+	declare -A times=()
+	for ((r = 0; r < BUSY_ROUNDS; r++)); do
+		for mode in alone all inject; do
+			sleep "$SETTLE"
+			times[$mode]+="$(median <<<"$(busy_times "$worker" "$mode")") "
+		done
+	done
+	local n v
+	n=$(median <<<"${times[alone]}")
+	printf '  %-9s %-44s %8s  (median of %d, ms; spread %s)\n' "$name" "running along, a round alone" "$n" "$BUSY_ROUNDS" "$(spread <<<"${times[alone]}")"
+	v=$(median <<<"${times[all]}")
+	printf '  %-9s %-44s %8s  (for information; spread %s)\n' "$name" "running along: --all / alone" "$(ratio "$v" "$n")x" "$(spread <<<"${times[all]}")"
+	v=$(median <<<"${times[inject]}")
+	printf '  %-9s %-44s %8s  %-2s %-5s %s (spread %s)\n' "$name" "running along: --all --inject / alone" "$(ratio "$v" "$n")x" "<=" 1.05 \
+		"$(awk -v a="$v" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')" "$(spread <<<"${times[inject]}")"
+}
+busy_rows() {
+	if command -v sqlite3 >/dev/null 2>&1; then
+		busy_cost sqlite3 busy_sqlite
+	fi
+	if [[ -x /usr/bin/python3 ]]; then
+		busy_cost python3 busy_python
+	fi
+}
 slope_row() {
 	local lag=$1 what=$2 s h
 	read -r s_loop s_cpu _ <<<"$(chain_slope sites "$lag")" || true
@@ -579,9 +673,15 @@ if [[ -n ${CHAIN_ONLY:-} ]]; then
 	slope_row 256 "LAG 256"
 	exit 0
 fi
+if [[ -n ${BUSY_ONLY:-} ]]; then
+	echo "--all's cost to a process running along; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	busy_rows
+	exit 0
+fi
 if [[ -n ${AUDIT_ONLY:-} ]]; then
 	echo "--all's cost, sampling on and off; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 	audit_rows
+	busy_rows
 	exit 0
 fi
 if [[ -n ${INJECT_ONLY:-} ]]; then
@@ -601,7 +701,6 @@ else
 fi
 # The real programs: Debian's python3, and gcc's C++ compiler proper on a
 # unit preprocessed here once.
-py_script='import json; d = [{"k%d" % i: [i, str(i), {"x": i * 2.5}]} for i in range(20000)]; s = json.dumps(d); assert len(json.loads(s)) == 20000'
 cc1plus=$(ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1plus 2>/dev/null | tail -1)
 realprogs=()
 if [[ -x /usr/bin/python3 ]]; then
@@ -702,6 +801,7 @@ attach_ready() {
 }
 attach_ready
 audit_rows
+busy_rows
 echo "  chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs; LAG 0 frees each block at once, LAG 256 256 pairs later"
 slope_row 0 "LAG 0"
 slope_row 256 "LAG 256"
