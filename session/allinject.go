@@ -121,6 +121,11 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	if pid == 1 {
 		return errors.New("process 1 is never injected")
 	}
+	// A seccomp filter may kill the process at a system call the
+	// injection makes it make (mmap, mprotect, openat for dlopen).
+	if seccompFiltered(pid) {
+		return errors.New("it runs under a seccomp filter, which the shim's loading could break")
+	}
 	lib, err := tracer.AllocatorOfRunning(pid)
 	if err != nil {
 		return err
@@ -214,4 +219,19 @@ func (ij *auditInjector) stop() {
 	if ij.total > 0 {
 		ij.say(fmt.Sprintf("--inject: the calls of %d processes went through the shim during the audit; %d still running were given back to the allocator", ij.total, given))
 	}
+}
+
+// seccompFiltered reports whether process pid runs under a seccomp filter
+// (its status's Seccomp field is 2).
+func seccompFiltered(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
 }

@@ -141,3 +141,39 @@ func TestAllInject(t *testing.T) {
 		t.Errorf("no site of %s's blocks", f)
 	}
 }
+
+// TestAllInjectSeccomp: a busy process under a seccomp filter keeps its
+// calls with the probes under --all --inject, and the audit says why: the
+// filter could kill it at a system call the injection makes it make.
+func TestAllInjectSeccomp(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := startEnv(t, []string{"BUSYLEAK_SECCOMP=1"}, prog("busyleak"))
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "--all", "--inject", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) calls the allocator [0-9]+ times a second, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
+	found := false
+	for deadline := time.Now().Add(10 * time.Second); !found && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		found = refused.MatchString(m.stderr.String())
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d", code)
+	}
+	if !found {
+		t.Errorf("no refusal of the process under seccomp:\n%s", m.stderr.String())
+	}
+	if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
+		t.Errorf("a process was given the shim:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "exit\n")
+	if line, _ := target.stdout.ReadString('\n'); !strings.HasPrefix(line, "pairs ") {
+		t.Errorf("busyleak's output %q", line)
+	}
+	if code := target.wait(t); code != 0 {
+		t.Errorf("busyleak exit status %d", code)
+	}
+}
