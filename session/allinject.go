@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +72,9 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 	dt := now.Sub(ij.lastAt).Seconds()
 	for pid, a := range ij.injected {
 		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) {
-			// Ended, or executing another program: its shim went with it.
+			// Ended, or executing another program: its shim went
+			// with it, and the probes forget it.
+			ij.release(pid)
 			delete(ij.injected, pid)
 		}
 	}
@@ -134,7 +137,7 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 		return fmt.Errorf("its allocator is %s: the shim routes glibc's", lib.Name)
 	}
 	if maps, err := stacks.ReadMaps(pid); err == nil && slices.ContainsFunc(maps.Mappings, func(m stacks.Mapping) bool {
-		return strings.HasPrefix(m.Name()[strings.LastIndexByte(m.Name(), '/')+1:], shimName)
+		return strings.HasPrefix(filepath.Base(m.Name()), shimName)
 	}) {
 		return errors.New("it has mdtrace's shim already")
 	}
@@ -144,11 +147,7 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	if err != nil {
 		return err
 	}
-	undo := func() {
-		ij.probes.DetachFile(pid, in.Shim)
-		ij.probes.ShimSamples(pid, false)
-		ij.probes.CountPending(pid, 0)
-	}
+	undo := func() { ij.release(pid) }
 	if err := ij.probes.AttachBatches(pid, in.Shim); err != nil {
 		undo()
 		return fmt.Errorf("probing the shim's sites: %w", err)
@@ -191,6 +190,16 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	return nil
 }
 
+// release takes away what the probes keep for the shim of process pid:
+// the probes on its sites, its samples taken as such, where its batches
+// count what they hold.
+func (ij *auditInjector) release(pid int) {
+	// By mdtrace's path: the process's own may be gone with its program.
+	ij.probes.DetachFile(pid, stacks.LocalFile(ij.shim))
+	ij.probes.ShimSamples(pid, false)
+	ij.probes.CountPending(pid, 0)
+}
+
 // stop gives the calls of every process still injected back to the
 // allocator, before the probes go.
 func (ij *auditInjector) stop() {
@@ -201,8 +210,9 @@ func (ij *auditInjector) stop() {
 		if !processAlive(pid) {
 			continue
 		}
-		// What still trapped: calls through a pointer to the allocator
-		// taken before (the loader's own among them).
+		// What still trapped: the shim's set-up of each thread's
+		// batch, calls through a pointer to the allocator taken
+		// before, the loader's own.
 		if n, err := ij.probes.ProcCallsOf(pid); err == nil {
 			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (the shim's own set-up of each thread's batch, calls through pointers to the allocator taken before, the loader's)", pid, progName(pid), n-a.calls))
 		}
