@@ -50,6 +50,8 @@ type auditInjector struct {
 type auditInjected struct {
 	in    *tracer.Injected
 	stamp procStamp
+	// gen is its program's gen: an exec of the same file changes it.
+	gen uint32
 	// calls is the process's count of calls at the probes once routed.
 	calls uint32
 }
@@ -71,7 +73,7 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 	}
 	dt := now.Sub(ij.lastAt).Seconds()
 	for pid, a := range ij.injected {
-		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) {
+		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) || ij.probes.ExecGen(pid) != a.gen {
 			// Ended, or executing another program: its shim went
 			// with it, and the probes forget it.
 			ij.release(pid)
@@ -141,6 +143,7 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	}) {
 		return errors.New("it has mdtrace's shim already")
 	}
+	gen := ij.probes.ExecGen(pid)
 	// The shim samples, and batches its samples: one probe hit for
 	// several.
 	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
@@ -176,7 +179,7 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 		return err
 	}
 	calls, _ := ij.probes.ProcCallsOf(pid)
-	ij.injected[pid] = &auditInjected{in: in, stamp: st, calls: calls}
+	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
 	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %.0f times a second: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
 		pid, progName(pid), rate, routed, in.Adopted)
@@ -227,7 +230,7 @@ func (ij *auditInjector) stop() {
 		given++
 	}
 	if ij.total > 0 {
-		ij.say(fmt.Sprintf("--inject: the calls of %d processes went through the shim during the audit; %d still running were given back to the allocator", ij.total, given))
+		ij.say(fmt.Sprintf("--inject: the shim took the calls of %d programs during the audit (a process that executes a program anew is taken anew); %d still running were given back to the allocator", ij.total, given))
 	}
 }
 

@@ -9,6 +9,7 @@
 //            leak_small, 2000 of 4096 from leak_large, 2000 of 2048 from
 //            leak_grown, each grown by realloc from 16 and 256 bytes
 //            ("leaked")
+//   exec     executes itself anew (it says "ready" again)
 //   exit     stops the thread and exits 0, saying how many pairs it made
 //
 // With BUSYLEAK_SECCOMP set in its environment it first puts itself under a
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
 #define HELD 4000
@@ -78,12 +80,13 @@ static void *busy(void *arg)
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static unsigned long pairs;
 	char line[64];
 	pthread_t t;
 
+	(void)argc;
 	if (getenv("BUSYLEAK_SECCOMP") != NULL) {
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		struct sock_fprog prog = {1, &allow};
@@ -125,6 +128,11 @@ int main(void)
 				churn_aligned();
 			}
 			puts("leaked");
+		} else if (strcmp(line, "exec\n") == 0) {
+			stop = 1;
+			pthread_join(t, NULL);
+			execv("/proc/self/exe", argv);
+			return 1;
 		} else if (strcmp(line, "exit\n") == 0) {
 			break;
 		}

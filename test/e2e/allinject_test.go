@@ -78,7 +78,7 @@ func TestAllInject(t *testing.T) {
 	} else if n, _ := strconv.Atoi(trapped[1]); n > 50 {
 		t.Errorf("%d calls reached the allocator's probes after the injection, want a few at most", n)
 	}
-	if want := "mdtrace: --inject: the calls of 1 processes went through the shim during the audit; 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
+	if want := "mdtrace: --inject: the shim took the calls of 1 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
 	after := readSlots(t, pid, slots)
@@ -168,6 +168,52 @@ func TestAllInjectSeccomp(t *testing.T) {
 	}
 	if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
 		t.Errorf("a process was given the shim:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "exit\n")
+	if line, _ := target.stdout.ReadString('\n'); !strings.HasPrefix(line, "pairs ") {
+		t.Errorf("busyleak's output %q", line)
+	}
+	if code := target.wait(t); code != 0 {
+		t.Errorf("busyleak exit status %d", code)
+	}
+}
+
+// TestAllInjectExec: a process taken by --all --inject that executes its
+// own program anew loses the shim with its program; busy again, it is
+// taken anew, and at the end given back.
+func TestAllInjectExec(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("busyleak"))
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "--all", "--inject", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on`, pid))
+	wait := func(n int) bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if len(injected.FindAllString(m.stderr.String(), -1)) >= n {
+				return true
+			}
+		}
+		return false
+	}
+	if !wait(1) {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "exec\n")
+	target.expectLine(t, "ready")
+	if !wait(2) {
+		t.Errorf("busyleak, executed anew, was not given the shim again within 10 s:\n%s", m.stderr.String())
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d", code)
+	}
+	if want := "mdtrace: --inject: the shim took the calls of 2 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
 	io.WriteString(target.stdin, "exit\n")
 	if line, _ := target.stdout.ReadString('\n'); !strings.HasPrefix(line, "pairs ") {
