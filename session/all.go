@@ -153,7 +153,11 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		if c, err := probes.Counters(); err == nil {
 			lines := lossLines(c, flags.MaxAllocs, depth)
 			if flags.SampleBytes > 0 {
-				lines = append(lines, sampleLine(c, flags.SampleBytes))
+				line := sampleLine(c, flags.SampleBytes)
+				if ij != nil && ij.total > 0 {
+					line += "; the processes given the shim sampled in themselves: their samples count among the allocations sampled, the calls they passed over nowhere"
+				}
+				lines = append(lines, line)
 			}
 			for _, l := range append(lines, auditDeferLines(c, probes.DeferredCounts())...) {
 				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
