@@ -27,24 +27,16 @@ import (
 func TestAllInject(t *testing.T) {
 	needRoot(t)
 	const interval = 4096
-	dir := t.TempDir()
 	exe := prog("busyleak")
-	target := start(t, exe)
-	target.expectLine(t, "ready")
-	pid := target.cmd.Process.Pid
+	target, pid := startBusy(t)
 	slots := gotSlots(t, pid, exe)
 	before := readSlots(t, pid, slots)
-	m := start(t, mdtraceBin, "--all", "--inject", "--backtrace", "--format", "json", "--ready-file", dir+"/ready")
-	waitReady(t, m, dir+"/ready")
+	m := startAllInject(t, t.TempDir(), "--backtrace", "--format", "json")
 	// Blocks the probes sample before the shim takes the calls.
 	io.WriteString(target.stdin, "hold\n")
 	target.expectLine(t, "held")
 	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
-	var adopted []string
-	for deadline := time.Now().Add(10 * time.Second); adopted == nil && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		adopted = injected.FindStringSubmatch(m.stderr.String())
-	}
+	adopted := waitStderr(m, injected, 1)
 	if adopted == nil {
 		m.cmd.Process.Signal(syscall.SIGINT)
 		m.wait(t)
@@ -87,11 +79,7 @@ func TestAllInject(t *testing.T) {
 			t.Errorf("after the audit, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
 		}
 	}
-	io.WriteString(target.stdin, "exit\n")
-	line, _ := target.stdout.ReadString('\n')
-	if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs ") {
-		t.Errorf("busyleak exit status %d, output %q; its stderr:\n%s", code, line, target.stderr.String())
-	}
+	busyExit(t, target)
 
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var a struct {
@@ -147,18 +135,10 @@ func TestAllInject(t *testing.T) {
 // filter could kill it at a system call the injection makes it make.
 func TestAllInjectSeccomp(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	target := startEnv(t, []string{"BUSYLEAK_SECCOMP=1"}, prog("busyleak"))
-	target.expectLine(t, "ready")
-	pid := target.cmd.Process.Pid
-	m := start(t, mdtraceBin, "--all", "--inject", "--ready-file", dir+"/ready")
-	waitReady(t, m, dir+"/ready")
+	target, pid := startBusy(t, "BUSYLEAK_SECCOMP=1")
+	m := startAllInject(t, t.TempDir())
 	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) calls the allocator [0-9]+ times a second, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
-	found := false
-	for deadline := time.Now().Add(10 * time.Second); !found && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		found = refused.MatchString(m.stderr.String())
-	}
+	found := waitStderr(m, refused, 1) != nil
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d", code)
@@ -169,13 +149,7 @@ func TestAllInjectSeccomp(t *testing.T) {
 	if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
 		t.Errorf("a process was given the shim:\n%s", m.stderr.String())
 	}
-	io.WriteString(target.stdin, "exit\n")
-	if line, _ := target.stdout.ReadString('\n'); !strings.HasPrefix(line, "pairs ") {
-		t.Errorf("busyleak's output %q", line)
-	}
-	if code := target.wait(t); code != 0 {
-		t.Errorf("busyleak exit status %d", code)
-	}
+	busyExit(t, target)
 }
 
 // TestAllInjectExec: a process taken by --all --inject that executes its
@@ -183,29 +157,17 @@ func TestAllInjectSeccomp(t *testing.T) {
 // taken anew, and at the end given back.
 func TestAllInjectExec(t *testing.T) {
 	needRoot(t)
-	dir := t.TempDir()
-	target := start(t, prog("busyleak"))
-	target.expectLine(t, "ready")
-	pid := target.cmd.Process.Pid
-	m := start(t, mdtraceBin, "--all", "--inject", "--ready-file", dir+"/ready")
-	waitReady(t, m, dir+"/ready")
+	target, pid := startBusy(t)
+	m := startAllInject(t, t.TempDir())
 	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on`, pid))
-	wait := func(n int) bool {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if len(injected.FindAllString(m.stderr.String(), -1)) >= n {
-				return true
-			}
-		}
-		return false
-	}
-	if !wait(1) {
+	if waitStderr(m, injected, 1) == nil {
 		m.cmd.Process.Signal(syscall.SIGINT)
 		m.wait(t)
 		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
 	}
 	io.WriteString(target.stdin, "exec\n")
 	target.expectLine(t, "ready")
-	if !wait(2) {
+	if waitStderr(m, injected, 2) == nil {
 		t.Errorf("busyleak, executed anew, was not given the shim again within 10 s:\n%s", m.stderr.String())
 	}
 	m.cmd.Process.Signal(syscall.SIGINT)
@@ -215,11 +177,46 @@ func TestAllInjectExec(t *testing.T) {
 	if want := "mdtrace: --inject: the shim took the calls of 2 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
-	io.WriteString(target.stdin, "exit\n")
-	if line, _ := target.stdout.ReadString('\n'); !strings.HasPrefix(line, "pairs ") {
-		t.Errorf("busyleak's output %q", line)
+	busyExit(t, target)
+}
+
+// startBusy starts testdata/busyleak with env added, and waits for its
+// "ready".
+func startBusy(t *testing.T, env ...string) (*background, int) {
+	t.Helper()
+	target := startEnv(t, env, prog("busyleak"))
+	target.expectLine(t, "ready")
+	return target, target.cmd.Process.Pid
+}
+
+// startAllInject starts `mdtrace --all --inject` with args, and waits
+// until it is ready (its ready file in dir).
+func startAllInject(t *testing.T, dir string, args ...string) *background {
+	t.Helper()
+	m := start(t, mdtraceBin, append([]string{"--all", "--inject", "--ready-file", dir + "/ready"}, args...)...)
+	waitReady(t, m, dir+"/ready")
+	return m
+}
+
+// waitStderr waits up to 10 s for n matches of re in m's stderr, and
+// returns the submatches of the last, or nil.
+func waitStderr(m *background, re *regexp.Regexp, n int) []string {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if all := re.FindAllStringSubmatch(m.stderr.String(), -1); len(all) >= n {
+			return all[n-1]
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
 	}
-	if code := target.wait(t); code != 0 {
-		t.Errorf("busyleak exit status %d", code)
+}
+
+// busyExit ends busyleak, which must say how many pairs it made and exit 0.
+func busyExit(t *testing.T, target *background) {
+	t.Helper()
+	io.WriteString(target.stdin, "exit\n")
+	line, _ := target.stdout.ReadString('\n')
+	if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs ") {
+		t.Errorf("busyleak exit status %d, output %q; its stderr:\n%s", code, line, target.stderr.String())
 	}
 }
