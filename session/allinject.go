@@ -213,11 +213,10 @@ func (ij *auditInjector) stop() {
 		if !processAlive(pid) {
 			continue
 		}
-		// What still trapped: the shim's set-up of each thread's
-		// batch, calls through a pointer to the allocator taken
-		// before, the loader's own.
+		// What still trapped: calls through a pointer to the
+		// allocator taken before, the loader's own.
 		if n, err := ij.probes.ProcCallsOf(pid); err == nil {
-			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (the shim's own set-up of each thread's batch, calls through pointers to the allocator taken before, the loader's)", pid, progName(pid), n-a.calls))
+			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (calls through pointers to the allocator taken before, the loader's own)", pid, progName(pid), n-a.calls))
 		}
 		_, err := a.in.Stop()
 		ij.probes.CountPending(pid, 0)

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "backtrace.h"
+#include "debug.h"
 #include "log.h"
 #include "symbols.h"
 #include "unwind.h"
@@ -28,13 +29,21 @@ static void stack_bounds(void)
 	if (t_stack_known)
 		return;
 	t_stack_known = 1;
-	if (pthread_getattr_np(pthread_self(), &attr) != 0)
-		return;
-	if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-		t_stack_lo = (uintptr_t)addr;
-		t_stack_hi = (uintptr_t)addr + size;
+	/*
+	 * pthread_getattr_np allocates and pthread_attr_destroy frees: the
+	 * library's own calls, which go to the allocator unseen (asked from a
+	 * batched call, they would be reported as the program's, and their
+	 * free, within the batch's set-up, not).
+	 */
+	md_internal_begin();
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+			t_stack_lo = (uintptr_t)addr;
+			t_stack_hi = (uintptr_t)addr + size;
+		}
+		pthread_attr_destroy(&attr);
 	}
-	pthread_attr_destroy(&attr);
+	md_internal_end();
 }
 
 bool md_stack_bounds(uintptr_t *lo, uintptr_t *hi)

@@ -172,7 +172,13 @@ static void scan_relocs(uintptr_t base, const ElfW(Rela) * r, size_t n, const El
 			if (v == g_funcs[f].real || v == g_funcs[f].canon)
 				add_slot(addr, f, v, lo, hi);
 			else if (type == R_X86_64_JUMP_SLOT && v >= g_mod_lo && v < g_mod_hi &&
-				 symtab[ELF64_R_SYM(r[i].r_info)].st_shndx == SHN_UNDEF)
+				 (symtab[ELF64_R_SYM(r[i].r_info)].st_shndx == SHN_UNDEF ||
+				  (g_funcs[f].real >= g_mod_lo && g_funcs[f].real < g_mod_hi)))
+				/*
+				 * Not bound yet, to the allocator, or within the
+				 * allocator's own object (glibc calls its calloc
+				 * and realloc through slots bound lazily).
+				 */
 				add_slot(addr, f, v, lo, hi);
 			break;
 		}
