@@ -213,9 +213,13 @@ func (p *Probes) Bypass(pid int, lib stacks.File) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s has no %s", lib.Name, name)
 		}
+		if fs.size == 0 {
+			// A probe past its entry could not be told apart.
+			return nil, fmt.Errorf("%s's %s has no size in its symbol table", lib.Name, name)
+		}
 		last := -1
 		for _, o := range probed {
-			if o >= fs.off && o < fs.off+max(fs.size, 1) {
+			if o >= fs.off && o < fs.off+fs.size {
 				last = max(last, int(o-fs.off))
 			}
 		}
