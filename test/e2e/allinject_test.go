@@ -218,3 +218,32 @@ func busyExit(t *testing.T, target *background) {
 		t.Errorf("busyleak exit status %d, output %q; its stderr:\n%s", code, line, target.stderr.String())
 	}
 }
+
+// TestAllInjectKilled: mdtrace --all --inject is killed with SIGKILL while
+// busyleak's calls go through the shim: the shim finds its sites unprobed
+// at its next batch of samples and gives the GOT slots back by itself, and
+// busyleak goes on to leak and exit normally.
+func TestAllInjectKilled(t *testing.T) {
+	needRoot(t)
+	exe := prog("busyleak")
+	target, pid := startBusy(t)
+	slots := gotSlots(t, pid, exe)
+	before := readSlots(t, pid, slots)
+	m := startAllInject(t, t.TempDir())
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on`, pid))
+	if waitStderr(m, injected, 1) == nil {
+		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	m.cmd.Process.Kill()
+	<-m.done
+	time.Sleep(300 * time.Millisecond)
+	after := readSlots(t, pid, slots)
+	for name := range before {
+		if after[name] != before[name] {
+			t.Errorf("after mdtrace was killed, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
+		}
+	}
+	io.WriteString(target.stdin, "leak\n")
+	target.expectLine(t, "leaked")
+	busyExit(t, target)
+}
