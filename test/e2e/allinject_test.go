@@ -46,12 +46,7 @@ func TestAllInject(t *testing.T) {
 	if n, _ := strconv.Atoi(adopted[1]); n < 600 || n > 1200 {
 		t.Errorf("%d blocks taken over, want about 885 of the 4000 held", n)
 	}
-	lo, hi := mapRange(t, pid, shimBin())
-	for name, v := range readSlots(t, pid, slots) {
-		if v < lo || v >= hi {
-			t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
-		}
-	}
+	slotsInShim(t, pid, slots)
 	io.WriteString(target.stdin, "release\n")
 	target.expectLine(t, "released")
 	io.WriteString(target.stdin, "leak\n")
@@ -71,12 +66,7 @@ func TestAllInject(t *testing.T) {
 	if want := "mdtrace: --inject: the shim took the calls of 1 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
-	after := readSlots(t, pid, slots)
-	for name := range before {
-		if after[name] != before[name] {
-			t.Errorf("after the audit, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
-		}
-	}
+	slotsBack(t, pid, slots, before, "after the audit")
 	busyExit(t, target)
 
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -237,12 +227,7 @@ func TestAllInjectKilled(t *testing.T) {
 	m.cmd.Process.Kill()
 	<-m.done
 	time.Sleep(300 * time.Millisecond)
-	after := readSlots(t, pid, slots)
-	for name := range before {
-		if after[name] != before[name] {
-			t.Errorf("after mdtrace was killed, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
-		}
-	}
+	slotsBack(t, pid, slots, before, "after mdtrace was killed")
 	io.WriteString(target.stdin, "leak\n")
 	target.expectLine(t, "leaked")
 	busyExit(t, target)

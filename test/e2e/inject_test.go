@@ -153,12 +153,7 @@ func TestInjectDetachRestores(t *testing.T) {
 	before := readSlots(t, pid, slots)
 	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--inject", "-o", "backtrace leak_track", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
-	lo, hi := mapRange(t, pid, shimBin())
-	for name, v := range readSlots(t, pid, slots) {
-		if v < lo || v >= hi {
-			t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
-		}
-	}
+	slotsInShim(t, pid, slots)
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
@@ -167,12 +162,7 @@ func TestInjectDetachRestores(t *testing.T) {
 	if !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
 	}
-	after := readSlots(t, pid, slots)
-	for name := range before {
-		if after[name] != before[name] {
-			t.Errorf("after mdtrace, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
-		}
-	}
+	slotsBack(t, pid, slots, before, "after mdtrace")
 	io.WriteString(target.stdin, "go\n")
 	target.expectLine(t, "done")
 	target.stdin.Close()
@@ -208,21 +198,11 @@ func TestInjectKilled(t *testing.T) {
 			m := start(t, mdtraceBin, args...)
 			waitFile(t, dir+"/ready")
 			time.Sleep(300 * time.Millisecond)
-			lo, hi := mapRange(t, pid, shimBin())
-			for name, v := range readSlots(t, pid, slots) {
-				if v < lo || v >= hi {
-					t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
-				}
-			}
+			slotsInShim(t, pid, slots)
 			m.cmd.Process.Kill()
 			<-m.done
 			time.Sleep(100 * time.Millisecond)
-			after := readSlots(t, pid, slots)
-			for name := range before {
-				if after[name] != before[name] {
-					t.Errorf("after mdtrace was killed, %s's slot holds %#x, want %#x as before", name, after[name], before[name])
-				}
-			}
+			slotsBack(t, pid, slots, before, "after mdtrace was killed")
 			line, _ := target.stdout.ReadString('\n')
 			if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
 				t.Errorf("pairs_mt exit status %d, output %q; want 0 and all %s pairs; its stderr:\n%s\nmdtrace's:\n%s", code, line, pairs, target.stderr.String(), m.stderr.String())
@@ -465,6 +445,30 @@ func TestInjectDetachBatches(t *testing.T) {
 			if n, _ := strconv.Atoi(f[1]); n > 8 {
 				t.Errorf("%d frees of blocks from before the attach, want at most 8 (two a thread):\n%s", n, stderr)
 			}
+		}
+	}
+}
+
+// slotsInShim checks that each of the GOT slots of process pid holds an
+// address in the shim it was given.
+func slotsInShim(t *testing.T, pid int, slots map[string]uint64) {
+	t.Helper()
+	lo, hi := mapRange(t, pid, shimBin())
+	for name, v := range readSlots(t, pid, slots) {
+		if v < lo || v >= hi {
+			t.Errorf("while injected, %s's slot holds %#x, outside the shim (%#x-%#x)", name, v, lo, hi)
+		}
+	}
+}
+
+// slotsBack checks that each of the GOT slots of process pid holds again
+// what it held before the shim came, when (after what) is said.
+func slotsBack(t *testing.T, pid int, slots, before map[string]uint64, when string) {
+	t.Helper()
+	after := readSlots(t, pid, slots)
+	for name := range before {
+		if after[name] != before[name] {
+			t.Errorf("%s, %s's slot holds %#x, want %#x as before", when, name, after[name], before[name])
 		}
 	}
 }
