@@ -9,10 +9,8 @@ import (
 	"os"
 	"slices"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/arch/x86/x86asm"
 
-	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/stacks"
 )
 
@@ -327,43 +325,7 @@ func addressOf(pid int, maps *stacks.Maps, lib stacks.File, off uint64) (uint64,
 	return 0, false
 }
 
-// LiveAddrs returns the addresses of the blocks of process tgid's current
-// program in the live table.
-func (p *Probes) LiveAddrs(tgid int) ([]uint64, error) {
-	mine := p.blocksOf(tgid)
-	var out []uint64
-	err := p.eachAlloc(func(key *bpf.MdtraceAllocKey, _ *bpf.MdtraceAllocInfo) {
-		if mine(key) {
-			out = append(out, key.Ptr)
-		}
-	})
-	return out, err
-}
 
-// ProcCalls returns each process's count of allocator calls (ProbeConfig's
-// CountCalls), which wraps at 2^32, and forgets the processes not alive.
-func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint32, error) {
-	out := map[int]uint32{}
-	var (
-		tgid, n uint32
-		gone    []uint32
-		it      = p.objs.ProcCalls.Iterate()
-	)
-	for it.Next(&tgid, &n) {
-		if alive(int(tgid)) {
-			out[int(tgid)] = n
-		} else {
-			gone = append(gone, tgid)
-		}
-	}
-	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrIterationAborted) {
-		return nil, err
-	}
-	for _, t := range gone {
-		p.objs.ProcCalls.Delete(t)
-	}
-	return out, nil
-}
 
 // Bypassed counts the functions a blob of Bypass covers.
 func Bypassed(blob []byte) int {
@@ -374,11 +336,4 @@ func Bypassed(blob []byte) int {
 		}
 	}
 	return n
-}
-
-// ProcCallsOf returns process pid's count of allocator calls (ProcCalls).
-func (p *Probes) ProcCallsOf(pid int) (uint32, error) {
-	var n uint32
-	err := p.objs.ProcCalls.Lookup(uint32(pid), &n)
-	return n, err
 }
