@@ -325,8 +325,6 @@ func addressOf(pid int, maps *stacks.Maps, lib stacks.File, off uint64) (uint64,
 	return 0, false
 }
 
-
-
 // Bypassed counts the functions a blob of Bypass covers.
 func Bypassed(blob []byte) int {
 	n := 0
