@@ -158,8 +158,8 @@ func positionFree(inst x86asm.Inst) error {
 	return nil
 }
 
-// fileProbes notes where the probes of the file at path are: the offsets,
-// in the file, of its probed instructions.
+// fileProbes returns where the probes of the file at path are: the
+// offsets, in the file, of its probed instructions.
 func (p *Probes) fileProbes(path string) []uint64 {
 	id, ok := statID(path)
 	if !ok {
@@ -195,17 +195,21 @@ func (p *Probes) Bypass(pid int, lib stacks.File) ([]byte, error) {
 	defer fh.Close()
 	// The bypasses go in a page of their own near the library, for
 	// its RIP-relative operands: the shim maps it there.
-	lo, hi, ok := execRange(pid, maps, lib)
-	if !ok {
+	text := codeMappings(pid, maps, lib)
+	if len(text) == 0 {
 		return nil, fmt.Errorf("process %d does not map %s's code", pid, lib.Name)
+	}
+	lo, hi := text[0].Start, text[0].End
+	for _, m := range text[1:] {
+		lo, hi = min(lo, m.Start), max(hi, m.End)
 	}
 	dst, ok := nearFreePage(maps, lo, hi)
 	if !ok {
-		return nil, fmt.Errorf("process %d has no free page within 2 GiB of %s's code", pid, lib.Name)
+		return nil, fmt.Errorf("process %d has no free page within 2 GiB of %s's text", pid, lib.Name)
 	}
 	table := binary.LittleEndian.AppendUint64(nil, dst)
 	table = append(table, make([]byte, 4*len(bypassFuncs))...)
-	var code []byte
+	var out []byte
 	for i, name := range bypassFuncs {
 		fs, ok := offsets[name]
 		if !ok {
@@ -225,7 +229,7 @@ func (p *Probes) Bypass(pid int, lib stacks.File) ([]byte, error) {
 			binary.LittleEndian.PutUint32(table[8+4*i:], bypassNone)
 			continue
 		}
-		at, ok := addressOf(pid, maps, lib, fs.off)
+		at, ok := addressOf(text, fs.off)
 		if !ok {
 			return nil, fmt.Errorf("process %d does not map %s's %s", pid, lib.Name, name)
 		}
@@ -233,44 +237,40 @@ func (p *Probes) Bypass(pid int, lib stacks.File) ([]byte, error) {
 		// after it.
 		buf := make([]byte, last+16)
 		n, _ := fh.ReadAt(buf, int64(fs.off))
-		for len(code)%16 != 0 {
-			code = append(code, 0xcc)
+		for len(out)%16 != 0 {
+			out = append(out, 0xcc)
 		}
-		b, err := bypassCode(buf[:n], at, last, dst+uint64(len(code)))
+		b, err := bypassCode(buf[:n], at, last, dst+uint64(len(out)))
 		if err != nil {
 			return nil, fmt.Errorf("%s's %s: %w", lib.Name, name, err)
 		}
-		binary.LittleEndian.PutUint32(table[8+4*i:], uint32(len(code)))
-		code = append(code, b...)
+		binary.LittleEndian.PutUint32(table[8+4*i:], uint32(len(out)))
+		out = append(out, b...)
 	}
-	if len(code) > bypassMax {
-		return nil, fmt.Errorf("the bypasses of %s take %d bytes, over %d", lib.Name, len(code), bypassMax)
+	if len(out) > bypassMax {
+		return nil, fmt.Errorf("the bypasses of %s take %d bytes, over %d", lib.Name, len(out), bypassMax)
 	}
-	return append(table, code...), nil
+	return append(table, out...), nil
 }
 
-// execRange returns the bounds of the executable mappings of lib in
-// process pid.
-func execRange(pid int, maps *stacks.Maps, lib stacks.File) (lo, hi uint64, ok bool) {
+// codeMappings returns the executable mappings of lib in process pid,
+// whose maps are maps.
+func codeMappings(pid int, maps *stacks.Maps, lib stacks.File) []stacks.Mapping {
 	want, err := os.Stat(lib.Path)
 	if err != nil {
-		return 0, 0, false
+		return nil
 	}
+	var out []stacks.Mapping
 	for i := range maps.Mappings {
 		m := &maps.Mappings[i]
 		if m.Inode == 0 || len(m.Perms) < 3 || m.Perms[2] != 'x' {
 			continue
 		}
-		if fi, err := os.Stat(stacks.MappedFile(pid, m).Path); err != nil || !os.SameFile(fi, want) {
-			continue
+		if fi, err := os.Stat(stacks.MappedFile(pid, m).Path); err == nil && os.SameFile(fi, want) {
+			out = append(out, *m)
 		}
-		if !ok || m.Start < lo {
-			lo = m.Start
-		}
-		hi = max(hi, m.End)
-		ok = true
 	}
-	return lo, hi, ok
+	return out
 }
 
 // nearMax is how far the bypasses' page may be from the code it copies:
@@ -306,19 +306,11 @@ func nearFreePage(maps *stacks.Maps, lo, hi uint64) (uint64, bool) {
 	return best, found
 }
 
-// addressOf returns where the byte at offset off of file lib is in process
-// pid, whose maps are maps, in an executable mapping of the file.
-func addressOf(pid int, maps *stacks.Maps, lib stacks.File, off uint64) (uint64, bool) {
-	want, err := os.Stat(lib.Path)
-	if err != nil {
-		return 0, false
-	}
-	for i := range maps.Mappings {
-		m := &maps.Mappings[i]
-		if m.Inode == 0 || len(m.Perms) < 3 || m.Perms[2] != 'x' || off < m.Offset || off >= m.Offset+(m.End-m.Start) {
-			continue
-		}
-		if fi, err := os.Stat(stacks.MappedFile(pid, m).Path); err == nil && os.SameFile(fi, want) {
+// addressOf returns where the byte at offset off of a file is in the
+// process that maps its code at text (codeMappings).
+func addressOf(text []stacks.Mapping, off uint64) (uint64, bool) {
+	for _, m := range text {
+		if off >= m.Offset && off < m.Offset+(m.End-m.Start) {
 			return m.Start + off - m.Offset, true
 		}
 	}
