@@ -448,21 +448,11 @@ static void *bypass_memalign(size_t alignment, size_t n)
 	return ((void *(*)(size_t, size_t))g_fn[4])(alignment, n);
 }
 
-static void **bypass_ptr(size_t i)
-{
-	switch (i) {
-	case 0:
-		return (void **)&md_real_malloc;
-	case 1:
-		return (void **)&md_real_free;
-	case 2:
-		return (void **)&md_real_calloc;
-	case 3:
-		return (void **)&md_real_realloc;
-	default:
-		return (void **)&md_real_memalign;
-	}
-}
+/* The shim's pointers to the allocator's functions, in the blob's order. */
+static void **const g_real[BYPASS_FUNCS] = {
+	(void **)&md_real_malloc, (void **)&md_real_free,     (void **)&md_real_calloc,
+	(void **)&md_real_realloc, (void **)&md_real_memalign,
+};
 
 /*
  * mdshim_inject_bypass takes blob, len bytes: the address of the page the
@@ -506,20 +496,15 @@ __attribute__((visibility("default"))) long mdshim_inject_bypass(const void *blo
 		munmap(m, page);
 		return n;
 	}
+	/* In order: realloc's and memalign's wrappers use malloc's and free's. */
 	for (size_t i = 0; i < BYPASS_FUNCS; i++) {
 		if (g_bypassed[i] == NULL)
-			g_bypassed[i] = __atomic_load_n(bypass_ptr(i), __ATOMIC_ACQUIRE);
+			g_bypassed[i] = __atomic_load_n(g_real[i], __ATOMIC_ACQUIRE);
 		g_fn[i] = at[i] == BYPASS_NONE ? g_bypassed[i] : (void *)(m + at[i]);
 		n += at[i] != BYPASS_NONE;
-	}
-	for (size_t i = 0; i < BYPASS_FUNCS; i++) {
-		void *f = g_fn[i];
-
-		if (i == 3)
-			f = (void *)bypass_realloc;
-		else if (i == 4)
-			f = (void *)bypass_memalign;
-		__atomic_store_n(bypass_ptr(i), f, __ATOMIC_RELEASE);
+		__atomic_store_n(g_real[i],
+				 i == 3 ? (void *)bypass_realloc : i == 4 ? (void *)bypass_memalign : g_fn[i],
+				 __ATOMIC_RELEASE);
 	}
 	return n;
 }
@@ -548,7 +533,7 @@ void md_inject_abandon(void)
 	/* The calls go to the functions themselves again, probes and all. */
 	for (size_t i = 0; i < BYPASS_FUNCS; i++)
 		if (g_bypassed[i] != NULL)
-			__atomic_store_n(bypass_ptr(i), g_bypassed[i], __ATOMIC_RELEASE);
+			__atomic_store_n(g_real[i], g_bypassed[i], __ATOMIC_RELEASE);
 	if (__atomic_exchange_n(&md_inject_routed, 0, __ATOMIC_ACQ_REL))
 		restore();
 	pthread_mutex_unlock(&g_lock);
