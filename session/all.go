@@ -308,7 +308,7 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 		// Field 22 of /proc/PID/stat, the start time, is the 20th after
 		// the command's name.
 		stamp := procStamp{exe, st[19]}
-		if old, ok := f.seenAt[pid]; ok && os.SameFile(old.exe, exe) && old.start == stamp.start {
+		if old, ok := f.seenAt[pid]; ok && sameStamp(old, stamp) {
 			continue
 		}
 		f.seenAt[pid] = stamp
@@ -344,7 +344,7 @@ func (f *libcFinder) shimSampling(pid int, file stacks.File, probes *tracer.Prob
 	n, err := tracer.ShimSampleBytes(pid, file)
 	if err != nil {
 		if processAlive(pid) {
-			say(fmt.Sprintf("process %d (%s) has mdtrace's shim, whose sampling mdtrace cannot read: %v; if it samples, its figures are wrong", pid, strings.TrimSpace(tracer.ProgName(pid)), err))
+			say(fmt.Sprintf("process %d (%s) has mdtrace's shim, whose sampling mdtrace cannot read: %v; if it samples, its figures are wrong", pid, progName(pid), err))
 		}
 		return
 	}
@@ -355,7 +355,7 @@ func (f *libcFinder) shimSampling(pid int, file stacks.File, probes *tracer.Prob
 	if n == 0 {
 		return
 	}
-	prog := strings.TrimSpace(tracer.ProgName(pid))
+	prog := progName(pid)
 	switch {
 	case f.sampleBytes == n:
 		say(fmt.Sprintf("the shim of process %d (%s) samples one allocation every %d bytes by itself, as the audit does: the probes take each call it reports from now on, without sampling it again (its calls before the audit looked at it were sampled twice)", pid, prog, n))
@@ -401,12 +401,12 @@ func (f *libcFinder) probeLibc(pid int, probes *tracer.Probes, say func(string))
 			// Another process that maps it will say.
 			return true
 		}
-		say(fmt.Sprintf("the %s of process %d (%s), %s, cannot be probed: %v; its processes are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name, err))
+		say(fmt.Sprintf("the %s of process %d (%s), %s, cannot be probed: %v; its processes are not counted", what, pid, progName(pid), file.Name, err))
 		f.probed = append(f.probed, fi)
 		return true
 	}
 	f.probed = append(f.probed, fi)
-	say(fmt.Sprintf("also auditing every process that uses the %s of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted", what, pid, strings.TrimSpace(tracer.ProgName(pid)), file.Name))
+	say(fmt.Sprintf("also auditing every process that uses the %s of process %d (%s), %s, another file than the system's libc: allocations made with it before now are not counted", what, pid, progName(pid), file.Name))
 	if f.sampling && tracer.HasShimSites(file.Path) {
 		// The probes sample calls one at a time; a batch brings every
 		// block of its thread, which the estimates would weigh as

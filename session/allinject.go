@@ -85,7 +85,6 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 			delete(ij.refused, pid)
 		}
 	}
-	var busy []int
 	rate := map[int]float64{}
 	for pid, n := range calls {
 		prev, ok := ij.calls[pid]
@@ -98,12 +97,10 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 		if _, no := ij.refused[pid]; no {
 			continue
 		}
-		busy = append(busy, pid)
 		rate[pid] = float64(n-prev) / dt
 	}
 	ij.calls, ij.lastAt = calls, now
-	slices.Sort(busy)
-	for _, pid := range busy {
+	for _, pid := range slices.Sorted(maps.Keys(rate)) {
 		st, ok := seenAt[pid]
 		if !ok {
 			continue
@@ -236,14 +233,6 @@ func (ij *auditInjector) stop() {
 // seccompFiltered reports whether process pid runs under a seccomp filter
 // (its status's Seccomp field is 2).
 func seccompFiltered(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
-			return strings.TrimSpace(v) == "2"
-		}
-	}
-	return false
+	v, _ := statusField(pid, "Seccomp")
+	return v == "2"
 }

@@ -359,17 +359,24 @@ func (a *auditor) dump(pid int, p *auditProc, path string) bool {
 // readAnonRSS is process pid's resident anonymous memory in bytes (its
 // heap's pages among them), 0 if it is gone.
 func readAnonRSS(pid int) uint64 {
+	v, _ := statusField(pid, "RssAnon")
+	kb, _ := strconv.ParseUint(strings.TrimSuffix(v, " kB"), 10, 64)
+	return kb << 10
+}
+
+// statusField is the value of field name of /proc/PID/status, trimmed;
+// false if the process is gone or has no such field.
+func statusField(pid int, name string) (string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return "", false
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
-	return 0
+	return "", false
 }
 
 // readComm is process pid's command name, "" if it is gone.

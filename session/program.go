@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -189,22 +188,14 @@ func (s *session) forkedUnheld(ev tracer.ProgramExec) bool {
 // tracedByMdtrace reports whether one of mdtrace's threads traces process
 // pid with ptrace.
 func tracedByMdtrace(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	v, _ := statusField(pid, "TracerPid")
+	// The tracer is a thread.
+	tid, _ := strconv.Atoi(v)
+	if tid == 0 {
 		return false
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			// The tracer is a thread.
-			tid, _ := strconv.Atoi(strings.TrimSpace(v))
-			if tid == 0 {
-				return false
-			}
-			_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
-			return err == nil
-		}
-	}
-	return false
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+	return err == nil
 }
 
 // processAlive reports whether pid is a process that has not exited: not
