@@ -182,6 +182,22 @@ static __always_inline u64 call_size(u32 call, u64 a0, u64 a1, u64 a2)
 	return 0;
 }
 
+/*
+ * count_call counts a call of the current process at the allocator's
+ * entry probes (count_calls), and tells user space when the count reaches
+ * busy_calls.
+ */
+static __always_inline void count_call(void)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u64 one = 1, *n = bpf_map_lookup_elem(&proc_calls, &tgid);
+
+	if (!n)
+		bpf_map_update_elem(&proc_calls, &tgid, &one, BPF_NOEXIST);
+	else if (__sync_fetch_and_add(n, 1) + 1 == busy_calls)
+		bpf_ringbuf_output(&busy, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+}
+
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
 {
 	struct thread_state *ts = thread_state();
@@ -189,14 +205,6 @@ static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, 
 
 	if (!ts)
 		return 0;
-	if (count_calls) {
-		u32 tgid = bpf_get_current_pid_tgid() >> 32, one = 1, *n = bpf_map_lookup_elem(&proc_calls, &tgid);
-
-		if (n)
-			__sync_fetch_and_add(n, 1);
-		else
-			bpf_map_update_elem(&proc_calls, &tgid, &one, BPF_NOEXIST);
-	}
 	if (nested_in(ctx, ts, sp)) {
 		count(COUNTER_NESTED);
 		return 0;

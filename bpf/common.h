@@ -60,8 +60,12 @@ const volatile u32 program_len = 0;
  * process starts with none (program_fork), as traced processes do.
  */
 const volatile u32 gens_all = 0;
-/* --all --inject: each process's calls are counted in proc_calls. */
+/*
+ * --all --inject: each process's calls are counted in proc_calls, and a
+ * process whose count reaches busy_calls is told once on busy (0: never).
+ */
 const volatile u32 count_calls = 0;
+const volatile u32 busy_calls = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
@@ -140,10 +144,27 @@ struct process_map gens SEC(".maps");
 
 /*
  * With count_calls, each process's calls of the allocator seen at its
- * entry probes, wrapping: mdtrace reads how fast each process calls, to
- * pick those whose calls its shim should take (--all --inject).
+ * entry probes since its exec (or since the audit began): mdtrace reads
+ * them to pick the processes whose calls its shim should take (--all
+ * --inject). Value: the count, 64 bits for the atomic add that returns it.
  */
-struct process_map proc_calls SEC(".maps");
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, u32);
+	__type(value, u64);
+} proc_calls SEC(".maps");
+
+/*
+ * The processes whose count of calls reached busy_calls, each once per
+ * program (an exec starts its count anew): their tgids. One full loses
+ * an event, which mdtrace's scan of proc_calls each second makes up for.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} busy SEC(".maps");
 
 /* Loss and event counters, per CPU, summed by user space. */
 struct {

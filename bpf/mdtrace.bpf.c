@@ -41,6 +41,9 @@ int alloc_entry(struct pt_regs *ctx)
 
 	if (ignored())
 		return 0;
+	/* Every call trapped, a free's too. */
+	if (count_calls)
+		count_call();
 	switch (call) {
 	case CALL_FREE:
 		/*
@@ -505,6 +508,9 @@ int exec_gen(u64 *ctx)
 	gen = current_gen();
 	if (bpf_map_update_elem(&gens, &tgid, &gen, BPF_ANY) != 0)
 		count(COUNTER_GEN_LOST);
+	/* A new program's calls are counted from none (--all --inject). */
+	if (count_calls)
+		bpf_map_delete_elem(&proc_calls, &tgid);
 	/* The allocator's mappings went with the old program's memory. */
 	if (gens_all ? bpf_map_lookup_elem(&traced, &tgid) != 0 : true)
 		mapping_event(tgid, MAPPING_RESET, 0, 0);

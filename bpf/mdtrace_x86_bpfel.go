@@ -233,6 +233,7 @@ const (
 	MdtraceMapAllocs             = "allocs"
 	MdtraceMapBatchSpaces        = "batch_spaces"
 	MdtraceMapBatchThreads       = "batch_threads"
+	MdtraceMapBusy               = "busy"
 	MdtraceMapCounters           = "counters"
 	MdtraceMapDeferBudget        = "defer_budget"
 	MdtraceMapDeferNew           = "defer_new"
@@ -286,6 +287,7 @@ const (
 	MdtraceVarBatchesDrained     = "batches_drained"
 	MdtraceVarBtMaxSize          = "bt_max_size"
 	MdtraceVarBtMinSize          = "bt_min_size"
+	MdtraceVarBusyCalls          = "busy_calls"
 	MdtraceVarCountCalls         = "count_calls"
 	MdtraceVarDeferSeq           = "defer_seq"
 	MdtraceVarGensAll            = "gens_all"
@@ -384,6 +386,7 @@ type MdtraceMapSpecs struct {
 	Allocs        *ebpf.MapSpec `ebpf:"allocs"`
 	BatchSpaces   *ebpf.MapSpec `ebpf:"batch_spaces"`
 	BatchThreads  *ebpf.MapSpec `ebpf:"batch_threads"`
+	Busy          *ebpf.MapSpec `ebpf:"busy"`
 	Counters      *ebpf.MapSpec `ebpf:"counters"`
 	DeferBudget   *ebpf.MapSpec `ebpf:"defer_budget"`
 	DeferNew      *ebpf.MapSpec `ebpf:"defer_new"`
@@ -431,6 +434,7 @@ type MdtraceVariableSpecs struct {
 	BatchesDrained     *ebpf.VariableSpec `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.VariableSpec `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.VariableSpec `ebpf:"bt_min_size"`
+	BusyCalls          *ebpf.VariableSpec `ebpf:"busy_calls"`
 	CountCalls         *ebpf.VariableSpec `ebpf:"count_calls"`
 	DeferSeq           *ebpf.VariableSpec `ebpf:"defer_seq"`
 	GensAll            *ebpf.VariableSpec `ebpf:"gens_all"`
@@ -489,6 +493,7 @@ type MdtraceMaps struct {
 	Allocs        *ebpf.Map `ebpf:"allocs"`
 	BatchSpaces   *ebpf.Map `ebpf:"batch_spaces"`
 	BatchThreads  *ebpf.Map `ebpf:"batch_threads"`
+	Busy          *ebpf.Map `ebpf:"busy"`
 	Counters      *ebpf.Map `ebpf:"counters"`
 	DeferBudget   *ebpf.Map `ebpf:"defer_budget"`
 	DeferNew      *ebpf.Map `ebpf:"defer_new"`
@@ -531,6 +536,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Allocs,
 		m.BatchSpaces,
 		m.BatchThreads,
+		m.Busy,
 		m.Counters,
 		m.DeferBudget,
 		m.DeferNew,
@@ -579,6 +585,7 @@ type MdtraceVariables struct {
 	BatchesDrained     *ebpf.Variable `ebpf:"batches_drained"`
 	BtMaxSize          *ebpf.Variable `ebpf:"bt_max_size"`
 	BtMinSize          *ebpf.Variable `ebpf:"bt_min_size"`
+	BusyCalls          *ebpf.Variable `ebpf:"busy_calls"`
 	CountCalls         *ebpf.Variable `ebpf:"count_calls"`
 	DeferSeq           *ebpf.Variable `ebpf:"defer_seq"`
 	GensAll            *ebpf.Variable `ebpf:"gens_all"`

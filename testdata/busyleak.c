@@ -3,7 +3,7 @@
 // from the start, while the main thread reads commands on standard input,
 // one a line, and answers each once done:
 //
-//   hold     mallocs 4000 blocks of 1024 bytes from hold_block, kept ("held")
+//   hold     mallocs 3000 blocks of 1024 bytes from hold_block, kept ("held")
 //   release  frees them ("released")
 //   leak     the leaks of testdata/sampled: 20000 blocks of 64 bytes from
 //            leak_small, 2000 of 4096 from leak_large, 2000 of 2048 from
@@ -11,9 +11,12 @@
 //            ("leaked")
 //   exec     executes itself anew (it says "ready" again)
 //   exit     stops the thread and exits 0, saying how many pairs it made
+//   spin     starts the thread's loop, if BUSYLEAK_IDLE held it ("spinning")
 //
 // With BUSYLEAK_SECCOMP set in its environment it first puts itself under a
 // seccomp filter that allows every system call, as a sandboxed service is.
+// With BUSYLEAK_IDLE set, the thread makes one pair and waits for "spin":
+// until then, the process calls the allocator only on command.
 //
 // Built as distributions build code (-O2, no frame pointers).
 #include <linux/filter.h>
@@ -26,13 +29,13 @@
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
-#define HELD 4000
+#define HELD 3000
 
 static void *volatile sink;
 /* A null pointer the compiler cannot see: realloc(NULL, n) would become malloc(n). */
 static void *volatile none;
 static void *held[HELD];
-static volatile int stop;
+static volatile int stop, idle;
 
 NOINLINE void hold_block(int i) { held[i] = malloc(1024); }
 NOINLINE void leak_small(void) { sink = malloc(64); }
@@ -76,6 +79,8 @@ static void *busy(void *arg)
 
 		free(p);
 		++*pairs;
+		while (idle && !stop)
+			usleep(1000);
 	}
 	return NULL;
 }
@@ -95,6 +100,7 @@ int main(int argc, char **argv)
 		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
 			return 1;
 	}
+	idle = getenv("BUSYLEAK_IDLE") != NULL;
 	if (pthread_create(&t, NULL, busy, &pairs) != 0)
 		return 1;
 	/* Its calls bound, before anyone reads the GOT. */
@@ -133,6 +139,9 @@ int main(int argc, char **argv)
 			pthread_join(t, NULL);
 			execv("/proc/self/exe", argv);
 			return 1;
+		} else if (strcmp(line, "spin\n") == 0) {
+			idle = 0;
+			puts("spinning");
 		} else if (strcmp(line, "exit\n") == 0) {
 			break;
 		}

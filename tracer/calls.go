@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"errors"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -11,17 +12,50 @@ import (
 )
 
 // What --all --inject reads of each process: how often it calls the
-// allocator (the probes count it with ProbeConfig's CountCalls), and the
-// blocks the probes hold of it, which the shim loaded into it takes over.
+// allocator (the probes count it with ProbeConfig's CountCalls, and say
+// when the count reaches BusyCalls), and the blocks the probes hold of it,
+// which the shim loaded into it takes over.
+
+// BusyReader reads the processes whose count of calls reached
+// ProbeConfig's BusyCalls.
+type BusyReader struct {
+	r    *EventReader[uint32]
+	tgid uint32
+}
+
+// WatchBusy returns the reader of the processes whose count of calls
+// reaches ProbeConfig's BusyCalls, each once per program. An event the
+// ring buffer had no room for is lost: ProcCalls still has the count.
+func (p *Probes) WatchBusy() (*BusyReader, error) {
+	r, err := newEventReader[uint32](p.objs.Busy, "busy processes")
+	if err != nil {
+		return nil, err
+	}
+	return &BusyReader{r: r}, nil
+}
+
+// Next returns the next busy process, waiting until deadline at the most
+// (ErrNoRecord when none came; os.ErrClosed once closed).
+func (r *BusyReader) Next(deadline time.Time) (int, error) {
+	if err := r.r.Next(deadline, &r.tgid); err != nil {
+		return 0, err
+	}
+	return int(r.tgid), nil
+}
+
+// Close stops the reader.
+func (r *BusyReader) Close() error { return r.r.Close() }
 
 // ProcCalls returns each process's count of allocator calls (ProbeConfig's
-// CountCalls), which wraps at 2^32, and forgets the processes not alive.
-func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint32, error) {
-	out := map[int]uint32{}
+// CountCalls) since its exec or the probes' start, and forgets the
+// processes not alive.
+func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint64, error) {
+	out := map[int]uint64{}
 	var (
-		tgid, n uint32
-		gone    []uint32
-		it      = p.objs.ProcCalls.Iterate()
+		tgid uint32
+		n    uint64
+		gone []uint32
+		it   = p.objs.ProcCalls.Iterate()
 	)
 	for it.Next(&tgid, &n) {
 		if alive(int(tgid)) {
@@ -40,8 +74,8 @@ func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint32, error) {
 }
 
 // ProcCallsOf returns process pid's count of allocator calls (ProcCalls).
-func (p *Probes) ProcCallsOf(pid int) (uint32, error) {
-	var n uint32
+func (p *Probes) ProcCallsOf(pid int) (uint64, error) {
+	var n uint64
 	err := p.objs.ProcCalls.Lookup(uint32(pid), &n)
 	return n, err
 }

@@ -87,6 +87,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	if cfg.All {
 		vars["gens_all"] = uint32(1)
 		vars["count_calls"] = boolU32(cfg.CountCalls)
+		if cfg.CountCalls {
+			vars["busy_calls"] = cfg.BusyCalls
+		}
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -121,8 +121,11 @@ type ProbeConfig struct {
 	// whose execs starts a new program whose blocks are the only ones
 	// counted (see WatchAllExecs).
 	All bool
-	// CountCalls, with All, counts each process's calls (ProcCalls).
+	// CountCalls, with All, counts each process's calls (ProcCalls), from
+	// its exec on; BusyCalls, when not 0, is the count at which a process
+	// is told once on the reader WatchBusy returns.
 	CountCalls bool
+	BusyCalls  uint32
 	// SampleBytes, when not 0, samples the allocations in the probes, one
 	// every SampleBytes bytes on average (bpf/sample.h): the others take no
 	// backtrace and no room in the table, and Totals gives estimates. It

@@ -1,0 +1,119 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBusyCalls: with the probes on libc for every process, counting
+// calls (--all --inject), a process is told on the busy reader once, when
+// its count reaches BusyCalls, and not before; an exec starts its count
+// anew, and the new program is told again at its own BusyCalls-th call.
+// testdata/busyleak, idle, calls the allocator only on command: 3000
+// mallocs to hold, 3000 frees to release.
+func TestBusyCalls(t *testing.T) {
+	needProbes(t)
+	const busyAt = 5000
+	probes, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: busyAt, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
+	if err != nil {
+		t.Fatalf("LoadProbes: %v", err)
+	}
+	defer probes.Close()
+
+	cmd := exec.Command(testProg(t, "busyleak"))
+	cmd.Env = append(os.Environ(), "BUSYLEAK_IDLE=1")
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	lines := bufio.NewReader(out)
+	do := func(command, answer string) {
+		t.Helper()
+		if command != "" {
+			io.WriteString(stdin, command+"\n")
+		}
+		line, err := lines.ReadString('\n')
+		if strings.TrimSpace(line) != answer {
+			t.Fatalf("busyleak answered %q (%v), want %q", line, err, answer)
+		}
+	}
+	do("", "ready")
+	pid := cmd.Process.Pid
+
+	lib, err := AllocatorOfRunning(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probes.Attach(0, lib); err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	busy, err := probes.WatchBusy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// told returns how many times the reader told of busyleak: each
+	// event is in the ring buffer once the call that made it returned.
+	told := func() int {
+		n := 0
+		for {
+			got, err := busy.Next(time.Now().Add(100 * time.Millisecond))
+			if errors.Is(err, ErrNoRecord) {
+				return n
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == pid {
+				n++
+			}
+		}
+	}
+	calls := func(lo, hi uint64) {
+		t.Helper()
+		n, err := probes.ProcCallsOf(pid)
+		if err != nil || n < lo || n > hi {
+			t.Errorf("busyleak's count of calls: %d (%v), want %d to %d", n, err, lo, hi)
+		}
+	}
+
+	do("hold", "held")
+	calls(3000, 3010)
+	if n := told(); n != 0 {
+		t.Errorf("told %d times after 3000 calls, want none before %d", n, busyAt)
+	}
+	do("release", "released")
+	calls(6000, 6010)
+	if n := told(); n != 1 {
+		t.Errorf("told %d times after 6000 calls, want once", n)
+	}
+	do("hold", "held")
+	if n := told(); n != 0 {
+		t.Errorf("told %d times more after 9000 calls, want once in all", n)
+	}
+
+	// A new program is counted from none.
+	do("exec", "ready")
+	calls(0, 100)
+	do("release", "released")
+	if n := told(); n != 0 {
+		t.Errorf("the new program was told of %d times after its first calls, want none", n)
+	}
+	do("hold", "held")
+	do("release", "released")
+	if n := told(); n != 1 {
+		t.Errorf("the new program was told of %d times after 6000 calls, want once", n)
+	}
+	io.WriteString(stdin, "exit\n")
+}
