@@ -64,7 +64,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		}
 	}
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
-		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject})
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: auditInjectCalls})
 	if err != nil {
 		return 1, err
 	}
@@ -118,10 +118,19 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if flags.SampleBytes > 0 {
 		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average (--sample-bytes 0 counts every one): block counts and byte totals in the summaries are estimates, sizes are exact\n", flags.SampleBytes)
 	}
-	var ij *auditInjector
+	var (
+		ij   *auditInjector
+		busy <-chan int
+	)
 	if flags.Inject {
 		ij = newAuditInjector(probes, shim, flags.SampleBytes, depth, say)
-		fmt.Fprintf(stderr, "mdtrace: --inject: a process that calls the allocator %d times a second or more gets mdtrace's shim, which samples its calls in the process; its calls are given back to the allocator when the audit ends\n", auditInjectRate)
+		fmt.Fprintf(stderr, "mdtrace: --inject: a process that has called the allocator %d times (since its exec or the audit's start) gets mdtrace's shim, which samples its calls in the process; its calls are given back to the allocator when the audit ends\n", auditInjectCalls)
+		r, err := probes.WatchBusy()
+		if err != nil {
+			return 1, err
+		}
+		defer r.Close()
+		busy = readBusy(r)
 	}
 	libcs.scan(probes, say)
 	if ij != nil {
@@ -177,6 +186,8 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			if aud.procs[f.pid] == nil {
 				aud.seenWith(f.pid, f.maps)
 			}
+		case pid := <-busy:
+			ij.busy(pid)
 		case <-scan.C:
 			libcs.scan(probes, say)
 			if ij != nil {
@@ -274,6 +285,47 @@ type procStamp struct {
 	start string
 }
 
+// readBusy passes on the processes r tells of until r is closed.
+func readBusy(r *tracer.BusyReader) <-chan int {
+	c := make(chan int, 64)
+	go func() {
+		for {
+			pid, err := r.Next(time.Now().Add(time.Second))
+			switch {
+			case errors.Is(err, tracer.ErrNoRecord):
+				continue
+			case err != nil:
+				return
+			}
+			select {
+			case c <- pid:
+			default:
+				// The scan each second finds it.
+			}
+		}
+	}()
+	return c
+}
+
+// stampOf returns process pid's stamp: its executable and its start
+// time. A kernel thread has none.
+func stampOf(pid int) (procStamp, error) {
+	exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return procStamp{}, err
+	}
+	st, err := tracer.StatFields(pid)
+	if err != nil {
+		return procStamp{}, err
+	}
+	if len(st) < 20 {
+		return procStamp{}, fmt.Errorf("process %d: a short stat", pid)
+	}
+	// Field 22 of /proc/PID/stat, the start time, is the 20th after the
+	// command's name.
+	return procStamp{exe, st[19]}, nil
+}
+
 func newLibcFinder(lib stacks.File) *libcFinder {
 	f := &libcFinder{seenAt: map[int]procStamp{}}
 	if fi, err := os.Stat(lib.Path); err == nil {
@@ -296,18 +348,11 @@ func (f *libcFinder) scan(probes *tracer.Probes, say func(string)) {
 			continue
 		}
 		alive[pid] = true
-		exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+		stamp, err := stampOf(pid)
 		if err != nil {
 			// A kernel thread, or gone.
 			continue
 		}
-		st, err := tracer.StatFields(pid)
-		if err != nil || len(st) < 20 {
-			continue
-		}
-		// Field 22 of /proc/PID/stat, the start time, is the 20th after
-		// the command's name.
-		stamp := procStamp{exe, st[19]}
 		if old, ok := f.seenAt[pid]; ok && sameStamp(old, stamp) {
 			continue
 		}

@@ -10,19 +10,25 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
-// auditInjectRate is the calls a second of the allocator from which
-// --all --inject takes a process's calls with the shim: below it, the
-// probes' traps cost the process less than the injection's stop.
-const auditInjectRate = 2000
+// auditInjectCalls is the count of allocator calls (each a trap into the
+// probes) at which --all --inject takes a process's calls with the shim.
+// The injection holds the process for about 10 ms on these machines (one
+// thread while the shim is loaded, every thread while the GOT slots are
+// rewritten), what about 4096 traps of 2.5 µs cost it. Taking a process
+// once its traps have cost it what the injection would is the rule of
+// renting until the rent paid equals the price: whatever the process does
+// next, it pays at most twice what the best choice made in advance would
+// have cost it. The probes say at once when a process reaches the count
+// (tracer.BusyReader); each program is counted from its exec.
+const auditInjectCalls = 4096
 
-// auditInjector is --all --inject: the processes that call the allocator
-// most get mdtrace's shim, loaded into them as -p --inject does, and
+// auditInjector is --all --inject: the processes that have called the
+// allocator auditInjectCalls times get mdtrace's shim, loaded into them as -p --inject does, and
 // their calls go through its hooks, which sample them in the process;
 // only the sampled ones reach the probes, at the shim's sites. The probes
 // on the C library have no PID filter: the hooks pass each call on through
@@ -35,9 +41,6 @@ type auditInjector struct {
 	sampleBytes uint64
 	depth       int
 	say         func(string)
-	// calls are each process's counts at the last scan, at lastAt.
-	calls  map[int]uint32
-	lastAt time.Time
 	// injected are the processes whose calls the shim takes, each with
 	// its program's stamp (an exec ends the shim); refused those tried
 	// that could not be, for this program.
@@ -53,7 +56,7 @@ type auditInjected struct {
 	// gen is its program's gen: an exec of the same file changes it.
 	gen uint32
 	// calls is the process's count of calls at the probes once routed.
-	calls uint32
+	calls uint64
 }
 
 func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, depth int, say func(string)) *auditInjector {
@@ -61,17 +64,17 @@ func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, de
 		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}}
 }
 
-// scan injects the processes that called the allocator at least
-// auditInjectRate times a second since the last scan. seenAt are the
+// scan injects the processes that called the allocator auditInjectCalls
+// times or more and are not injected yet (those whose event the probes
+// had no room for, those refused before whose program changed), and
+// releases those that ended or executed a program. seenAt are the
 // processes' stamps, as the libc scan has them.
 func (ij *auditInjector) scan(seenAt map[int]procStamp) {
-	now := time.Now()
 	calls, err := ij.probes.ProcCalls(processAlive)
 	if err != nil {
 		ij.say(fmt.Sprintf("--inject: reading the processes' calls: %v", err))
 		return
 	}
-	dt := now.Sub(ij.lastAt).Seconds()
 	for pid, a := range ij.injected {
 		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) || ij.probes.ExecGen(pid) != a.gen {
 			// Ended, or executing another program: its shim went
@@ -85,31 +88,36 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 			delete(ij.refused, pid)
 		}
 	}
-	rate := map[int]float64{}
-	for pid, n := range calls {
-		prev, ok := ij.calls[pid]
-		if !ok || dt <= 0 || float64(n-prev)/dt < auditInjectRate {
-			continue
+	for _, pid := range slices.Sorted(maps.Keys(calls)) {
+		if st, ok := seenAt[pid]; ok && calls[pid] >= auditInjectCalls {
+			ij.take(pid, st)
 		}
-		if _, done := ij.injected[pid]; done {
-			continue
-		}
-		if _, no := ij.refused[pid]; no {
-			continue
-		}
-		rate[pid] = float64(n-prev) / dt
 	}
-	ij.calls, ij.lastAt = calls, now
-	for _, pid := range slices.Sorted(maps.Keys(rate)) {
-		st, ok := seenAt[pid]
-		if !ok {
-			continue
-		}
-		if err := ij.inject(pid, st, rate[pid]); err != nil {
-			ij.refused[pid] = st
-			if !errors.Is(err, tracer.ErrProcessGone) && processAlive(pid) {
-				ij.say(fmt.Sprintf("--inject: process %d (%s) calls the allocator %.0f times a second, but its calls stay with the probes: %v", pid, progName(pid), rate[pid], err))
-			}
+}
+
+// busy injects process pid, which the probes say has just called the
+// allocator auditInjectCalls times, unless it was taken or refused.
+func (ij *auditInjector) busy(pid int) {
+	if st, err := stampOf(pid); err == nil {
+		ij.take(pid, st)
+	}
+}
+
+// take injects process pid, of stamp st, unless it is injected or was
+// refused for this program; a refusal is said once.
+func (ij *auditInjector) take(pid int, st procStamp) {
+	if _, done := ij.injected[pid]; done {
+		// Taken; or executing another program since, which the next
+		// scan releases before it looks at the counts.
+		return
+	}
+	if old, no := ij.refused[pid]; no && sameStamp(old, st) {
+		return
+	}
+	if err := ij.inject(pid, st); err != nil {
+		ij.refused[pid] = st
+		if !errors.Is(err, tracer.ErrProcessGone) && processAlive(pid) {
+			ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), auditInjectCalls, err))
 		}
 	}
 }
@@ -119,7 +127,7 @@ func sameStamp(a, b procStamp) bool { return os.SameFile(a.exe, b.exe) && a.star
 func progName(pid int) string { return strings.TrimSpace(tracer.ProgName(pid)) }
 
 // inject loads the shim into process pid and routes its calls.
-func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
+func (ij *auditInjector) inject(pid int, st procStamp) error {
 	if pid == 1 {
 		return errors.New("process 1 is never injected")
 	}
@@ -141,16 +149,25 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 		return errors.New("it has mdtrace's shim already")
 	}
 	gen := ij.probes.ExecGen(pid)
+	// The probes on the shim's sites go on while the shim is loaded:
+	// a probe's registration waits for the kernel's grace periods, 5 to
+	// 15 ms here, and the process traps at every call until it is routed.
+	// They are for the file at mdtrace's path, which InjectLoad makes
+	// sure the process maps.
+	attached := make(chan error, 1)
+	go func() { attached <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
 	// The shim samples, and batches its samples: one probe hit for
 	// several.
 	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
+	aerr := <-attached
+	undo := func() { ij.release(pid) }
 	if err != nil {
+		undo()
 		return err
 	}
-	undo := func() { ij.release(pid) }
-	if err := ij.probes.AttachBatches(pid, in.Shim); err != nil {
+	if aerr != nil {
 		undo()
-		return fmt.Errorf("probing the shim's sites: %w", err)
+		return fmt.Errorf("probing the shim's sites: %w", aerr)
 	}
 	if err := ij.probes.CountPending(pid, in.Pending); err != nil {
 		undo()
@@ -178,8 +195,8 @@ func (ij *auditInjector) inject(pid int, st procStamp, rate float64) error {
 	calls, _ := ij.probes.ProcCallsOf(pid)
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
-	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %.0f times a second: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
-		pid, progName(pid), rate, routed, in.Adopted)
+	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %d times: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
+		pid, progName(pid), calls, routed, in.Adopted)
 	if unrouted > 0 {
 		msg += fmt.Sprintf("; %d slots could not be routed and stay with the probes", unrouted)
 	}

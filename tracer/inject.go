@@ -489,7 +489,9 @@ func pickThread(pid int, pf *processFiles) (int, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("no thread of process %d stopped outside the allocator and the loader within %s", pid, injectPickWait)
 		}
-		time.Sleep(2 * time.Millisecond)
+		// A busy thread is mostly inside the allocator, its probes'
+		// traps included: the next tries come soon.
+		time.Sleep(500 * time.Microsecond)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestAllInject: `--all --inject` gives the shim to a busy process
 // (testdata/busyleak, -O2 without frame pointers, whose thread mallocs and
-// frees without a pause) while it runs. The process's blocks sampled by
+// frees without a pause once told) while it runs, once it has called the
+// allocator 4096 times and not before. The process's blocks sampled by
 // the probes before, freed after through the shim, leave the table; its
 // leaks after are estimated as sampling estimates them, leak_large's 2000
 // blocks exactly (a block of 4096 bytes is always sampled), with their
@@ -28,23 +29,32 @@ func TestAllInject(t *testing.T) {
 	needRoot(t)
 	const interval = 4096
 	exe := prog("busyleak")
-	target, pid := startBusy(t)
+	// Idle until told: its calls stay below the 4096 that get it the
+	// shim until then.
+	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
 	slots := gotSlots(t, pid, exe)
 	before := readSlots(t, pid, slots)
 	m := startAllInject(t, t.TempDir(), "--backtrace", "--format", "json")
-	// Blocks the probes sample before the shim takes the calls.
+	// Blocks the probes sample before the shim takes the calls: 3000
+	// calls, the shim not yet.
 	io.WriteString(target.stdin, "hold\n")
 	target.expectLine(t, "held")
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
+	if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
+		t.Fatalf("busyleak was given the shim before its 4096th call:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "spin\n")
+	target.expectLine(t, "spinning")
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
 	adopted := waitStderr(m, injected, 1)
 	if adopted == nil {
 		m.cmd.Process.Signal(syscall.SIGINT)
 		m.wait(t)
 		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
 	}
-	// About 885 of the 4000 blocks of 1024 bytes.
-	if n, _ := strconv.Atoi(adopted[1]); n < 600 || n > 1200 {
-		t.Errorf("%d blocks taken over, want about 885 of the 4000 held", n)
+	// About 664 of the 3000 blocks of 1024 bytes (1 - e^(-1/4) of them),
+	// within five standard deviations.
+	if n, _ := strconv.Atoi(adopted[1]); n < 550 || n > 780 {
+		t.Errorf("%d blocks taken over, want about 664 of the 3000 held", n)
 	}
 	slotsInShim(t, pid, slots)
 	io.WriteString(target.stdin, "release\n")
@@ -125,7 +135,7 @@ func TestAllInjectSeccomp(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_SECCOMP=1")
 	m := startAllInject(t, t.TempDir())
-	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) calls the allocator [0-9]+ times a second, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
+	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator 4096 times or more, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
 	found := waitStderr(m, refused, 1) != nil
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
@@ -147,7 +157,7 @@ func TestAllInjectExec(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t)
 	m := startAllInject(t, t.TempDir())
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on`, pid))
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
 	if waitStderr(m, injected, 1) == nil {
 		m.cmd.Process.Signal(syscall.SIGINT)
 		m.wait(t)
@@ -220,7 +230,7 @@ func TestAllInjectKilled(t *testing.T) {
 	slots := gotSlots(t, pid, exe)
 	before := readSlots(t, pid, slots)
 	m := startAllInject(t, t.TempDir())
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times a second: its calls go through mdtrace's shim from now on`, pid))
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
 	if waitStderr(m, injected, 1) == nil {
 		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
 	}
