@@ -36,7 +36,16 @@ uint64_t md_sample_bytes;
  */
 __attribute__((visibility("default"))) volatile uint64_t mdshim_sample_bytes;
 
-/* The filter: a counter per hash of a pointer, of the sampled blocks. */
+/*
+ * The filter: a counter per slot of pointers, of the sampled blocks. A
+ * pointer's slot is its address in 16-byte units within its 16 MB window,
+ * the window's own bits folded in: blocks near each other in memory, as
+ * those a program uses together are, share the filter's cache lines (a
+ * hash put each free on a line of its own, a cache miss in 1 MB), and the
+ * windows of different arenas (64 MB apart) do not all fall on the same
+ * slots. XOR with the window's bits keeps each aligned run of 64 slots
+ * together.
+ */
 #define FILTER_BITS 20
 #define FILTER_MAX 255
 static uint8_t *g_filter;
@@ -51,7 +60,9 @@ static void fork_child(void);
 
 static size_t filter_slot(const void *p)
 {
-	return (size_t)(mix64((uintptr_t)p) >> (64 - FILTER_BITS));
+	uintptr_t a = (uintptr_t)p;
+
+	return (size_t)((a >> 4) ^ (a >> (4 + FILTER_BITS)) ^ (a >> (4 + 2 * FILTER_BITS))) & (((size_t)1 << FILTER_BITS) - 1);
 }
 
 void md_sample_init(void)
