@@ -513,17 +513,19 @@ target() {
 # What --all costs the host: a workload's wall time while `mdtrace --all`
 # audits every process, against its time alone, in the same rounds: with
 # its default sampling (one allocation every 4096 bytes) and without
-# (--sample-bytes 0), each also with --backtrace. The audit's probes have
-# no PID filter: every process's malloc and free reach them, and their
-# traps cost the same sampled or not; sampling saves the walks and the
-# table's writes of the blocks it passes over.
+# (--sample-bytes 0), each also with --backtrace, and with --inject. The
+# audit's probes have no PID filter: every process's malloc and free reach
+# them, and their traps cost the same sampled or not; sampling saves the
+# walks and the table's writes of the blocks it passes over. With
+# --inject, a process gets the shim at its 8192nd call, and samples in
+# itself from then on.
 audit_cost() {
 	local name=$1 r mode t0 t1 m
 	shift
 	declare -A times=()
-	declare -A args=([all]="" [allexact]="--sample-bytes 0" [allbt]="--backtrace" [allbtexact]="--backtrace --sample-bytes 0")
+	declare -A args=([all]="" [allexact]="--sample-bytes 0" [allbt]="--backtrace" [allbtexact]="--backtrace --sample-bytes 0" [inject]="--inject")
 	for ((r = 0; r < AUDIT_ROUNDS; r++)); do
-		for mode in native all allexact allbt allbtexact; do
+		for mode in native all allexact allbt allbtexact inject; do
 			sleep "$SETTLE"
 			m=""
 			if [[ $mode != native ]]; then
@@ -546,7 +548,7 @@ audit_cost() {
 	local n v
 	n=$(median <<<"${times[native]}")
 	printf '  %-9s %-44s %8s  (median of %d, s; spread %s)\n' "$name" "alone, wall time" "$n" "$AUDIT_ROUNDS" "$(spread <<<"${times[native]}")"
-	for mode in all allexact; do
+	for mode in all allexact inject; do
 		v=$(median <<<"${times[$mode]}")
 		printf '  %-9s %-44s %8s  %-2s %-5s %s (spread %s)\n' "$name" "--all ${args[$mode]:-(sampling on)} / alone" "$(ratio "$v" "$n")x" "<=" 1.05 \
 			"$(awk -v a="$v" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')" "$(spread <<<"${times[$mode]}")"
@@ -562,6 +564,9 @@ audit_rows() {
 	fi
 	if [[ -x /usr/bin/python3 ]]; then
 		audit_cost python3 /usr/bin/python3 -c 'import json, email.parser, decimal; json.dumps([{"a": i} for i in range(20000)])'
+	fi
+	if [[ -n $cc1plus && -s $tmp/unit.ii ]]; then
+		audit_cost cc1plus "$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null
 	fi
 }
 # What --all costs a busy process that runs all along, as a service does:
@@ -667,6 +672,21 @@ slope_row() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' chain "$what: heaptrack / with sites, CPU" "$(ratio "${h_cpu:-}" "${s_cpu:-}")x" ">=" 2 \
 		"$(awk -v h="${h_cpu:-}" -v s="${s_cpu:-}" 'BEGIN {print (h != "" && s > 0 && h / s >= 2) ? "PASS" : "MISS"}')"
 }
+# The real programs: Debian's python3, and gcc's C++ compiler proper on a
+# unit preprocessed here once.
+cc1plus=$(ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1plus 2>/dev/null | tail -1)
+realprogs=()
+if [[ -x /usr/bin/python3 ]]; then
+	realprogs+=(python3)
+else
+	echo "python3 not installed: its workload is skipped"
+fi
+if [[ -n $cc1plus ]] && printf '#include <map>\n#include <string>\n#include <vector>\n#include <iostream>\nint main() { std::map<std::string, std::vector<int>> m; m["a"].push_back(1); std::cout << m.size(); }\n' |
+	g++ -E -x c++ - -o "$tmp/unit.ii" 2>/dev/null; then
+	realprogs+=(cc1plus)
+else
+	echo "g++ and its cc1plus not installed: their workload is skipped"
+fi
 if [[ -n ${CHAIN_ONLY:-} ]]; then
 	echo "chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs, $ROUNDS rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	slope_row 0 "LAG 0"
@@ -698,21 +718,6 @@ if command -v sqlite3 >/dev/null 2>&1; then
 	workloads+=(sqlite3)
 else
 	echo "sqlite3 not installed: its workload is skipped"
-fi
-# The real programs: Debian's python3, and gcc's C++ compiler proper on a
-# unit preprocessed here once.
-cc1plus=$(ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1plus 2>/dev/null | tail -1)
-realprogs=()
-if [[ -x /usr/bin/python3 ]]; then
-	realprogs+=(python3)
-else
-	echo "python3 not installed: its workload is skipped"
-fi
-if [[ -n $cc1plus ]] && printf '#include <map>\n#include <string>\n#include <vector>\n#include <iostream>\nint main() { std::map<std::string, std::vector<int>> m; m["a"].push_back(1); std::cout << m.size(); }\n' |
-	g++ -E -x c++ - -o "$tmp/unit.ii" 2>/dev/null; then
-	realprogs+=(cc1plus)
-else
-	echo "g++ and its cc1plus not installed: their workload is skipped"
 fi
 for wl in "${workloads[@]}" "${realprogs[@]}" newpairs chain chainfp procs; do
 	bench "$wl"

@@ -17,15 +17,16 @@ import (
 
 // auditInjectCalls is the count of allocator calls (each a trap into the
 // probes) at which --all --inject takes a process's calls with the shim.
-// The injection holds the process for about 10 ms on these machines (one
-// thread while the shim is loaded, every thread while the GOT slots are
-// rewritten), what about 4096 traps of 2.5 µs cost it. Taking a process
-// once its traps have cost it what the injection would is the rule of
-// renting until the rent paid equals the price: whatever the process does
-// next, it pays at most twice what the best choice made in advance would
-// have cost it. The probes say at once when a process reaches the count
-// (tracer.BusyReader); each program is counted from its exec.
-const auditInjectCalls = 4096
+// Taking a process once its traps have cost it what the injection would
+// is the rule of renting until the rent paid equals the price: whatever
+// the process does next, it pays at most twice what the best choice made
+// in advance would have cost it. In make bench's short runs on a 2-core
+// VM, a trap cost 1.7 to 2.5 µs and the injection about 20 ms of the
+// process's time (its holds, about 10 ms, its traps while the shim loads,
+// mdtrace's work beside it): 8192 traps. The probes say at once when a
+// process reaches the count (tracer.BusyReader); each program is counted
+// from its exec.
+const auditInjectCalls = 8192
 
 // auditInjector is --all --inject: the processes that have called the
 // allocator auditInjectCalls times get mdtrace's shim, loaded into them as -p --inject does, and

@@ -16,7 +16,7 @@ import (
 // TestAllInject: `--all --inject` gives the shim to a busy process
 // (testdata/busyleak, -O2 without frame pointers, whose thread mallocs and
 // frees without a pause once told) while it runs, once it has called the
-// allocator 4096 times and not before. The process's blocks sampled by
+// allocator 8192 times and not before. The process's blocks sampled by
 // the probes before, freed after through the shim, leave the table; its
 // leaks after are estimated as sampling estimates them, leak_large's 2000
 // blocks exactly (a block of 4096 bytes is always sampled), with their
@@ -29,7 +29,7 @@ func TestAllInject(t *testing.T) {
 	needRoot(t)
 	const interval = 4096
 	exe := prog("busyleak")
-	// Idle until told: its calls stay below the 4096 that get it the
+	// Idle until told: its calls stay below the 8192 that get it the
 	// shim until then.
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
 	slots := gotSlots(t, pid, exe)
@@ -40,7 +40,7 @@ func TestAllInject(t *testing.T) {
 	io.WriteString(target.stdin, "hold\n")
 	target.expectLine(t, "held")
 	if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
-		t.Fatalf("busyleak was given the shim before its 4096th call:\n%s", m.stderr.String())
+		t.Fatalf("busyleak was given the shim before its 8192nd call:\n%s", m.stderr.String())
 	}
 	io.WriteString(target.stdin, "spin\n")
 	target.expectLine(t, "spinning")
@@ -135,7 +135,7 @@ func TestAllInjectSeccomp(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_SECCOMP=1")
 	m := startAllInject(t, t.TempDir())
-	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator 4096 times or more, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
+	refused := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator 8192 times or more, but its calls stay with the probes: it runs under a seccomp filter, which the shim's loading could break\n`, pid))
 	found := waitStderr(m, refused, 1) != nil
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
