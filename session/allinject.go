@@ -144,10 +144,12 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	if !stacks.IsLibc(lib.Name) {
 		return fmt.Errorf("its allocator is %s: the shim routes glibc's", lib.Name)
 	}
+	// A shim an earlier mdtrace gave back is started again; one in use
+	// (another mdtrace's) is left alone.
 	if maps, err := stacks.ReadMaps(pid); err == nil && slices.ContainsFunc(maps.Mappings, func(m stacks.Mapping) bool {
 		return strings.HasPrefix(filepath.Base(m.Name()), shimName)
-	}) {
-		return errors.New("it has mdtrace's shim already")
+	}) && !tracer.ShimGivenBack(pid, ij.shim) {
+		return errors.New("it has mdtrace's shim already, in use")
 	}
 	gen := ij.probes.ExecGen(pid)
 	// The probes on the shim's sites go on while the shim is loaded:

@@ -473,10 +473,13 @@ void md_batch_init(size_t (*usable_size)(void *))
 
 bool md_batch_start(unsigned long d, size_t (*usable_size)(void *))
 {
-	if (md_batch_on)
-		return true;
 	if (d > MAX_STACK_DEPTH || usable_size == NULL)
 		return false;
+	/* Started again (a shim given back, loaded anew by another mdtrace): its depth. */
+	if (md_batch_on) {
+		md_batch_depth = (unsigned)d;
+		return true;
+	}
 	if (pthread_key_create(&g_key, thread_done) != 0)
 		return false;
 	pthread_atfork(fork_prepare, fork_parent, fork_child);

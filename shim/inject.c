@@ -108,6 +108,11 @@ __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slot
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
 /* And where the counts of md_batch_pending are. */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
+/*
+ * 1 while the slots are routed (md_inject_routed): a shim at 0 was given
+ * back, and a later mdtrace may start it again.
+ */
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_active;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
 static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
@@ -363,6 +368,9 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 		}
 		g_slots = m;
 	}
+	/* Started again after it was given back: the list is made anew. */
+	if (!__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE))
+		g_nslots = g_failed = g_dropped = 0;
 	/*
 	 * The allocator's functions are looked up in its own object: in the
 	 * global scope an executable's canonical PLT entry comes first.
@@ -392,6 +400,7 @@ __attribute__((visibility("default"))) long mdshim_inject_route(void)
 	if (g_slots == NULL)
 		return -EINVAL;
 	__atomic_store_n(&md_inject_routed, 1, __ATOMIC_RELEASE);
+	mdshim_inject_active = 1;
 	route_from(0);
 	return (long)mdshim_inject_slots;
 }
@@ -405,6 +414,7 @@ __attribute__((visibility("default"))) long mdshim_inject_route(void)
 __attribute__((visibility("default"))) long mdshim_inject_stop(void)
 {
 	__atomic_store_n(&md_inject_routed, 0, __ATOMIC_RELEASE);
+	mdshim_inject_active = 0;
 	return (long)restore();
 }
 
@@ -536,6 +546,7 @@ void md_inject_abandon(void)
 			__atomic_store_n(g_real[i], g_bypassed[i], __ATOMIC_RELEASE);
 	if (__atomic_exchange_n(&md_inject_routed, 0, __ATOMIC_ACQ_REL))
 		restore();
+	mdshim_inject_active = 0;
 	pthread_mutex_unlock(&g_lock);
 }
 #endif

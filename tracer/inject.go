@@ -273,6 +273,25 @@ func moduleSymbol(f stacks.File, base uint64, name string) (uint64, error) {
 	return base + off, nil
 }
 
+// ShimGivenBack reports whether process pid maps the shim at path (the
+// same file) and that shim was given back: loaded by an mdtrace's
+// --inject, its calls given back to the allocator since, it can be started
+// again. A shim in use (routing, or the allocator of a process launched
+// by mdtrace, which has no such word set) is not.
+func ShimGivenBack(pid int, path string) bool {
+	want, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	f, base, ok := mappedAt(pid, want)
+	if !ok {
+		return false
+	}
+	in := &Injected{PID: pid, Shim: f, Base: base}
+	// Listed slots (mdshim_inject_start ran) and none routed now.
+	return in.readWordOK("mdshim_inject_active") == 0 && in.readWordOK("mdshim_inject_pending") != 0
+}
+
 // mappedAt returns the base of the file like want that process pid maps.
 func mappedAt(pid int, want os.FileInfo) (stacks.File, uint64, bool) {
 	maps, err := stacks.ReadMaps(pid)
@@ -662,15 +681,22 @@ func (in *Injected) Stop() (int, error) {
 }
 
 // readWord reads the shim's 64-bit variable name.
-func (in *Injected) readWord(name string) uint64 {
+// readWordOK is readWord, with ^0 for a word that cannot be read.
+func (in *Injected) readWordOK(name string) uint64 {
 	at, err := moduleSymbol(in.Shim, in.Base, name)
 	if err != nil {
-		return 0
+		return ^uint64(0)
 	}
 	var b [8]byte
 	if !readMem(in.PID, at, b[:]) {
-		return 0
+		return ^uint64(0)
 	}
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func (in *Injected) readWord(name string) uint64 {
+	if v := in.readWordOK(name); v != ^uint64(0) {
+		return v
+	}
+	return 0
 }

@@ -178,6 +178,66 @@ func TestAllInjectExec(t *testing.T) {
 	busyExit(t, target)
 }
 
+// TestAllInjectAgain: a process given back by one --all --inject keeps the
+// shim mapped, inactive; the next audit starts that shim again rather than
+// refuse the process, with its own options: the first audit takes no
+// backtraces, the second does, and names leak_large's 2000 blocks (always
+// sampled) from main, with nothing trapping after and the GOT slots given
+// back at its end.
+func TestAllInjectAgain(t *testing.T) {
+	needRoot(t)
+	exe := prog("busyleak")
+	target, pid := startBusy(t)
+	slots := gotSlots(t, pid, exe)
+	before := readSlots(t, pid, slots)
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
+	for i, args := range [][]string{nil, {"--backtrace", "--format", "json"}} {
+		m := startAllInject(t, t.TempDir(), args...)
+		if waitStderr(m, injected, 1) == nil {
+			m.cmd.Process.Signal(syscall.SIGINT)
+			m.wait(t)
+			t.Fatalf("audit %d: busyleak was not given the shim within 10 s:\n%s", i+1, m.stderr.String())
+		}
+		slotsInShim(t, pid, slots)
+		if i == 1 {
+			io.WriteString(target.stdin, "leak\n")
+			target.expectLine(t, "leaked")
+		}
+		m.cmd.Process.Signal(syscall.SIGINT)
+		out, _ := io.ReadAll(m.stdout)
+		if code := m.wait(t); code != 0 {
+			t.Errorf("audit %d: mdtrace exit status %d; stderr:\n%s", i+1, code, m.stderr.String())
+		}
+		if want := fmt.Sprintf("mdtrace: --inject: process %d (%s): 0 calls reached the allocator's probes after the shim took its calls", pid, exe); !strings.Contains(m.stderr.String(), want) {
+			t.Errorf("audit %d: stderr lacks %q:\n%s", i+1, want, m.stderr.String())
+		}
+		slotsBack(t, pid, slots, before, fmt.Sprintf("after audit %d", i+1))
+		if i == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var a struct {
+			Ranking []auditRow `json:"ranking"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+			t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+		}
+		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
+		if i < 0 || len(a.Ranking[i].Sites) == 0 {
+			t.Fatalf("process %d is not in the ranking, or has no sites:\n%s", pid, lines[len(lines)-1])
+		}
+		top := a.Ranking[i].Sites[0]
+		var frames []string
+		for _, f := range top.Frames {
+			frames = append(frames, f.Function)
+		}
+		if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
+			t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
+		}
+	}
+	busyExit(t, target)
+}
+
 // startBusy starts testdata/busyleak with env added, and waits for its
 // "ready".
 func startBusy(t *testing.T, env ...string) (*background, int) {
@@ -240,5 +300,17 @@ func TestAllInjectKilled(t *testing.T) {
 	slotsBack(t, pid, slots, before, "after mdtrace was killed")
 	io.WriteString(target.stdin, "leak\n")
 	target.expectLine(t, "leaked")
+	// The shim it gave back is started again by the next audit. (Its
+	// leaks bound the lazy slot of realloc meanwhile.)
+	before = readSlots(t, pid, slots)
+	m = startAllInject(t, t.TempDir())
+	if waitStderr(m, injected, 1) == nil {
+		t.Errorf("busyleak was not given the shim again within 10 s:\n%s", m.stderr.String())
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d", code)
+	}
+	slotsBack(t, pid, slots, before, "after the second audit")
 	busyExit(t, target)
 }
