@@ -68,6 +68,21 @@ const volatile u32 count_calls = 0;
 const volatile u32 busy_calls = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
+/*
+ * --all --inject: the threads of processes mdtrace is loading its shim
+ * into, while they make mdtrace's calls (dlopen, the shim's start): the
+ * allocator calls they make are the injection's, not the program's, and
+ * are passed over. User space sets quiet_on while the map has any.
+ * Value: 1.
+ */
+volatile u32 quiet_on = 0;
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, u32);
+	__type(value, u32);
+} quiet_threads SEC(".maps");
+
 /* Toggled at run time by user space (signal 45): backtraces are taken while non-zero. */
 volatile u32 backtrace_on = 1;
 /* Cleared by user space when record_allocs has all the entries it may keep. */

@@ -41,6 +41,8 @@ int alloc_entry(struct pt_regs *ctx)
 
 	if (ignored())
 		return 0;
+	if (quiet_on && bpf_map_lookup_elem(&quiet_threads, &(u32){ (u32)bpf_get_current_pid_tgid() }))
+		return 0;
 	/* Every call trapped, a free's too. */
 	if (count_calls)
 		count_call();

@@ -249,6 +249,7 @@ const (
 	MdtraceMapNotify             = "notify"
 	MdtraceMapOrphans            = "orphans"
 	MdtraceMapProcCalls          = "proc_calls"
+	MdtraceMapQuietThreads       = "quiet_threads"
 	MdtraceMapRdebug             = "rdebug"
 	MdtraceMapRecords            = "records"
 	MdtraceMapSeenStacks         = "seen_stacks"
@@ -301,6 +302,7 @@ const (
 	MdtraceVarPreemptible        = "preemptible"
 	MdtraceVarProgramLen         = "program_len"
 	MdtraceVarProgramName        = "program_name"
+	MdtraceVarQuietOn            = "quiet_on"
 	MdtraceVarRecord             = "record"
 	MdtraceVarRecordOn           = "record_on"
 	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
@@ -402,6 +404,7 @@ type MdtraceMapSpecs struct {
 	Notify        *ebpf.MapSpec `ebpf:"notify"`
 	Orphans       *ebpf.MapSpec `ebpf:"orphans"`
 	ProcCalls     *ebpf.MapSpec `ebpf:"proc_calls"`
+	QuietThreads  *ebpf.MapSpec `ebpf:"quiet_threads"`
 	Rdebug        *ebpf.MapSpec `ebpf:"rdebug"`
 	Records       *ebpf.MapSpec `ebpf:"records"`
 	SeenStacks    *ebpf.MapSpec `ebpf:"seen_stacks"`
@@ -448,6 +451,7 @@ type MdtraceVariableSpecs struct {
 	Preemptible        *ebpf.VariableSpec `ebpf:"preemptible"`
 	ProgramLen         *ebpf.VariableSpec `ebpf:"program_len"`
 	ProgramName        *ebpf.VariableSpec `ebpf:"program_name"`
+	QuietOn            *ebpf.VariableSpec `ebpf:"quiet_on"`
 	Record             *ebpf.VariableSpec `ebpf:"record"`
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
@@ -509,6 +513,7 @@ type MdtraceMaps struct {
 	Notify        *ebpf.Map `ebpf:"notify"`
 	Orphans       *ebpf.Map `ebpf:"orphans"`
 	ProcCalls     *ebpf.Map `ebpf:"proc_calls"`
+	QuietThreads  *ebpf.Map `ebpf:"quiet_threads"`
 	Rdebug        *ebpf.Map `ebpf:"rdebug"`
 	Records       *ebpf.Map `ebpf:"records"`
 	SeenStacks    *ebpf.Map `ebpf:"seen_stacks"`
@@ -552,6 +557,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Notify,
 		m.Orphans,
 		m.ProcCalls,
+		m.QuietThreads,
 		m.Rdebug,
 		m.Records,
 		m.SeenStacks,
@@ -599,6 +605,7 @@ type MdtraceVariables struct {
 	Preemptible        *ebpf.Variable `ebpf:"preemptible"`
 	ProgramLen         *ebpf.Variable `ebpf:"program_len"`
 	ProgramName        *ebpf.Variable `ebpf:"program_name"`
+	QuietOn            *ebpf.Variable `ebpf:"quiet_on"`
 	Record             *ebpf.Variable `ebpf:"record"`
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`

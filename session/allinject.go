@@ -161,7 +161,15 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	go func() { attached <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
 	// The shim samples, and batches its samples: one probe hit for
 	// several.
-	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, func() ([]byte, error) { return ij.probes.Bypass(pid, lib) })
+	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, &tracer.AuditHooks{
+		Bypass: func() ([]byte, error) { return ij.probes.Bypass(pid, lib) },
+		// The loader's blocks for the shim are not the program's.
+		Quiet: func(tid int, on bool) {
+			if err := ij.probes.Quiet(tid, on); err != nil {
+				ij.say(fmt.Sprintf("--inject: process %d: %v; the loader's blocks for the shim may count as the process's", pid, err))
+			}
+		},
+	})
 	aerr := <-attached
 	undo := func() { ij.release(pid) }
 	if err != nil {

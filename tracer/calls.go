@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -91,4 +92,25 @@ func (p *Probes) LiveAddrs(tgid int) ([]uint64, error) {
 		}
 	})
 	return out, err
+}
+
+// Quiet makes the probes pass over the allocator calls of thread tid while
+// on is set (--all --inject: the calls the injection makes it make).
+func (p *Probes) Quiet(tid int, on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		if err := p.objs.QuietThreads.Put(uint32(tid), uint32(1)); err != nil {
+			return fmt.Errorf("passing over thread %d's calls: %w", tid, err)
+		}
+		p.quiet++
+		return p.objs.QuietOn.Set(uint32(1))
+	}
+	if err := p.objs.QuietThreads.Delete(uint32(tid)); err != nil {
+		return fmt.Errorf("counting thread %d's calls again: %w", tid, err)
+	}
+	if p.quiet--; p.quiet == 0 {
+		return p.objs.QuietOn.Set(uint32(0))
+	}
+	return nil
 }

@@ -56,7 +56,7 @@ type Injected struct {
 	// hold (0 without batches).
 	Pending uint64
 	// Bypassed counts the allocator's functions the shim calls through
-	// bypasses of their probes (InjectLoad's bypass).
+	// bypasses of their probes (InjectLoad's AuditHooks).
 	Bypassed int
 	// Adopt, if set, gives the blocks the probes sampled in the process
 	// before its calls are routed: the shim reports their frees as it
@@ -361,15 +361,27 @@ func seizeStopped(tid int) bool {
 	}
 }
 
+// AuditHooks are what --all --inject adds to an injection: there the
+// probes on the allocator have no PID filter, and see the process's calls
+// whoever makes them.
+type AuditHooks struct {
+	// Bypass makes the bypasses of the allocator's probes (Probes.Bypass),
+	// once the shim is in: it takes a free page from the process's maps.
+	Bypass func() ([]byte, error)
+	// Quiet passes over the allocator calls of thread tid while on: those
+	// the injection makes it make, the loader's for the shim among them
+	// (Probes.Quiet).
+	Quiet func(tid int, on bool)
+}
+
 // InjectLoad loads the shim at path (mdtrace's own copy) into process pid
 // and sets it up, with batches of depth frames an allocation when batch is
 // set, or sampling one allocation every sample bytes on average when
-// sample is not 0, and, when bypass is not nil, the allocator's functions
-// called through the bypasses it makes (Probes.Bypass) once the shim is
-// in (it takes free pages from the process's maps). The path must name the same file
-// in the process's root. On an error the process is left running as it
-// was (a shim loaded stays loaded, unrouted).
-func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, bypass func() ([]byte, error)) (*Injected, error) {
+// sample is not 0, and, with audit, the allocator's functions called
+// through the bypasses it makes. The path must name the same file in the
+// process's root. On an error the process is left running as it was (a
+// shim loaded stays loaded, unrouted).
+func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audit *AuditHooks) (*Injected, error) {
 	want, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -407,6 +419,10 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, bypa
 		if err != nil {
 			return fmt.Errorf("reading thread %d's registers: %w", tid, err)
 		}
+		if audit != nil && audit.Quiet != nil {
+			audit.Quiet(tid, true)
+			defer audit.Quiet(tid, false)
+		}
 		h, err := remoteCall(pid, tid, saved, dlopenAt, append([]byte(path), 0), rtldNow)
 		if err != nil {
 			return fmt.Errorf("calling dlopen in thread %d: %w", tid, err)
@@ -439,12 +455,12 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, bypa
 			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
 		}
 		in.Listed = int(n)
-		if bypass != nil {
+		if audit != nil && audit.Bypass != nil {
 			fn, err := moduleSymbol(f, base, "mdshim_inject_bypass")
 			if err != nil {
 				return fmt.Errorf("%s has no mdshim_inject_bypass: an older shim than mdtrace", path)
 			}
-			blob, err := bypass()
+			blob, err := audit.Bypass()
 			if err != nil {
 				return err
 			}

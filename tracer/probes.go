@@ -166,6 +166,8 @@ type Probes struct {
 	programLinks []link.Link
 
 	mu sync.Mutex
+	// quiet counts the threads in quiet_threads (Quiet).
+	quiet int
 	// links are the uprobe links of each process (0: program mode's,
 	// attached without a PID).
 	links map[int][]link.Link

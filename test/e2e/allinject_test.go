@@ -91,8 +91,8 @@ func TestAllInject(t *testing.T) {
 		t.Fatalf("process %d is not in the ranking:\n%s", pid, lines[len(lines)-1])
 	}
 	r := a.Ranking[i]
-	// The loader's blocks for the shim itself (a few KB) are the
-	// process's too: within the bounds. The 2000 blocks of 4096 bytes
+	// The loader's blocks for the shim itself are passed over
+	// (TestAllInjectLoaderQuiet). The 2000 blocks of 4096 bytes
 	// from realloc(NULL) and aligned_alloc are always sampled: exact.
 	checkSampledTotals(t, "busyleak's row", float64(r.AddedBlocks-2000), float64(r.AddedBytes-2000*4096), interval)
 	if len(r.Sites) == 0 {
@@ -236,6 +236,56 @@ func TestAllInjectAgain(t *testing.T) {
 		}
 	}
 	busyExit(t, target)
+}
+
+// TestAllInjectLoaderQuiet: the blocks the process's loader allocates for
+// the shim as mdtrace loads it (dlopen's link map, its lists: 7 blocks of
+// 4200 bytes in all, before the probes passed over the calls the injection
+// makes) are the injection's, not the program's. With every allocation
+// sampled (--sample-bytes 1), busyleak, which leaks nothing, has none in
+// its row: only its thread's blocks in flight, of 64 bytes.
+func TestAllInjectLoaderQuiet(t *testing.T) {
+	needRoot(t)
+	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
+	m := startAllInject(t, t.TempDir(), "--backtrace", "--sample-bytes", "1", "--format", "json")
+	io.WriteString(target.stdin, "spin\n")
+	target.expectLine(t, "spinning")
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
+	if waitStderr(m, injected, 1) == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	busyExit(t, target)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a struct {
+		Ranking []auditRow `json:"ranking"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
+	if i < 0 {
+		return
+	}
+	r := a.Ranking[i]
+	for _, s := range r.Sites {
+		if len(s.Frames) == 0 || s.Frames[0].Function != "busy" || s.Bytes != s.Blocks*64 {
+			var frames []string
+			for _, f := range s.Frames {
+				frames = append(frames, f.Function)
+			}
+			t.Errorf("a site of %d blocks, %d bytes, frames %q; want only busy's blocks of 64 bytes", s.Blocks, s.Bytes, frames)
+		}
+	}
+	if r.AddedBytes%64 != 0 || r.AddedBytes > 64*64 {
+		t.Errorf("busyleak added %d blocks, %d bytes; want a few of 64 bytes, its thread's in flight", r.AddedBlocks, r.AddedBytes)
+	}
 }
 
 // startBusy starts testdata/busyleak with env added, and waits for its
