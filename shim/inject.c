@@ -99,6 +99,8 @@ static size_t g_nslots;
 static unsigned long g_failed, g_dropped;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t g_self_base;
+/* inject_fork_* are registered (once, by mdshim_inject_start). */
+static bool g_atfork;
 
 /*
  * Published for mdtrace, which reads them from the process's memory: the
@@ -326,6 +328,33 @@ static void *inject_dlopen(const char *file, int mode)
 }
 
 /*
+ * A fork child of a process --all --inject gave the shim to (the shim
+ * samples and batches at once only there) gives its calls back to the
+ * allocator at once, where mdtrace's probes see them from its first call:
+ * mdtrace takes it anew, as any process, if it gets busy. Through the
+ * shim, its calls went unseen until its first sampled one found the
+ * probes were its parent's. (-p --inject follows its children with their
+ * shim.) g_lock is held across the fork, so that the child's copy of the
+ * slots is whole.
+ */
+static void inject_fork_prepare(void)
+{
+	pthread_mutex_lock(&g_lock);
+}
+
+static void inject_fork_parent(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}
+
+static void inject_fork_child(void)
+{
+	pthread_mutex_unlock(&g_lock);
+	if (__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE) && md_batch_on && md_sample_bytes != 0)
+		md_inject_abandon();
+}
+
+/*
  * mdshim_inject_start sets the shim up in a process it was loaded into
  * with dlopen: batches with depth frames an allocation (no batches when
  * batch is 0), sampling of one allocation every sample bytes on average
@@ -358,6 +387,11 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	if (dladdr((void *)mdshim_inject_start, &self) == 0)
 		return -ENOENT;
 	g_self_base = (uintptr_t)self.dli_fbase;
+	if (!g_atfork) {
+		if (pthread_atfork(inject_fork_prepare, inject_fork_parent, inject_fork_child) != 0)
+			return -ENOMEM;
+		g_atfork = true;
+	}
 	pthread_mutex_lock(&g_lock);
 	if (g_slots == NULL) {
 		m = mmap(NULL, MAX_SLOTS * sizeof(struct slot), PROT_READ | PROT_WRITE,

@@ -12,6 +12,8 @@
 //   exec     executes itself anew (it says "ready" again)
 //   exit     stops the thread and exits 0, saying how many pairs it made
 //   spin     starts the thread's loop, if BUSYLEAK_IDLE held it ("spinning")
+//   fork     forks a child that mallocs 1000 blocks of 4096 bytes from
+//            leak_large, kept, says "child PID leaked", and exits 2 s later
 //
 // With BUSYLEAK_SECCOMP set in its environment it first puts itself under a
 // seccomp filter that allows every system call, as a sandboxed service is.
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -139,6 +142,18 @@ int main(int argc, char **argv)
 			pthread_join(t, NULL);
 			execv("/proc/self/exe", argv);
 			return 1;
+		} else if (strcmp(line, "fork\n") == 0) {
+			pid_t c = fork();
+
+			if (c == 0) {
+				for (int i = 0; i < 1000; i++)
+					leak_large();
+				printf("child %d leaked\n", (int)getpid());
+				sleep(2);
+				_exit(0);
+			}
+			if (c < 0)
+				return 1;
 		} else if (strcmp(line, "spin\n") == 0) {
 			idle = 0;
 			puts("spinning");

@@ -288,6 +288,51 @@ func TestAllInjectLoaderQuiet(t *testing.T) {
 	}
 }
 
+// TestAllInjectForkChild: a child forked by a process --all --inject gave
+// the shim to gives its calls back to the allocator at once, where the
+// probes count every one: its 1000 blocks of 4096 bytes (always sampled)
+// are all in its row (without, the first batch of them went to probes that
+// were its parent's, and was lost).
+func TestAllInjectForkChild(t *testing.T) {
+	needRoot(t)
+	target, pid := startBusy(t)
+	m := startAllInject(t, t.TempDir(), "--format", "json")
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
+	if waitStderr(m, injected, 1) == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "fork\n")
+	line, _ := target.stdout.ReadString('\n')
+	var child int
+	if _, err := fmt.Sscanf(line, "child %d leaked", &child); err != nil {
+		t.Fatalf("busyleak answered %q to fork", line)
+	}
+	// A scan sees the child and names it.
+	time.Sleep(1200 * time.Millisecond)
+	m.cmd.Process.Signal(syscall.SIGINT)
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	busyExit(t, target)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var a struct {
+		Ranking []auditRow `json:"ranking"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == child })
+	if i < 0 {
+		t.Fatalf("the child %d is not in the ranking:\n%s", child, lines[len(lines)-1])
+	}
+	if r := a.Ranking[i]; r.AddedBlocks != 1000 || r.AddedBytes != 1000*4096 {
+		t.Errorf("the child added %d blocks, %d bytes; want 1000 of 4096 bytes", r.AddedBlocks, r.AddedBytes)
+	}
+}
+
 // startBusy starts testdata/busyleak with env added, and waits for its
 // "ready".
 func startBusy(t *testing.T, env ...string) (*background, int) {
