@@ -223,7 +223,9 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 // count what they hold.
 func (ij *auditInjector) release(pid int) {
 	// By mdtrace's path: the process's own may be gone with its program.
-	ij.probes.DetachFile(pid, stacks.LocalFile(ij.shim))
+	// The probes' links close in the background: tens of ms each, which
+	// the audit's loop would otherwise wait for at every process ended.
+	ij.probes.DetachFileLater(pid, stacks.LocalFile(ij.shim))
 	ij.probes.ShimSamples(pid, false)
 	ij.probes.CountPending(pid, 0)
 }

@@ -487,9 +487,33 @@ func closeLinks(links []link.Link) {
 // (--inject, once the shim's hooks take the calls). It reports whether
 // there were any.
 func (p *Probes) DetachFile(pid int, file stacks.File) bool {
+	links := p.unlinkFile(pid, file)
+	closeLinks(links)
+	return len(links) > 0
+}
+
+// DetachFileLater is DetachFile for a process that has ended (--all
+// --inject): the probes are taken off its books at once, and their links
+// closed in the background, which takes tens of ms (a uprobe's removal
+// waits for the kernel's grace periods). Detach waits for them.
+func (p *Probes) DetachFileLater(pid int, file stacks.File) {
+	links := p.unlinkFile(pid, file)
+	if len(links) == 0 {
+		return
+	}
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		closeLinks(links)
+	}()
+}
+
+// unlinkFile takes the links Attach made on file for process pid off the
+// books, and returns them.
+func (p *Probes) unlinkFile(pid int, file stacks.File) []link.Link {
 	id, ok := statID(file.Path)
 	if !ok {
-		return false
+		return nil
 	}
 	p.mu.Lock()
 	links := p.fileLinks[pid][id]
@@ -506,6 +530,5 @@ func (p *Probes) DetachFile(pid int, file stacks.File) bool {
 		p.links[pid] = kept
 	}
 	p.mu.Unlock()
-	closeLinks(links)
-	return len(links) > 0
+	return links
 }
