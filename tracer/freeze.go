@@ -206,7 +206,7 @@ func (f *freezer) stop(tid int) error {
 			f.lingering = append(f.lingering, tid)
 			return nil
 		}
-		time.Sleep(50 * time.Microsecond)
+		nap(50 * time.Microsecond)
 	}
 }
 
