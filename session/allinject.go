@@ -22,20 +22,20 @@ import (
 // the process does next, it pays at most twice what the best choice made
 // in advance would have cost it. In make bench's short runs on a 2-core
 // VM, a trap cost 1.7 to 2.5 µs and the injection about 20 ms of the
-// process's time (its holds, about 10 ms, its traps while the shim loads,
-// mdtrace's work beside it): 8192 traps. The probes say at once when a
+// process's time (its holds, a few ms; its traps in the 11 to 25 ms the
+// injection takes; mdtrace's work beside it): 8192 traps. The probes say at once when a
 // process reaches the count (tracer.BusyReader); each program is counted
 // from its exec.
 const auditInjectCalls = 8192
 
 // auditInjector is --all --inject: the processes that have called the
-// allocator auditInjectCalls times get mdtrace's shim, loaded into them as -p --inject does, and
-// their calls go through its hooks, which sample them in the process;
-// only the sampled ones reach the probes, at the shim's sites. The probes
-// on the C library have no PID filter: the hooks pass each call on through
-// a bypass of the probed instructions (tracer.Probes.Bypass), and the
-// blocks the probes sampled before are given to the shim, whose frees it
-// then reports (Injected.Adopt).
+// allocator auditInjectCalls times get mdtrace's shim, loaded into them as
+// -p --inject does, and their calls go through its hooks, which sample
+// them in the process; only the sampled ones reach the probes, at the
+// shim's sites. The probes on the C library have no PID filter: the hooks
+// pass each call on through a bypass of the probed instructions
+// (tracer.Probes.Bypass), and the blocks the probes sampled before are
+// given to the shim, whose frees it then reports (Injected.Adopt).
 type auditInjector struct {
 	probes      *tracer.Probes
 	shim        string
