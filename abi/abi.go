@@ -2,6 +2,17 @@
 
 package abi
 
+// The shim's interface: one number for all that mdtrace and the shim agree
+// on (this file, the functions and words the shim exports, their
+// arguments), raised with any change to them. The shim exports it as the
+// 32-bit constant SYMBOL_INTERFACE; mdtrace reads it from the shim's file
+// before it preloads or loads it, and refuses a shim of another number (an
+// older or newer build beside it).
+const (
+	ShimInterface   = 1
+	SymbolInterface = "mdshim_interface"
+)
+
 // The allocator entry points. mdtrace sets them as the attach cookie of
 // the entry probe (tracer/entrypoints.go); the probes read the cookie and
 // keep the call in flight in struct thread_state. The shim passes

@@ -26,6 +26,17 @@
 typedef __UINT64_TYPE__ md_u64;
 typedef __UINT32_TYPE__ md_u32;
 
+/*
+ * The shim's interface: one number for all that mdtrace and the shim agree
+ * on (this file, the functions and words the shim exports, their
+ * arguments), raised with any change to them. The shim exports it as the
+ * 32-bit constant SYMBOL_INTERFACE; mdtrace reads it from the shim's file
+ * before it preloads or loads it, and refuses a shim of another number (an
+ * older or newer build beside it).
+ */
+#define SHIM_INTERFACE 1
+#define SYMBOL_INTERFACE "mdshim_interface"
+
 /* ---- Allocator calls, probe sites, counters, records ---- */
 
 /*

@@ -146,6 +146,9 @@ func shimPath(flags *options.Flags) (string, error) {
 	if err := tracer.CheckExecutable(shim); err != nil {
 		return "", fmt.Errorf("the shim (--shim): %w", err)
 	}
+	if err := tracer.CheckShimInterface(shim); err != nil {
+		return "", err
+	}
 	if strings.ContainsAny(shim, " :") {
 		return "", fmt.Errorf("the shim's path %q holds a space or a colon, which LD_PRELOAD cannot", shim)
 	}

@@ -69,6 +69,8 @@ __attribute__((visibility("default"))) volatile uint64_t mdshim_early_batches[EA
 
 /* Whether backtraces are on, as mdtrace last said (BACKTRACE_STATE_*); 0 until it does. */
 __attribute__((visibility("default"))) volatile uint8_t mdshim_backtrace_state;
+/* SYMBOL_INTERFACE: the interface this shim was built for. */
+__attribute__((visibility("default"), used)) const uint32_t mdshim_interface = SHIM_INTERFACE;
 
 unsigned md_batch_depth;
 

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -34,6 +35,40 @@ func SetShimBacktrace(pid int, shim string, on bool) error {
 		return fmt.Errorf("process %d: telling the shim backtraces are %s: %w", pid, map[bool]string{true: "on", false: "off"}[on], err)
 	}
 	return nil
+}
+
+// CheckShimInterface refuses the shim at path unless it was built for
+// mdtrace's interface (abi.ShimInterface, read from the file's constant
+// abi.SymbolInterface): a shim of another build may take other arguments,
+// and fail or be misread in the traced process.
+func CheckShimInterface(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, sym := range syms {
+		if sym.Name != abi.SymbolInterface || sym.Section == elf.SHN_UNDEF || int(sym.Section) >= len(f.Sections) {
+			continue
+		}
+		sec := f.Sections[sym.Section]
+		var b [4]byte
+		if sym.Value < sec.Addr || sec.Type == elf.SHT_NOBITS {
+			break
+		}
+		if _, err := sec.ReadAt(b[:], int64(sym.Value-sec.Addr)); err != nil {
+			return fmt.Errorf("%s: reading its interface: %w", path, err)
+		}
+		if n := binary.LittleEndian.Uint32(b[:]); n != abi.ShimInterface {
+			return fmt.Errorf("%s is another build's shim (its interface %d, this mdtrace's %d): install mdtrace and its shim together, or give --shim", path, n, abi.ShimInterface)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s is an older build's shim (it says no interface; this mdtrace's is %d): install mdtrace and its shim together, or give --shim", path, abi.ShimInterface)
 }
 
 // symbolAddress returns the address of the dynamic symbol name of the
