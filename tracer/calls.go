@@ -106,7 +106,10 @@ func (p *Probes) Quiet(tid int, on bool) error {
 		p.quiet++
 		return p.objs.QuietOn.Set(uint32(1))
 	}
-	if err := p.objs.QuietThreads.Delete(uint32(tid)); err != nil {
+	if err := p.objs.QuietThreads.Delete(uint32(tid)); errors.Is(err, ebpf.ErrKeyNotExist) {
+		// Never passed over: its Put failed.
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("counting thread %d's calls again: %w", tid, err)
 	}
 	if p.quiet--; p.quiet == 0 {

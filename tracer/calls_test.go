@@ -117,3 +117,36 @@ func TestBusyCalls(t *testing.T) {
 	}
 	io.WriteString(stdin, "exit\n")
 }
+
+// TestQuiet: quiet_on is set while any thread is passed over, and a thread
+// never passed over (its Put failed) changes nothing when let go.
+func TestQuiet(t *testing.T) {
+	needProbes(t)
+	p, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: 8192, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
+	if err != nil {
+		t.Fatalf("LoadProbes: %v", err)
+	}
+	defer p.Close()
+	on := func() uint32 {
+		var v uint32
+		if err := p.objs.QuietOn.Get(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for i, step := range []struct {
+		tid  int
+		on   bool
+		want uint32
+	}{{100, true, 1}, {101, true, 1}, {100, false, 1}, {102, false, 1}, {101, false, 0}, {103, false, 0}} {
+		if err := p.Quiet(step.tid, step.on); err != nil {
+			t.Fatalf("step %d: Quiet(%d, %v): %v", i, step.tid, step.on, err)
+		}
+		if got := on(); got != step.want {
+			t.Errorf("step %d: Quiet(%d, %v): quiet_on %d, want %d", i, step.tid, step.on, got, step.want)
+		}
+	}
+	if p.quiet != 0 {
+		t.Errorf("%d threads counted as passed over at the end, want 0", p.quiet)
+	}
+}
