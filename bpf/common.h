@@ -172,6 +172,26 @@ struct {
 } proc_calls SEC(".maps");
 
 /*
+ * The program files (their device, in the kernel's encoding, and inode)
+ * of processes mdtrace gave its shim to (--all --inject): a new run of
+ * one starts its count eager_head calls short of busy_calls, so that it is
+ * told after eager_head calls, the program having shown it calls the
+ * allocator much. Value: 1.
+ */
+struct program_file {
+	u64 ino;
+	u32 dev;
+	u32 pad;
+};
+const volatile u32 eager_head = 0;
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct program_file);
+	__type(value, u32);
+} eager_programs SEC(".maps");
+
+/*
  * The processes whose count of calls reached busy_calls, each once per
  * program (an exec starts its count anew): their tgids. One full loses
  * an event, which mdtrace's scan of proc_calls each second makes up for.

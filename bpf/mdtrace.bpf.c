@@ -484,6 +484,44 @@ int program_exec(u64 *ctx)
 	return 0;
 }
 
+struct super_block___md {
+	u32 s_dev;
+} __attribute__((preserve_access_index));
+struct inode___md {
+	unsigned long i_ino;
+	struct super_block___md *i_sb;
+} __attribute__((preserve_access_index));
+struct file___md {
+	struct inode___md *f_inode;
+} __attribute__((preserve_access_index));
+struct linux_binprm___file {
+	struct file___md *file;
+} __attribute__((preserve_access_index));
+
+/* count_from_exec starts process tgid's count of calls for its new program. */
+static __always_inline void count_from_exec(u32 tgid, struct linux_binprm___file *bprm)
+{
+	struct program_file f = {};
+	struct file___md *file;
+	struct inode___md *inode;
+	struct super_block___md *sb;
+	u64 head;
+
+	bpf_map_delete_elem(&proc_calls, &tgid);
+	if (!eager_head || eager_head >= busy_calls)
+		return;
+	if (bpf_probe_read_kernel(&file, sizeof(file), &bprm->file) != 0 || !file ||
+	    bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) != 0 || !inode ||
+	    bpf_probe_read_kernel(&f.ino, sizeof(f.ino), &inode->i_ino) != 0 ||
+	    bpf_probe_read_kernel(&sb, sizeof(sb), &inode->i_sb) != 0 || !sb ||
+	    bpf_probe_read_kernel(&f.dev, sizeof(f.dev), &sb->s_dev) != 0)
+		return;
+	if (!bpf_map_lookup_elem(&eager_programs, &f))
+		return;
+	head = busy_calls - eager_head;
+	bpf_map_update_elem(&proc_calls, &tgid, &head, BPF_ANY);
+}
+
 /*
  * A traced process executed a program: the gen of its blocks from now on.
  * (Program mode also decides here whether the process is traced; a process
@@ -510,9 +548,13 @@ int exec_gen(u64 *ctx)
 	gen = current_gen();
 	if (bpf_map_update_elem(&gens, &tgid, &gen, BPF_ANY) != 0)
 		count(COUNTER_GEN_LOST);
-	/* A new program's calls are counted from none (--all --inject). */
+	/*
+	 * A new program's calls are counted from none (--all --inject), or
+	 * from eager_head short of busy_calls for a program whose runs were
+	 * taken before.
+	 */
 	if (count_calls)
-		bpf_map_delete_elem(&proc_calls, &tgid);
+		count_from_exec(tgid, (void *)ctx[2]);
 	/* The allocator's mappings went with the old program's memory. */
 	if (gens_all ? bpf_map_lookup_elem(&traced, &tgid) != 0 : true)
 		mapping_event(tgid, MAPPING_RESET, 0, 0);

@@ -120,6 +120,13 @@ type MdtracePointerError struct {
 	FreeStack uint64
 }
 
+type MdtraceProgramFile struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Pad uint32
+}
+
 type MdtraceRecordEvent struct {
 	_       structs.HostLayout
 	StartNs uint64
@@ -238,6 +245,7 @@ const (
 	MdtraceMapDeferBudget        = "defer_budget"
 	MdtraceMapDeferNew           = "defer_new"
 	MdtraceMapDeferred           = "deferred"
+	MdtraceMapEagerPrograms      = "eager_programs"
 	MdtraceMapErrors             = "errors"
 	MdtraceMapExecScratch        = "exec_scratch"
 	MdtraceMapExecs              = "execs"
@@ -291,6 +299,7 @@ const (
 	MdtraceVarBusyCalls          = "busy_calls"
 	MdtraceVarCountCalls         = "count_calls"
 	MdtraceVarDeferSeq           = "defer_seq"
+	MdtraceVarEagerHead          = "eager_head"
 	MdtraceVarGensAll            = "gens_all"
 	MdtraceVarHaveDeletes        = "have_deletes"
 	MdtraceVarHaveZygotes        = "have_zygotes"
@@ -393,6 +402,7 @@ type MdtraceMapSpecs struct {
 	DeferBudget   *ebpf.MapSpec `ebpf:"defer_budget"`
 	DeferNew      *ebpf.MapSpec `ebpf:"defer_new"`
 	Deferred      *ebpf.MapSpec `ebpf:"deferred"`
+	EagerPrograms *ebpf.MapSpec `ebpf:"eager_programs"`
 	Errors        *ebpf.MapSpec `ebpf:"errors"`
 	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Execs         *ebpf.MapSpec `ebpf:"execs"`
@@ -440,6 +450,7 @@ type MdtraceVariableSpecs struct {
 	BusyCalls          *ebpf.VariableSpec `ebpf:"busy_calls"`
 	CountCalls         *ebpf.VariableSpec `ebpf:"count_calls"`
 	DeferSeq           *ebpf.VariableSpec `ebpf:"defer_seq"`
+	EagerHead          *ebpf.VariableSpec `ebpf:"eager_head"`
 	GensAll            *ebpf.VariableSpec `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.VariableSpec `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.VariableSpec `ebpf:"have_zygotes"`
@@ -502,6 +513,7 @@ type MdtraceMaps struct {
 	DeferBudget   *ebpf.Map `ebpf:"defer_budget"`
 	DeferNew      *ebpf.Map `ebpf:"defer_new"`
 	Deferred      *ebpf.Map `ebpf:"deferred"`
+	EagerPrograms *ebpf.Map `ebpf:"eager_programs"`
 	Errors        *ebpf.Map `ebpf:"errors"`
 	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
 	Execs         *ebpf.Map `ebpf:"execs"`
@@ -546,6 +558,7 @@ func (m *MdtraceMaps) Close() error {
 		m.DeferBudget,
 		m.DeferNew,
 		m.Deferred,
+		m.EagerPrograms,
 		m.Errors,
 		m.ExecScratch,
 		m.Execs,
@@ -594,6 +607,7 @@ type MdtraceVariables struct {
 	BusyCalls          *ebpf.Variable `ebpf:"busy_calls"`
 	CountCalls         *ebpf.Variable `ebpf:"count_calls"`
 	DeferSeq           *ebpf.Variable `ebpf:"defer_seq"`
+	EagerHead          *ebpf.Variable `ebpf:"eager_head"`
 	GensAll            *ebpf.Variable `ebpf:"gens_all"`
 	HaveDeletes        *ebpf.Variable `ebpf:"have_deletes"`
 	HaveZygotes        *ebpf.Variable `ebpf:"have_zygotes"`

@@ -64,7 +64,8 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		}
 	}
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
-		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: auditInjectCalls})
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: auditInjectCalls,
+		EagerHead: auditInjectEager})
 	if err != nil {
 		return 1, err
 	}

@@ -28,6 +28,12 @@ import (
 // from its exec.
 const auditInjectCalls = 8192
 
+// auditInjectEager is the count at which a run of a program taken before
+// in the audit is taken: knowing that the program calls the allocator much
+// (a build runs the same compiler again and again), the best choice is to
+// take it at once, past its start.
+const auditInjectEager = 256
+
 // auditInjector is --all --inject: the processes that have called the
 // allocator auditInjectCalls times get mdtrace's shim, loaded into them as
 // -p --inject does, and their calls go through its hooks, which sample
@@ -47,8 +53,10 @@ type auditInjector struct {
 	// that could not be, for this program.
 	injected map[int]*auditInjected
 	refused  map[int]procStamp
-	// total counts the processes injected during the audit.
+	// total counts the processes injected during the audit; eager are
+	// their program files, marked for the probes (MarkEager).
 	total int
+	eager []os.FileInfo
 }
 
 type auditInjected struct {
@@ -206,8 +214,18 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	calls, _ := ij.probes.ProcCallsOf(pid)
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
-	msg := fmt.Sprintf("--inject: process %d (%s) called the allocator %d times: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
-		pid, progName(pid), calls, routed, in.Adopted)
+	// Its program's next runs are taken at their auditInjectEager-th call.
+	// (A full map of them leaves them at auditInjectCalls.)
+	eager := slices.ContainsFunc(ij.eager, func(fi os.FileInfo) bool { return os.SameFile(fi, st.exe) })
+	if !eager && ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)) == nil {
+		ij.eager = append(ij.eager, st.exe)
+	}
+	what := fmt.Sprintf("called the allocator %d times", calls)
+	if eager {
+		what = "runs a program given the shim before in this audit"
+	}
+	msg := fmt.Sprintf("--inject: process %d (%s) %s: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
+		pid, progName(pid), what, routed, in.Adopted)
 	if unrouted > 0 {
 		msg += fmt.Sprintf("; %d slots could not be routed and stay with the probes", unrouted)
 	}

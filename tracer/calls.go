@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/bpf"
 )
@@ -116,4 +117,18 @@ func (p *Probes) Quiet(tid int, on bool) error {
 		return p.objs.QuietOn.Set(uint32(0))
 	}
 	return nil
+}
+
+// MarkEager marks the program file at path (a process's /proc/PID/exe)
+// eager: a process that executes it from now on is told on the busy
+// reader at its EagerHead-th call rather than its BusyCalls-th.
+func (p *Probes) MarkEager(path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	// The kernel's own encoding of a device: 12 bits of major, 20 of
+	// minor.
+	key := bpf.MdtraceProgramFile{Ino: st.Ino, Dev: unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)}
+	return p.objs.EagerPrograms.Put(key, uint32(1))
 }

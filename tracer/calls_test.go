@@ -5,6 +5,7 @@ package tracer
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,13 +17,15 @@ import (
 // TestBusyCalls: with the probes on libc for every process, counting
 // calls (--all --inject), a process is told on the busy reader once, when
 // its count reaches BusyCalls, and not before; an exec starts its count
-// anew, and the new program is told again at its own BusyCalls-th call.
+// anew, and the new program is told again at its own BusyCalls-th call,
+// or at its EagerHead-th once its file is marked eager.
 // testdata/busyleak, idle, calls the allocator only on command: 3000
 // mallocs to hold, 3000 frees to release.
 func TestBusyCalls(t *testing.T) {
 	needProbes(t)
 	const busyAt = 5000
-	probes, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: busyAt, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
+	const eagerAt = 100
+	probes, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: busyAt, EagerHead: eagerAt, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
 	if err != nil {
 		t.Fatalf("LoadProbes: %v", err)
 	}
@@ -106,7 +109,9 @@ func TestBusyCalls(t *testing.T) {
 	// A new program is counted from none.
 	do("exec", "ready")
 	calls(0, 100)
+	// Its frees of null pointers: glibc's free returns before the probe.
 	do("release", "released")
+	calls(0, 100)
 	if n := told(); n != 0 {
 		t.Errorf("the new program was told of %d times after its first calls, want none", n)
 	}
@@ -114,6 +119,22 @@ func TestBusyCalls(t *testing.T) {
 	do("release", "released")
 	if n := told(); n != 1 {
 		t.Errorf("the new program was told of %d times after 6000 calls, want once", n)
+	}
+
+	// Its program marked eager, a new run of it is told at its 100th
+	// call: its count starts 100 short of 5000.
+	if err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		t.Fatal(err)
+	}
+	do("exec", "ready")
+	calls(busyAt-eagerAt, busyAt-eagerAt+90)
+	if n := told(); n != 0 {
+		t.Errorf("the eager run was told of %d times at its start, want none", n)
+	}
+	do("hold", "held")
+	calls(busyAt-eagerAt+3000, busyAt-eagerAt+3090)
+	if n := told(); n != 1 {
+		t.Errorf("the eager run was told of %d times after 3000 calls, want once", n)
 	}
 	io.WriteString(stdin, "exit\n")
 }

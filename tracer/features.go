@@ -237,7 +237,7 @@ func LoadVariants() []LoadVariant {
 		{"verify_pointers, attached", ProbeConfig{Verify: true, StackDepth: variantDepth, NoAllocBacktraces: true, NoBatch: true, MaxAllocs: small}, false},
 		{"program mode", ProbeConfig{StackDepth: variantDepth, Program: "prog", NoBatch: true, MaxAllocs: small}, true},
 		{"--all, sampling", ProbeConfig{StackDepth: variantDepth, All: true, SampleBytes: 4096, NoBatch: true, MaxAllocs: small}, true},
-		{"--all --inject", ProbeConfig{StackDepth: variantDepth, All: true, SampleBytes: 4096, NoBatch: true, CountCalls: true, BusyCalls: 4096, MaxAllocs: small}, false},
+		{"--all --inject", ProbeConfig{StackDepth: variantDepth, All: true, SampleBytes: 4096, NoBatch: true, CountCalls: true, BusyCalls: 4096, EagerHead: 256, MaxAllocs: small}, false},
 		{"attach, sampling", ProbeConfig{StackDepth: variantDepth, SampleBytes: 4096, NoBatch: true, MaxAllocs: small}, false},
 		{"one link per probe", ProbeConfig{StackDepth: variantDepth, PerProbeLinks: true, MaxAllocs: small}, false},
 		{"preemptible kernel", ProbeConfig{StackDepth: variantDepth, Preemptible: &yes, MaxAllocs: small}, false},

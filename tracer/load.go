@@ -89,6 +89,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		vars["count_calls"] = boolU32(cfg.CountCalls)
 		if cfg.CountCalls {
 			vars["busy_calls"] = cfg.BusyCalls
+			vars["eager_head"] = cfg.EagerHead
 		}
 	}
 	for name, v := range vars {

@@ -126,6 +126,10 @@ type ProbeConfig struct {
 	// is told once on the reader WatchBusy returns.
 	CountCalls bool
 	BusyCalls  uint32
+	// EagerHead, when not 0, is the count at which a process is told
+	// instead of BusyCalls when its program file was marked eager
+	// (MarkEager).
+	EagerHead uint32
 	// SampleBytes, when not 0, samples the allocations in the probes, one
 	// every SampleBytes bytes on average (bpf/sample.h): the others take no
 	// backtrace and no room in the table, and Totals gives estimates. It

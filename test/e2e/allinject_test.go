@@ -157,7 +157,8 @@ func TestAllInjectExec(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t)
 	m := startAllInject(t, t.TempDir())
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
+	// Its new run is taken at its 256th call: its program was taken.
+	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit): its calls go through mdtrace's shim from now on`, pid))
 	if waitStderr(m, injected, 1) == nil {
 		m.cmd.Process.Signal(syscall.SIGINT)
 		m.wait(t)
@@ -165,8 +166,10 @@ func TestAllInjectExec(t *testing.T) {
 	}
 	io.WriteString(target.stdin, "exec\n")
 	target.expectLine(t, "ready")
-	if waitStderr(m, injected, 2) == nil {
+	if again := waitStderr(m, injected, 2); again == nil {
 		t.Errorf("busyleak, executed anew, was not given the shim again within 10 s:\n%s", m.stderr.String())
+	} else if !strings.HasPrefix(again[1], "runs a program") {
+		t.Errorf("busyleak, executed anew, was taken as %q, not as a run of a program taken before", again[1])
 	}
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
