@@ -46,7 +46,9 @@
 # milliseconds move by a quarter between rounds), BUSY_ROUNDS (3),
 # BUSY_SETTLE (3), BUSY_MEASURE (4: the rounds, and the seconds before and
 # of the measure, of the --all rows of a process running along; BUSY_ONLY
-# set: only those), THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
+# set: only those), BUILD_RUNS (5), BUILD_ROUNDS (3: the cc1plus runs in a
+# row under one audit, and the rounds of them; BUILD_ONLY set: only those),
+# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
 # --all, sampling on and off), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
@@ -569,6 +571,50 @@ audit_rows() {
 		audit_cost cc1plus "$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null
 	fi
 }
+# What --all costs a build: cc1plus run BUILD_RUNS times in a row under one
+# audit (started before the first), against the same runs alone, the
+# medians of BUILD_ROUNDS rounds. With --inject the first run is taken at
+# its 8192nd call, the later ones, runs of a program taken before, at their
+# 256th.
+BUILD_RUNS=${BUILD_RUNS:-5}
+BUILD_ROUNDS=${BUILD_ROUNDS:-3}
+build_rows() {
+	[[ -n $cc1plus && -s $tmp/unit.ii ]] || return 0
+	local r mode t0 t1 m i
+	declare -A times=()
+	declare -A args=([all]="" [inject]="--inject")
+	for ((r = 0; r < BUILD_ROUNDS; r++)); do
+		for mode in native all inject; do
+			sleep "$SETTLE"
+			m=""
+			if [[ $mode != native ]]; then
+				rm -f "$tmp/aready"
+				# shellcheck disable=SC2086
+				bin/mdtrace --all ${args[$mode]} --ready-file "$tmp/aready" >/dev/null 2>&1 &
+				m=$!
+				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+			fi
+			t0=$EPOCHREALTIME
+			for ((i = 0; i < BUILD_RUNS; i++)); do
+				"$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null </dev/null >/dev/null 2>&1 || true
+			done
+			t1=$EPOCHREALTIME
+			if [[ -n $m ]]; then
+				kill -INT "$m" 2>/dev/null || true
+				wait "$m" 2>/dev/null || true
+			fi
+			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
+		done
+	done
+	local n v
+	n=$(median <<<"${times[native]}")
+	printf '  %-9s %-44s %8s  (median of %d, s; spread %s)\n' build "$BUILD_RUNS cc1plus runs in a row, alone" "$n" "$BUILD_ROUNDS" "$(spread <<<"${times[native]}")"
+	v=$(median <<<"${times[all]}")
+	printf '  %-9s %-44s %8s  (for information; spread %s)\n' build "the same under one --all / alone" "$(ratio "$v" "$n")x" "$(spread <<<"${times[all]}")"
+	v=$(median <<<"${times[inject]}")
+	printf '  %-9s %-44s %8s  %-2s %-5s %s (spread %s)\n' build "the same under one --all --inject / alone" "$(ratio "$v" "$n")x" "<=" 1.05 \
+		"$(awk -v a="$v" -v n="$n" 'BEGIN {print (n > 0 && a / n <= 1.05) ? "PASS" : "MISS"}')" "$(spread <<<"${times[inject]}")"
+}
 # What --all costs a busy process that runs all along, as a service does:
 # the process starts alone and runs rounds of the same work without end,
 # a line each; the audit starts (or not), and after BUSY_SETTLE seconds
@@ -698,9 +744,15 @@ if [[ -n ${BUSY_ONLY:-} ]]; then
 	busy_rows
 	exit 0
 fi
+if [[ -n ${BUILD_ONLY:-} ]]; then
+	echo "--all's cost to a build; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	build_rows
+	exit 0
+fi
 if [[ -n ${AUDIT_ONLY:-} ]]; then
 	echo "--all's cost, sampling on and off; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 	audit_rows
+	build_rows
 	busy_rows
 	exit 0
 fi
@@ -806,6 +858,7 @@ attach_ready() {
 }
 attach_ready
 audit_rows
+build_rows
 busy_rows
 echo "  chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs; LAG 0 frees each block at once, LAG 256 256 pairs later"
 slope_row 0 "LAG 0"
