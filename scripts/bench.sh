@@ -512,6 +512,14 @@ target() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
 
+# start_audit ARGS starts `mdtrace --all ARGS` in the background, its pid
+# in m, and waits until it is ready.
+start_audit() {
+	rm -f "$tmp/aready"
+	bin/mdtrace --all "$@" --ready-file "$tmp/aready" >/dev/null 2>&1 &
+	m=$!
+	while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+}
 # What --all costs the host: a workload's wall time while `mdtrace --all`
 # audits every process, against its time alone, in the same rounds: with
 # its default sampling (one allocation every 4096 bytes) and without
@@ -531,11 +539,8 @@ audit_cost() {
 			sleep "$SETTLE"
 			m=""
 			if [[ $mode != native ]]; then
-				rm -f "$tmp/aready"
 				# shellcheck disable=SC2086
-				bin/mdtrace --all ${args[$mode]} --ready-file "$tmp/aready" >/dev/null 2>&1 &
-				m=$!
-				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+				start_audit ${args[$mode]}
 			fi
 			t0=$EPOCHREALTIME
 			"$@" </dev/null >/dev/null 2>&1 || true
@@ -588,11 +593,8 @@ build_rows() {
 			sleep "$SETTLE"
 			m=""
 			if [[ $mode != native ]]; then
-				rm -f "$tmp/aready"
 				# shellcheck disable=SC2086
-				bin/mdtrace --all ${args[$mode]} --ready-file "$tmp/aready" >/dev/null 2>&1 &
-				m=$!
-				while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+				start_audit ${args[$mode]}
 			fi
 			t0=$EPOCHREALTIME
 			for ((i = 0; i < BUILD_RUNS; i++)); do

@@ -497,7 +497,11 @@ func (p *Probes) DetachFile(pid int, file stacks.File) bool {
 // closed in the background, which takes tens of ms (a uprobe's removal
 // waits for the kernel's grace periods). Detach waits for them.
 func (p *Probes) DetachFileLater(pid int, file stacks.File) {
-	links := p.unlinkFile(pid, file)
+	p.closeLater(p.unlinkFile(pid, file))
+}
+
+// closeLater closes links in the background; Detach waits for them.
+func (p *Probes) closeLater(links []link.Link) {
 	if len(links) == 0 {
 		return
 	}

@@ -84,14 +84,7 @@ func (p *Probes) CloseLinks(pid int) {
 	delete(p.links, pid)
 	p.forgetReturnsLocked(links)
 	p.mu.Unlock()
-	if len(links) == 0 {
-		return
-	}
-	p.closing.Add(1)
-	go func() {
-		defer p.closing.Done()
-		closeLinks(links)
-	}()
+	p.closeLater(links)
 }
 
 // startCleanerLocked starts the cleaner if it is not running; p.mu held.

@@ -79,33 +79,15 @@ func TestAllInject(t *testing.T) {
 	slotsBack(t, pid, slots, before, "after the audit")
 	busyExit(t, target)
 
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a struct {
-		Ranking []auditRow `json:"ranking"`
+	r, ok := lastRow(t, out, pid)
+	if !ok {
+		t.Fatalf("process %d is not in the last summary:\n%s", pid, out)
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
-	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
-	if i < 0 {
-		t.Fatalf("process %d is not in the ranking:\n%s", pid, lines[len(lines)-1])
-	}
-	r := a.Ranking[i]
 	// The loader's blocks for the shim itself are passed over
 	// (TestAllInjectLoaderQuiet). The 2000 blocks of 4096 bytes
 	// from realloc(NULL) and aligned_alloc are always sampled: exact.
 	checkSampledTotals(t, "busyleak's row", float64(r.AddedBlocks-2000), float64(r.AddedBytes-2000*4096), interval)
-	if len(r.Sites) == 0 {
-		t.Fatalf("process %d has no sites", pid)
-	}
-	top := r.Sites[0]
-	var frames []string
-	for _, f := range top.Frames {
-		frames = append(frames, f.Function)
-	}
-	if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
-		t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
-	}
+	checkLargeSite(t, r)
 	// glibc's realloc and aligned_alloc call its malloc and free for
 	// these: each block once, and the frees seen.
 	exact := map[string]int64{"leak_realloc_null": 1000, "leak_aligned": 1000}
@@ -157,18 +139,11 @@ func TestAllInjectExec(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t)
 	m := startAllInject(t, t.TempDir())
-	// Its new run is taken at its 256th call: its program was taken.
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit): its calls go through mdtrace's shim from now on`, pid))
-	if waitStderr(m, injected, 1) == nil {
-		m.cmd.Process.Signal(syscall.SIGINT)
-		m.wait(t)
-		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
+	waitTaken(t, m, pid, 1)
 	io.WriteString(target.stdin, "exec\n")
 	target.expectLine(t, "ready")
-	if again := waitStderr(m, injected, 2); again == nil {
-		t.Errorf("busyleak, executed anew, was not given the shim again within 10 s:\n%s", m.stderr.String())
-	} else if !strings.HasPrefix(again[1], "runs a program") {
+	// Its new run is taken at its 256th call: its program was taken.
+	if again := waitTaken(t, m, pid, 2); !strings.HasPrefix(again[1], "runs a program") {
 		t.Errorf("busyleak, executed anew, was taken as %q, not as a run of a program taken before", again[1])
 	}
 	m.cmd.Process.Signal(syscall.SIGINT)
@@ -193,14 +168,9 @@ func TestAllInjectAgain(t *testing.T) {
 	target, pid := startBusy(t)
 	slots := gotSlots(t, pid, exe)
 	before := readSlots(t, pid, slots)
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
 	for i, args := range [][]string{nil, {"--backtrace", "--format", "json"}} {
 		m := startAllInject(t, t.TempDir(), args...)
-		if waitStderr(m, injected, 1) == nil {
-			m.cmd.Process.Signal(syscall.SIGINT)
-			m.wait(t)
-			t.Fatalf("audit %d: busyleak was not given the shim within 10 s:\n%s", i+1, m.stderr.String())
-		}
+		waitTaken(t, m, pid, 1)
 		slotsInShim(t, pid, slots)
 		if i == 1 {
 			io.WriteString(target.stdin, "leak\n")
@@ -218,25 +188,11 @@ func TestAllInjectAgain(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		var a struct {
-			Ranking []auditRow `json:"ranking"`
+		r, ok := lastRow(t, out, pid)
+		if !ok {
+			t.Fatalf("process %d is not in the last summary:\n%s", pid, out)
 		}
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-			t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-		}
-		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
-		if i < 0 || len(a.Ranking[i].Sites) == 0 {
-			t.Fatalf("process %d is not in the ranking, or has no sites:\n%s", pid, lines[len(lines)-1])
-		}
-		top := a.Ranking[i].Sites[0]
-		var frames []string
-		for _, f := range top.Frames {
-			frames = append(frames, f.Function)
-		}
-		if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
-			t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
-		}
+		checkLargeSite(t, r)
 	}
 	busyExit(t, target)
 }
@@ -253,30 +209,17 @@ func TestAllInjectLoaderQuiet(t *testing.T) {
 	m := startAllInject(t, t.TempDir(), "--backtrace", "--sample-bytes", "1", "--format", "json")
 	io.WriteString(target.stdin, "spin\n")
 	target.expectLine(t, "spinning")
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
-	if waitStderr(m, injected, 1) == nil {
-		m.cmd.Process.Signal(syscall.SIGINT)
-		m.wait(t)
-		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
+	waitTaken(t, m, pid, 1)
 	m.cmd.Process.Signal(syscall.SIGINT)
 	out, _ := io.ReadAll(m.stdout)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
 	busyExit(t, target)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a struct {
-		Ranking []auditRow `json:"ranking"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
-	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
-	if i < 0 {
+	r, ok := lastRow(t, out, pid)
+	if !ok {
 		return
 	}
-	r := a.Ranking[i]
 	for _, s := range r.Sites {
 		if len(s.Frames) == 0 || s.Frames[0].Function != "busy" || s.Bytes != s.Blocks*64 {
 			var frames []string
@@ -300,12 +243,7 @@ func TestAllInjectForkChild(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t)
 	m := startAllInject(t, t.TempDir(), "--format", "json")
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
-	if waitStderr(m, injected, 1) == nil {
-		m.cmd.Process.Signal(syscall.SIGINT)
-		m.wait(t)
-		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
+	waitTaken(t, m, pid, 1)
 	io.WriteString(target.stdin, "fork\n")
 	line, _ := target.stdout.ReadString('\n')
 	var child int
@@ -320,6 +258,37 @@ func TestAllInjectForkChild(t *testing.T) {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
 	busyExit(t, target)
+	r, ok := lastRow(t, out, child)
+	if !ok {
+		t.Fatalf("the child %d is not in the last summary:\n%s", child, out)
+	}
+	if r.AddedBlocks != 1000 || r.AddedBytes != 1000*4096 {
+		t.Errorf("the child added %d blocks, %d bytes; want 1000 of 4096 bytes", r.AddedBlocks, r.AddedBytes)
+	}
+}
+
+// takenRe matches the line that says busyleak's process pid got the shim.
+func takenRe(pid int) *regexp.Regexp {
+	return regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit): its calls go through mdtrace's shim from now on`, pid))
+}
+
+// waitTaken waits for the n-th line that says process pid got the shim,
+// and stops the test, interrupting m, when none comes within 10 s.
+func waitTaken(t *testing.T, m *background, pid, n int) []string {
+	t.Helper()
+	got := waitStderr(m, takenRe(pid), n)
+	if got == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("busyleak was not given the shim (%d) within 10 s:\n%s", n, m.stderr.String())
+	}
+	return got
+}
+
+// lastRow returns process pid's row in the last summary of out, JSON a
+// line (--format json), and whether it has one.
+func lastRow(t *testing.T, out []byte, pid int) (auditRow, bool) {
+	t.Helper()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var a struct {
 		Ranking []auditRow `json:"ranking"`
@@ -327,12 +296,27 @@ func TestAllInjectForkChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
 		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
 	}
-	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == child })
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
 	if i < 0 {
-		t.Fatalf("the child %d is not in the ranking:\n%s", child, lines[len(lines)-1])
+		return auditRow{}, false
 	}
-	if r := a.Ranking[i]; r.AddedBlocks != 1000 || r.AddedBytes != 1000*4096 {
-		t.Errorf("the child added %d blocks, %d bytes; want 1000 of 4096 bytes", r.AddedBlocks, r.AddedBytes)
+	return a.Ranking[i], true
+}
+
+// checkLargeSite checks that the largest site of row r is leak_large's
+// 2000 blocks of 4096 bytes (always sampled), from main.
+func checkLargeSite(t *testing.T, r auditRow) {
+	t.Helper()
+	if len(r.Sites) == 0 {
+		t.Fatalf("process %d has no sites", r.PID)
+	}
+	top := r.Sites[0]
+	var frames []string
+	for _, f := range top.Frames {
+		frames = append(frames, f.Function)
+	}
+	if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
+		t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
 	}
 }
 
@@ -388,10 +372,7 @@ func TestAllInjectKilled(t *testing.T) {
 	slots := gotSlots(t, pid, exe)
 	before := readSlots(t, pid, slots)
 	m := startAllInject(t, t.TempDir())
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on`, pid))
-	if waitStderr(m, injected, 1) == nil {
-		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
+	waitTaken(t, m, pid, 1)
 	m.cmd.Process.Kill()
 	<-m.done
 	time.Sleep(300 * time.Millisecond)
@@ -402,9 +383,7 @@ func TestAllInjectKilled(t *testing.T) {
 	// leaks bound the lazy slot of realloc meanwhile.)
 	before = readSlots(t, pid, slots)
 	m = startAllInject(t, t.TempDir())
-	if waitStderr(m, injected, 1) == nil {
-		t.Errorf("busyleak was not given the shim again within 10 s:\n%s", m.stderr.String())
-	}
+	waitTaken(t, m, pid, 1)
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d", code)
