@@ -566,7 +566,7 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 		 * calls back to the allocator.
 		 */
 		md_batch_sync();
-		if (md_inject_routed)
+		if (mdshim_inject_routed)
 			md_inject_abandon();
 		return NULL;
 	}

@@ -101,11 +101,13 @@ void md_batch_init(size_t (*usable_size)(void *));
  */
 bool md_batch_start(unsigned long depth, size_t (*usable_size)(void *));
 /*
- * md_inject_routed is set while inject.c routes the program's calls to the
- * hooks; md_inject_abandon gives them back to the allocator when mdtrace is
- * gone (inject.c).
+ * mdshim_inject_routed is 1 while inject.c routes the program's calls to
+ * the hooks; md_inject_abandon gives them back to the allocator when
+ * mdtrace is gone (inject.c). mdtrace reads it in the process's memory: a
+ * shim at 0 whose slots were listed was given back, and may be started
+ * again.
  */
-extern int md_inject_routed __attribute__((visibility("hidden")));
+extern unsigned long mdshim_inject_routed;
 /*
  * md_batch_pending, set by inject.c, counts by a hash of their addresses
  * the allocations that the threads' batches hold and have not handed over

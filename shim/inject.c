@@ -41,7 +41,7 @@
 #include "real.h"
 #include "sample.h"
 
-int md_inject_routed;
+__attribute__((visibility("default"))) unsigned long mdshim_inject_routed;
 
 #ifdef MD_STATIC_REAL
 void md_inject_abandon(void)
@@ -110,11 +110,6 @@ __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slot
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
 /* And where the counts of md_batch_pending are. */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
-/*
- * 1 while the slots are routed (md_inject_routed): a shim at 0 was given
- * back, and a later mdtrace may start it again.
- */
-__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_active;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
 static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
@@ -315,10 +310,10 @@ static void *inject_dlopen(const char *file, int mode)
 	void *h = ((void *(*)(const char *, int))g_funcs[FUNC_DLOPEN].real)(file, mode);
 	size_t first;
 
-	if (h == NULL || !__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE))
+	if (h == NULL || !__atomic_load_n(&mdshim_inject_routed, __ATOMIC_ACQUIRE))
 		return h;
 	pthread_mutex_lock(&g_lock);
-	if (__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE)) {
+	if (__atomic_load_n(&mdshim_inject_routed, __ATOMIC_ACQUIRE)) {
 		first = g_nslots;
 		dl_iterate_phdr(scan_module, NULL);
 		route_from(first);
@@ -350,7 +345,7 @@ static void inject_fork_parent(void)
 static void inject_fork_child(void)
 {
 	pthread_mutex_unlock(&g_lock);
-	if (__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE) && md_batch_on && md_sample_bytes != 0)
+	if (__atomic_load_n(&mdshim_inject_routed, __ATOMIC_ACQUIRE) && md_batch_on && md_sample_bytes != 0)
 		md_inject_abandon();
 }
 
@@ -403,7 +398,7 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 		g_slots = m;
 	}
 	/* Started again after it was given back: the list is made anew. */
-	if (!__atomic_load_n(&md_inject_routed, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&mdshim_inject_routed, __ATOMIC_ACQUIRE))
 		g_nslots = g_failed = g_dropped = 0;
 	/*
 	 * The allocator's functions are looked up in its own object: in the
@@ -433,8 +428,7 @@ __attribute__((visibility("default"))) long mdshim_inject_route(void)
 {
 	if (g_slots == NULL)
 		return -EINVAL;
-	__atomic_store_n(&md_inject_routed, 1, __ATOMIC_RELEASE);
-	mdshim_inject_active = 1;
+	__atomic_store_n(&mdshim_inject_routed, 1, __ATOMIC_RELEASE);
 	route_from(0);
 	return (long)mdshim_inject_slots;
 }
@@ -447,8 +441,7 @@ __attribute__((visibility("default"))) long mdshim_inject_route(void)
  */
 __attribute__((visibility("default"))) long mdshim_inject_stop(void)
 {
-	__atomic_store_n(&md_inject_routed, 0, __ATOMIC_RELEASE);
-	mdshim_inject_active = 0;
+	__atomic_store_n(&mdshim_inject_routed, 0, __ATOMIC_RELEASE);
 	return (long)restore();
 }
 
@@ -578,9 +571,8 @@ void md_inject_abandon(void)
 	for (size_t i = 0; i < BYPASS_FUNCS; i++)
 		if (g_bypassed[i] != NULL)
 			__atomic_store_n(g_real[i], g_bypassed[i], __ATOMIC_RELEASE);
-	if (__atomic_exchange_n(&md_inject_routed, 0, __ATOMIC_ACQ_REL))
+	if (__atomic_exchange_n(&mdshim_inject_routed, 0, __ATOMIC_ACQ_REL))
 		restore();
-	mdshim_inject_active = 0;
 	pthread_mutex_unlock(&g_lock);
 }
 #endif

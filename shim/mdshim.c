@@ -380,7 +380,7 @@ static inline bool site_new(void *r, size_t size)
 	 * without batches, finds at a sampled allocation that mdtrace is
 	 * gone, and gives the program's calls back to the allocator.
 	 */
-	if (md_inject_routed && !md_site_probed((const void *)(uintptr_t)mdshim_site_alloc))
+	if (mdshim_inject_routed && !md_site_probed((const void *)(uintptr_t)mdshim_site_alloc))
 		md_inject_abandon();
 	return md_sample_mark(r);
 }

@@ -298,7 +298,7 @@ func ShimGivenBack(pid int, path string) bool {
 	}
 	in := &Injected{PID: pid, Shim: f, Base: base}
 	// Listed slots (mdshim_inject_start ran) and none routed now.
-	return in.readWordOK("mdshim_inject_active") == 0 && in.readWordOK("mdshim_inject_pending") != 0
+	return in.readWordOK("mdshim_inject_routed") == 0 && in.readWordOK("mdshim_inject_pending") != 0
 }
 
 // mappedAt returns the base of the file like want that process pid maps.
