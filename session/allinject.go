@@ -53,10 +53,8 @@ type auditInjector struct {
 	// that could not be, for this program.
 	injected map[int]*auditInjected
 	refused  map[int]procStamp
-	// total counts the processes injected during the audit; eager are
-	// their program files, marked for the probes (MarkEager).
+	// total counts the processes injected during the audit.
 	total int
-	eager []os.FileInfo
 }
 
 type auditInjected struct {
@@ -216,10 +214,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	ij.total++
 	// Its program's next runs are taken at their auditInjectEager-th call.
 	// (A full map of them leaves them at auditInjectCalls.)
-	eager := slices.ContainsFunc(ij.eager, func(fi os.FileInfo) bool { return os.SameFile(fi, st.exe) })
-	if !eager && ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)) == nil {
-		ij.eager = append(ij.eager, st.exe)
-	}
+	eager, _ := ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid))
 	what := fmt.Sprintf("called the allocator %d times", calls)
 	if eager {
 		what = "runs a program given the shim before in this audit"

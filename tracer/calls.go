@@ -121,14 +121,19 @@ func (p *Probes) Quiet(tid int, on bool) error {
 
 // MarkEager marks the program file at path (a process's /proc/PID/exe)
 // eager: a process that executes it from now on is told on the busy
-// reader at its EagerHead-th call rather than its BusyCalls-th.
-func (p *Probes) MarkEager(path string) error {
+// reader at its EagerHead-th call rather than its BusyCalls-th. It reports
+// whether the file was marked before.
+func (p *Probes) MarkEager(path string) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return err
+		return false, err
 	}
 	// The kernel's own encoding of a device: 12 bits of major, 20 of
 	// minor.
 	key := bpf.MdtraceProgramFile{Ino: st.Ino, Dev: unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)}
-	return p.objs.EagerPrograms.Put(key, uint32(1))
+	var v uint32
+	if p.objs.EagerPrograms.Lookup(key, &v) == nil {
+		return true, nil
+	}
+	return false, p.objs.EagerPrograms.Put(key, uint32(1))
 }

@@ -123,8 +123,11 @@ func TestBusyCalls(t *testing.T) {
 
 	// Its program marked eager, a new run of it is told at its 100th
 	// call: its count starts 100 short of 5000.
-	if err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
-		t.Fatal(err)
+	if before, err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || before {
+		t.Fatalf("MarkEager: marked before %v, %v; want a first mark", before, err)
+	}
+	if before, err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || !before {
+		t.Fatalf("MarkEager again: marked before %v, %v; want true", before, err)
 	}
 	do("exec", "ready")
 	calls(busyAt-eagerAt, busyAt-eagerAt+90)
