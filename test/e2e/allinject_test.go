@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -61,11 +60,7 @@ func TestAllInject(t *testing.T) {
 	target.expectLine(t, "released")
 	io.WriteString(target.stdin, "leak\n")
 	target.expectLine(t, "leaked")
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	out := m.interrupt(t)
 	// busyleak calls the allocator only through GOT slots, glibc's own
 	// among them, bound lazily (calloc, realloc): nothing traps (42000
 	// calls without the bypasses of realloc and memalign, 6 without
@@ -176,11 +171,7 @@ func TestAllInjectAgain(t *testing.T) {
 			io.WriteString(target.stdin, "leak\n")
 			target.expectLine(t, "leaked")
 		}
-		m.cmd.Process.Signal(syscall.SIGINT)
-		out, _ := io.ReadAll(m.stdout)
-		if code := m.wait(t); code != 0 {
-			t.Errorf("audit %d: mdtrace exit status %d; stderr:\n%s", i+1, code, m.stderr.String())
-		}
+		out := m.interrupt(t)
 		if want := fmt.Sprintf("mdtrace: --inject: process %d (%s): 0 calls reached the allocator's probes after the shim took its calls", pid, exe); !strings.Contains(m.stderr.String(), want) {
 			t.Errorf("audit %d: stderr lacks %q:\n%s", i+1, want, m.stderr.String())
 		}
@@ -210,11 +201,7 @@ func TestAllInjectLoaderQuiet(t *testing.T) {
 	io.WriteString(target.stdin, "spin\n")
 	target.expectLine(t, "spinning")
 	waitTaken(t, m, pid, 1)
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	out := m.interrupt(t)
 	busyExit(t, target)
 	r, ok := lastRow(t, out, pid)
 	if !ok {
@@ -222,11 +209,7 @@ func TestAllInjectLoaderQuiet(t *testing.T) {
 	}
 	for _, s := range r.Sites {
 		if len(s.Frames) == 0 || s.Frames[0].Function != "busy" || s.Bytes != s.Blocks*64 {
-			var frames []string
-			for _, f := range s.Frames {
-				frames = append(frames, f.Function)
-			}
-			t.Errorf("a site of %d blocks, %d bytes, frames %q; want only busy's blocks of 64 bytes", s.Blocks, s.Bytes, frames)
+			t.Errorf("a site of %d blocks, %d bytes, frames %q; want only busy's blocks of 64 bytes", s.Blocks, s.Bytes, s.functions())
 		}
 	}
 	if r.AddedBytes%64 != 0 || r.AddedBytes > 64*64 {
@@ -252,11 +235,7 @@ func TestAllInjectForkChild(t *testing.T) {
 	}
 	// A scan sees the child and names it.
 	time.Sleep(1200 * time.Millisecond)
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	out := m.interrupt(t)
 	busyExit(t, target)
 	r, ok := lastRow(t, out, child)
 	if !ok {
@@ -289,13 +268,7 @@ func waitTaken(t *testing.T, m *background, pid, n int) []string {
 // line (--format json), and whether it has one.
 func lastRow(t *testing.T, out []byte, pid int) (auditRow, bool) {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a struct {
-		Ranking []auditRow `json:"ranking"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
+	a, _ := lastSummary(t, out)
 	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
 	if i < 0 {
 		return auditRow{}, false
@@ -311,10 +284,7 @@ func checkLargeSite(t *testing.T, r auditRow) {
 		t.Fatalf("process %d has no sites", r.PID)
 	}
 	top := r.Sites[0]
-	var frames []string
-	for _, f := range top.Frames {
-		frames = append(frames, f.Function)
-	}
+	frames := top.functions()
 	if top.Blocks != 2000 || top.Bytes != 2000*4096 || len(frames) < 2 || frames[0] != "leak_large" || frames[1] != "main" {
 		t.Errorf("largest site: %d blocks, %d bytes, frames %q; want leak_large's 2000 blocks, 8192000 bytes, from main", top.Blocks, top.Bytes, frames)
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,6 +276,18 @@ func (b *background) expectLine(t *testing.T, want string) {
 	if line != want+"\n" {
 		t.Fatalf("read %q (%v), want %q; stderr:\n%s", line, err, want, b.stderr.String())
 	}
+}
+
+// interrupt ends mdtrace b with SIGINT, and returns what it wrote on its
+// standard output; an exit status other than 0 is an error of the test.
+func (b *background) interrupt(t *testing.T) []byte {
+	t.Helper()
+	b.cmd.Process.Signal(syscall.SIGINT)
+	out, _ := io.ReadAll(b.stdout)
+	if code := b.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, b.stderr.String())
+	}
+	return out
 }
 
 func (b *background) wait(t *testing.T) int {

@@ -381,16 +381,8 @@ func TestAll(t *testing.T) {
 	target.expectLine(t, "leaky: done")
 	// The summary printed at the interrupt, while leaky holds its blocks;
 	// earlier ones may catch it starting up.
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a auditJSON
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
+	out := m.interrupt(t)
+	a, _ := lastSummary(t, out)
 	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == target.cmd.Process.Pid })
 	if i < 0 {
 		t.Fatalf("the test's process was never listed:\n%s", out)
@@ -520,23 +512,47 @@ type auditJSON struct {
 	Ranking    []auditRow `json:"ranking"`
 }
 
+// lastSummary returns the last summary of out, JSON a line (--format
+// json), and that line, for messages.
+func lastSummary(t *testing.T, out []byte) (auditJSON, string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	var a auditJSON
+	if err := json.Unmarshal([]byte(last), &a); err != nil {
+		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
+	}
+	return a, last
+}
+
 type auditRow struct {
-	PID         int    `json:"pid"`
-	Comm        string `json:"comm"`
-	Exe         string `json:"exe"`
-	AddedBlocks int64  `json:"added_blocks"`
-	AddedBytes  int64  `json:"added_bytes"`
-	Exited      bool   `json:"exited"`
-	New         bool   `json:"new"`
-	AnonRSS     int64  `json:"anon_rss_bytes"`
-	Sites       []struct {
-		Blocks int64 `json:"blocks"`
-		Bytes  int64 `json:"bytes"`
-		Frames []struct {
-			File     string `json:"file"`
-			Function string `json:"function"`
-		} `json:"frames"`
-	} `json:"sites"`
+	PID         int         `json:"pid"`
+	Comm        string      `json:"comm"`
+	Exe         string      `json:"exe"`
+	AddedBlocks int64       `json:"added_blocks"`
+	AddedBytes  int64       `json:"added_bytes"`
+	Exited      bool        `json:"exited"`
+	New         bool        `json:"new"`
+	AnonRSS     int64       `json:"anon_rss_bytes"`
+	Sites       []auditSite `json:"sites"`
+}
+
+type auditSite struct {
+	Blocks int64 `json:"blocks"`
+	Bytes  int64 `json:"bytes"`
+	Frames []struct {
+		File     string `json:"file"`
+		Function string `json:"function"`
+	} `json:"frames"`
+}
+
+// functions returns the names of the site's frames, innermost first.
+func (s auditSite) functions() []string {
+	var out []string
+	for _, f := range s.Frames {
+		out = append(out, f.Function)
+	}
+	return out
 }
 
 // TestAllAudit: `--all --backtrace --format json` ranks the processes by the
@@ -615,11 +631,7 @@ func TestAllAudit(t *testing.T) {
 	// And one of each process that ended, at its end, found by the
 	// audit's end at the latest.
 	checkAuditDumps(t, dir, fmt.Sprintf("heap.%d.exit.txt", ended.cmd.Process.Pid))
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a auditJSON
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
+	a, last := lastSummary(t, out)
 	type want struct {
 		pid           int
 		blocks, bytes int64
@@ -645,7 +657,7 @@ func TestAllAudit(t *testing.T) {
 	for _, w := range wants {
 		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == w.pid })
 		if i < 0 {
-			t.Errorf("process %d is not in the ranking:\n%s", w.pid, lines[len(lines)-1])
+			t.Errorf("process %d is not in the ranking:\n%s", w.pid, last)
 			continue
 		}
 		r := a.Ranking[i]
@@ -667,10 +679,7 @@ func TestAllAudit(t *testing.T) {
 			t.Logf("process %d: not heard of by its first walks (their budget was spent)", w.pid)
 			continue
 		}
-		var chain []string
-		for _, f := range r.Sites[0].Frames {
-			chain = append(chain, f.Function)
-		}
+		chain := r.Sites[0].functions()
 		if len(chain) == 0 || chain[0] != w.leaf || !slices.Contains(chain, "main") {
 			t.Errorf("process %d: the largest site's functions %v, want %s first and main", w.pid, chain, w.leaf)
 		}

@@ -299,11 +299,7 @@ func TestAllAuditSampled(t *testing.T) {
 	if code := target.wait(t); code != 0 {
 		t.Errorf("sampled exit status %d", code)
 	}
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
+	out := m.interrupt(t)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	type sampledRow struct {
 		auditRow

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"debug/elf"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -461,16 +460,7 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	}
 	io.WriteString(own.stdin, "go\n")
 	own.expectLine(t, "done")
-	m.cmd.Process.Signal(syscall.SIGINT)
-	out, _ := io.ReadAll(m.stdout)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var a auditJSON
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &a); err != nil {
-		t.Fatalf("the last summary is not JSON: %v\n%s", err, out)
-	}
+	a, last := lastSummary(t, m.interrupt(t))
 	for _, want := range []auditRow{
 		// leaky's 13 blocks, as TestAll counts them, without the shell's.
 		{PID: shared.cmd.Process.Pid, AddedBlocks: 13, AddedBytes: 16194, Exe: sharedPath},
@@ -479,7 +469,7 @@ func TestAllOtherMountNamespace(t *testing.T) {
 	} {
 		i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == want.PID })
 		if i < 0 || a.Ranking[i].AddedBlocks != want.AddedBlocks || a.Ranking[i].AddedBytes != want.AddedBytes || a.Ranking[i].Exe != want.Exe {
-			t.Errorf("no row of process %d with %d blocks, %d bytes, %s:\n%s", want.PID, want.AddedBlocks, want.AddedBytes, want.Exe, lines[len(lines)-1])
+			t.Errorf("no row of process %d with %d blocks, %d bytes, %s:\n%s", want.PID, want.AddedBlocks, want.AddedBytes, want.Exe, last)
 		}
 	}
 	shared.stdin.Close()
