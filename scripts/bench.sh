@@ -512,13 +512,31 @@ target() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s%s\n' "$wl" "$text" "$r" "$op" "$limit" "$verdict" "${net:+ $net}"
 }
 
-# start_audit ARGS starts `mdtrace --all ARGS` in the background, its pid
-# in m, and waits until it is ready.
-start_audit() {
-	rm -f "$tmp/aready"
-	bin/mdtrace --all "$@" --ready-file "$tmp/aready" >/dev/null 2>&1 &
-	m=$!
-	while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+# audited MODE ARGS -- CMD...: the wall time (s) of CMD while `mdtrace --all
+# ARGS` audits the host, started and ready before it and interrupted after;
+# MODE native: alone.
+audited() {
+	local mode=$1 m="" t0 t1 args=()
+	shift
+	while [[ $1 != -- ]]; do
+		args+=("$1")
+		shift
+	done
+	shift
+	if [[ $mode != native ]]; then
+		rm -f "$tmp/aready"
+		bin/mdtrace --all "${args[@]}" --ready-file "$tmp/aready" >/dev/null 2>&1 &
+		m=$!
+		while [[ ! -e $tmp/aready ]] && kill -0 "$m" 2>/dev/null; do sleep 0.01; done
+	fi
+	t0=$EPOCHREALTIME
+	"$@" </dev/null >/dev/null 2>&1 || true
+	t1=$EPOCHREALTIME
+	if [[ -n $m ]]; then
+		kill -INT "$m" 2>/dev/null || true
+		wait "$m" 2>/dev/null || true
+	fi
+	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}'
 }
 # What --all costs the host: a workload's wall time while `mdtrace --all`
 # audits every process, against its time alone, in the same rounds: with
@@ -530,26 +548,15 @@ start_audit() {
 # --inject, a process gets the shim at its 8192nd call, and samples in
 # itself from then on.
 audit_cost() {
-	local name=$1 r mode t0 t1 m
+	local name=$1 r mode
 	shift
 	declare -A times=()
 	declare -A args=([all]="" [allexact]="--sample-bytes 0" [allbt]="--backtrace" [allbtexact]="--backtrace --sample-bytes 0" [inject]="--inject")
 	for ((r = 0; r < AUDIT_ROUNDS; r++)); do
 		for mode in native all allexact allbt allbtexact inject; do
 			sleep "$SETTLE"
-			m=""
-			if [[ $mode != native ]]; then
-				# shellcheck disable=SC2086
-				start_audit ${args[$mode]}
-			fi
-			t0=$EPOCHREALTIME
-			"$@" </dev/null >/dev/null 2>&1 || true
-			t1=$EPOCHREALTIME
-			if [[ -n $m ]]; then
-				kill -INT "$m" 2>/dev/null || true
-				wait "$m" 2>/dev/null || true
-			fi
-			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
+			# shellcheck disable=SC2086
+			times[$mode]+="$(audited "$mode" ${args[$mode]:-} -- "$@") "
 		done
 	done
 	local n v
@@ -583,29 +590,22 @@ audit_rows() {
 # 256th.
 BUILD_RUNS=${BUILD_RUNS:-5}
 BUILD_ROUNDS=${BUILD_ROUNDS:-3}
+build_runs() {
+	local i
+	for ((i = 0; i < BUILD_RUNS; i++)); do
+		"$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null || true
+	done
+}
 build_rows() {
 	[[ -n $cc1plus && -s $tmp/unit.ii ]] || return 0
-	local r mode t0 t1 m i
+	local r mode
 	declare -A times=()
 	declare -A args=([all]="" [inject]="--inject")
 	for ((r = 0; r < BUILD_ROUNDS; r++)); do
 		for mode in native all inject; do
 			sleep "$SETTLE"
-			m=""
-			if [[ $mode != native ]]; then
-				# shellcheck disable=SC2086
-				start_audit ${args[$mode]}
-			fi
-			t0=$EPOCHREALTIME
-			for ((i = 0; i < BUILD_RUNS; i++)); do
-				"$cc1plus" -quiet -fpreprocessed -O1 "$tmp/unit.ii" -o /dev/null </dev/null >/dev/null 2>&1 || true
-			done
-			t1=$EPOCHREALTIME
-			if [[ -n $m ]]; then
-				kill -INT "$m" 2>/dev/null || true
-				wait "$m" 2>/dev/null || true
-			fi
-			times[$mode]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}') "
+			# shellcheck disable=SC2086
+			times[$mode]+="$(audited "$mode" ${args[$mode]:-} -- build_runs) "
 		done
 	done
 	local n v
