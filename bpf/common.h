@@ -137,6 +137,15 @@ struct process_map {
 	__type(value, u32);
 };
 
+/* The same, with a u64 for each process. */
+struct process_map64 {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, u32);
+	__type(value, u64);
+};
+
 /*
  * Zygote children: processes forked, without an exec, from a traced one.
  * What they allocate after the fork carries ALLOC_ZYGOTE. Value: 1.
@@ -163,13 +172,7 @@ struct process_map gens SEC(".maps");
  * them to pick the processes whose calls its shim should take (--all
  * --inject). Value: the count, 64 bits for the atomic add that returns it.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MAX_PROCESSES);
-	__type(key, u32);
-	__type(value, u64);
-} proc_calls SEC(".maps");
+struct process_map64 proc_calls SEC(".maps");
 
 /*
  * The program files (their device, in the kernel's encoding, and inode)

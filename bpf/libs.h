@@ -34,13 +34,7 @@ struct {
 } notify SEC(".maps");
 
 /* Where the loader's r_debug is in each traced process. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MAX_PROCESSES);
-	__type(key, u32);
-	__type(value, u64);
-} rdebug SEC(".maps");
+struct process_map64 rdebug SEC(".maps");
 
 /* The walk of the loader's list, one library per step of bpf_loop. */
 struct lib_walk {

@@ -112,13 +112,7 @@ struct unwind_file {
  * list from them, and does it again if a notice came between, whose
  * library its list would lack.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MAX_PROCESSES);
-	__type(key, u32);
-	__type(value, u64);
-} unwind_notices SEC(".maps");
+struct process_map64 unwind_notices SEC(".maps");
 
 static __always_inline void count_notice(u32 tgid)
 {
