@@ -57,8 +57,9 @@ func checkExecutable(f stacks.File) error {
 //
 // Only the dynamic symbols matter to a program that links dynamically (they
 // are what the loader binds malloc to); a static program has none, and its
-// own symbol table says. Reading just those keeps attaching to a process
-// with hundreds of libraries quick. A file that cannot be read is an
+// own symbol table says. Looking malloc up in the dynamic symbols' hash
+// table keeps attaching to a process with hundreds of libraries, or to a
+// program that exports tens of thousands of symbols, quick. A file that cannot be read is an
 // error: the allocator found past it could be the wrong one.
 func definesMalloc(f stacks.File) (bool, error) {
 	if f.Path == "" {
@@ -69,8 +70,14 @@ func definesMalloc(f stacks.File) (bool, error) {
 		return false, fmt.Errorf("reading %s to find its malloc: %w", f.Name, err)
 	}
 	defer ef.Close()
-	syms, err := ef.DynamicSymbols()
-	if err != nil || len(syms) == 0 {
+	// A static program's dynamic symbols are none, or the null one.
+	var syms []elf.Symbol
+	ds := ef.Section(".dynsym")
+	dynamic := ds != nil && ds.Size > 24
+	if dynamic {
+		syms, err = dynamicSymbols(ef, "malloc")
+	}
+	if !dynamic || err != nil {
 		syms, _ = ef.Symbols()
 	}
 	for _, s := range syms {
