@@ -47,7 +47,7 @@ func CheckShimInterface(path string) error {
 		return err
 	}
 	defer f.Close()
-	syms, err := f.DynamicSymbols()
+	syms, err := dynamicSymbols(f, abi.SymbolInterface)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -79,7 +79,7 @@ func symbolAddress(path, name string) (uint64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	syms, err := f.DynamicSymbols()
+	syms, err := dynamicSymbols(f, name)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +90,7 @@ func symbolAddress(path, name string) (uint64, error) {
 		}
 	}
 	for _, s := range syms {
-		if s.Name == name && s.Section != elf.SHN_UNDEF {
+		if s.Section != elf.SHN_UNDEF {
 			return s.Value - first, nil
 		}
 	}
