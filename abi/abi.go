@@ -9,7 +9,7 @@ package abi
 // before it preloads or loads it, and refuses a shim of another number (an
 // older or newer build beside it).
 const (
-	ShimInterface   = 1
+	ShimInterface   = 2
 	SymbolInterface = "mdshim_interface"
 )
 
@@ -216,7 +216,9 @@ const (
 const SymbolSampleBytes = "mdshim_sample_bytes"
 
 // An early start (ENV_EARLY): the command runs while mdtrace loads its
-// programs, and the shim holds its threads' batches until mdtrace writes
+// programs (or, with --all --inject, a process's calls are routed before
+// the probes on the shim's sites are live: mdshim_inject_start's last
+// argument), and the shim holds its threads' batches until mdtrace writes
 // EARLY_READY in its 32-bit word SYMBOL_READY, once every probe of the
 // process is attached and its unwind tables are in place. The shim writes
 // EARLY_WAITING there first, as it starts: mdtrace writes the word only

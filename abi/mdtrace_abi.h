@@ -34,7 +34,7 @@ typedef __UINT32_TYPE__ md_u32;
  * before it preloads or loads it, and refuses a shim of another number (an
  * older or newer build beside it).
  */
-#define SHIM_INTERFACE 1
+#define SHIM_INTERFACE 2
 #define SYMBOL_INTERFACE "mdshim_interface"
 
 /* ---- Allocator calls, probe sites, counters, records ---- */
@@ -261,7 +261,9 @@ enum mapping_kind {
 #define SYMBOL_SAMPLE_BYTES "mdshim_sample_bytes"
 /*
  * An early start (ENV_EARLY): the command runs while mdtrace loads its
- * programs, and the shim holds its threads' batches until mdtrace writes
+ * programs (or, with --all --inject, a process's calls are routed before
+ * the probes on the shim's sites are live: mdshim_inject_start's last
+ * argument), and the shim holds its threads' batches until mdtrace writes
  * EARLY_READY in its 32-bit word SYMBOL_READY, once every probe of the
  * process is attached and its unwind tables are in place. The shim writes
  * EARLY_WAITING there first, as it starts: mdtrace writes the word only

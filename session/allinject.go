@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
@@ -158,13 +159,17 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		return errors.New("it has mdtrace's shim already, in use")
 	}
 	gen := ij.probes.ExecGen(pid)
-	// The probes on the shim's sites go on while the shim is loaded:
-	// a probe's registration waits for the kernel's grace periods, 5 to
-	// 15 ms here, and the process traps at every call until it is routed.
-	// They are for the file at mdtrace's path, which InjectLoad makes
-	// sure the process maps.
+	// The probes on the shim's sites go on while the shim is loaded and
+	// the calls routed: a probe's registration waits for the kernel's
+	// grace periods, 5 to 20 ms here, and the process traps at every call
+	// until it is routed. The shim holds its batches until they are live
+	// (Ready). They are for the file at mdtrace's path, which InjectLoad
+	// makes sure the process maps.
 	attached := make(chan error, 1)
 	go func() { attached <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+	attachErr := sync.OnceValue(func() error { return <-attached })
+	// Whatever fails, the probes are taken away once attached.
+	undo := func() { attachErr(); ij.release(pid) }
 	// The shim samples, and batches its samples: one probe hit for
 	// several.
 	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, &tracer.AuditHooks{
@@ -175,16 +180,11 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 				ij.say(fmt.Sprintf("--inject: process %d: %v; the loader's blocks for the shim may count as the process's", pid, err))
 			}
 		},
+		Early: true,
 	})
-	aerr := <-attached
-	undo := func() { ij.release(pid) }
 	if err != nil {
 		undo()
 		return err
-	}
-	if aerr != nil {
-		undo()
-		return fmt.Errorf("probing the shim's sites: %w", aerr)
 	}
 	if err := ij.probes.CountPending(pid, in.Pending); err != nil {
 		undo()
@@ -195,14 +195,21 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		undo()
 		return err
 	}
-	if ij.depth > 0 {
-		// Its stacks go through the shim now.
-		ij.probes.LoadUnwind(pid)
-	}
 	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
 	routed, unrouted, inside, err := in.Route(func() {})
 	if err == nil && routed == 0 {
 		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
+	}
+	if err == nil && ij.depth > 0 {
+		// Its stacks go through the shim now.
+		ij.probes.LoadUnwind(pid)
+	}
+	if err == nil {
+		if aerr := attachErr(); aerr != nil {
+			err = fmt.Errorf("probing the shim's sites: %w", aerr)
+		} else {
+			err = in.Ready()
+		}
 	}
 	if err != nil {
 		in.Stop()

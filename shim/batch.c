@@ -461,16 +461,23 @@ void md_batch_init(size_t (*usable_size)(void *))
 	 */
 	early = getenv(ENV_EARLY);
 	if (early != NULL && early[0] >= '1' && early[0] <= '9') {
-		uint32_t none = 0;
-
 		d = strtoul(early, &end, 10);
-		early_tracer = *end == '\0' && d <= INT32_MAX ? (pid_t)d : 0;
 		early[0] = '0';
-		/* Now mdtrace may write the word: the loader is done with it. */
-		__atomic_compare_exchange_n(&mdshim_ready, &none, EARLY_WAITING, false, __ATOMIC_ACQ_REL,
-					    __ATOMIC_ACQUIRE);
-		md_early = true;
+		md_early_start(*end == '\0' && d <= INT32_MAX ? (pid_t)d : 0);
 	}
+}
+
+void md_early_start(pid_t tracer)
+{
+	early_tracer = tracer;
+	/* Now mdtrace may write the word: the loader is done with it. */
+	__atomic_store_n(&mdshim_ready, EARLY_WAITING, __ATOMIC_RELEASE);
+	__atomic_store_n(&md_early, true, __ATOMIC_RELEASE);
+}
+
+void md_early_end(void)
+{
+	__atomic_store_n(&md_early, false, __ATOMIC_RELEASE);
 }
 
 bool md_batch_start(unsigned long d, size_t (*usable_size)(void *))
@@ -579,7 +586,12 @@ static inline struct md_batch_thread *begin(uintptr_t fp, unsigned need)
 	}
 	bt->busy = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (bt->b.used + need > BATCH_WORDS)
+	/*
+	 * A buffer made before mdtrace was ready registers at the thread's
+	 * first call after, so that the probes drain it at the thread's end
+	 * however it ends.
+	 */
+	if (bt->b.used + need > BATCH_WORDS || __builtin_expect(bt->unregistered && !md_early_pending(), 0))
 		flush(bt, 0);
 	return bt;
 }

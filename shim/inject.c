@@ -354,11 +354,14 @@ static void inject_fork_child(void)
  * with dlopen: batches with depth frames an allocation (no batches when
  * batch is 0), sampling of one allocation every sample bytes on average
  * (none when 0), both at once (--all --inject: only the sampled calls go
- * to the batches), and the list of slots to route. It returns the slots
- * listed, or -errno.
+ * to the batches), and the list of slots to route. With batches, a
+ * non-zero early is mdtrace's pid: mdtrace routes the calls before its
+ * probes on the shim's sites are live, and the batches are held until it
+ * writes mdshim_ready, as in an early start. It returns the slots listed,
+ * or -errno.
  */
 __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
-								unsigned long sample)
+								unsigned long sample, unsigned long early)
 {
 	Dl_info self, alloc;
 	void *m, *lib;
@@ -377,6 +380,11 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	}
 	if (batch && !md_batch_start(depth, md_real_usable_size))
 		return -EINVAL;
+	if (batch && early != 0) {
+		if (early > INT32_MAX)
+			return -EINVAL;
+		md_early_start((pid_t)early);
+	}
 	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
 		return -ENOMEM;
 	if (dladdr((void *)mdshim_inject_start, &self) == 0)
@@ -442,6 +450,7 @@ __attribute__((visibility("default"))) long mdshim_inject_route(void)
 __attribute__((visibility("default"))) long mdshim_inject_stop(void)
 {
 	__atomic_store_n(&mdshim_inject_routed, 0, __ATOMIC_RELEASE);
+	md_early_end();
 	return (long)restore();
 }
 
@@ -573,6 +582,8 @@ void md_inject_abandon(void)
 			__atomic_store_n(g_real[i], g_bypassed[i], __ATOMIC_RELEASE);
 	if (__atomic_exchange_n(&mdshim_inject_routed, 0, __ATOMIC_ACQ_REL))
 		restore();
+	/* Nobody will say ready to a fork child. */
+	md_early_end();
 	pthread_mutex_unlock(&g_lock);
 }
 #endif

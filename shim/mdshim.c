@@ -378,9 +378,10 @@ static inline bool site_new(void *r, size_t size)
 	/*
 	 * A shim mdtrace loaded into the running process, which samples
 	 * without batches, finds at a sampled allocation that mdtrace is
-	 * gone, and gives the program's calls back to the allocator.
+	 * gone, and gives the program's calls back to the allocator (unless
+	 * mdtrace has routed them before probing the sites, and is not ready).
 	 */
-	if (mdshim_inject_routed && !md_site_probed((const void *)(uintptr_t)mdshim_site_alloc))
+	if (mdshim_inject_routed && !md_site_probed((const void *)(uintptr_t)mdshim_site_alloc) && !md_early_pending())
 		md_inject_abandon();
 	return md_sample_mark(r);
 }

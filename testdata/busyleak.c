@@ -14,6 +14,9 @@
 //   spin     starts the thread's loop, if BUSYLEAK_IDLE held it ("spinning")
 //   fork     forks a child that mallocs 1000 blocks of 4096 bytes from
 //            leak_large, kept, says "child PID leaked", and exits 2 s later
+//   burst    mallocs 10000 blocks of 4096 bytes from leak_burst, kept, each
+//            after 7 pairs of 64 bytes, without a pause ("burst"): the
+//            process is given the shim in the middle of it
 //
 // With BUSYLEAK_SECCOMP set in its environment it first puts itself under a
 // seccomp filter that allows every system call, as a sandboxed service is.
@@ -43,6 +46,7 @@ static volatile int stop, idle;
 NOINLINE void hold_block(int i) { held[i] = malloc(1024); }
 NOINLINE void leak_small(void) { sink = malloc(64); }
 NOINLINE void leak_large(void) { sink = malloc(4096); }
+NOINLINE void leak_burst(void) { sink = malloc(4096); }
 
 NOINLINE void leak_realloc_null(void) { sink = realloc(none, 4096); }
 NOINLINE void leak_aligned(void) { sink = aligned_alloc(16, 4096); }
@@ -154,6 +158,16 @@ int main(int argc, char **argv)
 			}
 			if (c < 0)
 				return 1;
+		} else if (strcmp(line, "burst\n") == 0) {
+			for (int i = 0; i < 10000; i++) {
+				for (int j = 0; j < 7; j++) {
+					void *volatile p = malloc(64);
+
+					free(p);
+				}
+				leak_burst();
+			}
+			puts("burst");
 		} else if (strcmp(line, "spin\n") == 0) {
 			idle = 0;
 			puts("spinning");

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/stacks"
 )
 
@@ -381,6 +382,11 @@ type AuditHooks struct {
 	// the injection makes it make, the loader's for the shim among them
 	// (Probes.Quiet).
 	Quiet func(tid int, on bool)
+	// Early routes the calls before the probes on the shim's sites are
+	// live: the shim holds its batches until Injected.Ready. The probes'
+	// registration waits for the kernel's grace periods, while every call
+	// the process makes until it is routed traps.
+	Early bool
 }
 
 // InjectLoad loads the shim at path (mdtrace's own copy) into process pid
@@ -456,7 +462,11 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 		if batch {
 			b = 1
 		}
-		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample)
+		var early uint64
+		if audit != nil && audit.Early && batch {
+			early = uint64(os.Getpid())
+		}
+		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample, early)
 		if err != nil {
 			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
 		}
@@ -705,7 +715,18 @@ func (in *Injected) Stop() (int, error) {
 	return int(n), err
 }
 
-// readWord reads the shim's 64-bit variable name.
+// Ready tells a shim started early (AuditHooks.Early) that the probes on
+// its sites are live: its batches are handed over from now on.
+func (in *Injected) Ready() error {
+	at, err := moduleSymbol(in.Shim, in.Base, abi.SymbolReady)
+	if err != nil {
+		return err
+	}
+	var word [4]byte
+	binary.LittleEndian.PutUint32(word[:], abi.EarlyReady)
+	return writeMem(in.PID, at, word[:])
+}
+
 // readWordOK is readWord, with ^0 for a word that cannot be read.
 func (in *Injected) readWordOK(name string) uint64 {
 	at, err := moduleSymbol(in.Shim, in.Base, name)
@@ -719,6 +740,7 @@ func (in *Injected) readWordOK(name string) uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
+// readWord reads the shim's 64-bit variable name (0 if it cannot).
 func (in *Injected) readWord(name string) uint64 {
 	if v := in.readWordOK(name); v != ^uint64(0) {
 		return v

@@ -246,6 +246,47 @@ func TestAllInjectForkChild(t *testing.T) {
 	}
 }
 
+// TestAllInjectBurst: busyleak is given the shim in the middle of a burst
+// of 80000 calls that keeps 10000 blocks of 4096 bytes (always sampled).
+// The calls are routed before the probes on the shim's sites are live, and
+// the shim holds its samples until they are: every block is counted,
+// whether the probes on the allocator saw it, the shim held it, or the
+// shim handed it over at once.
+func TestAllInjectBurst(t *testing.T) {
+	needRoot(t)
+	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
+	m := startAllInject(t, t.TempDir(), "--backtrace", "--format", "json")
+	// Past the audit's first moments, in which it reads every process's
+	// unwind tables: an injection then takes a few ms, not tens.
+	time.Sleep(time.Second)
+	io.WriteString(target.stdin, "burst\n")
+	target.expectLine(t, "burst")
+	taken := waitTaken(t, m, pid, 1)
+	out := m.interrupt(t)
+	busyExit(t, target)
+	var calls int
+	if _, err := fmt.Sscanf(taken[1], "called the allocator %d times", &calls); err != nil || calls >= 80000 {
+		t.Fatalf("busyleak was not taken during its burst of 80000 calls: %q", taken[1])
+	}
+	r, ok := lastRow(t, out, pid)
+	if !ok {
+		t.Fatalf("process %d is not in the last summary:\n%s", pid, out)
+	}
+	// The blocks may be on more than one site: the probes' walks, made
+	// before mdtrace has the process's unwind tables, and the shim's.
+	var blocks, bytes int64
+	for _, s := range r.Sites {
+		if len(s.Frames) > 0 && s.Frames[0].Function == "leak_burst" {
+			blocks += s.Blocks
+			bytes += s.Bytes
+		}
+	}
+	if blocks != 10000 || bytes != 10000*4096 {
+		t.Errorf("leak_burst's sites: %d blocks, %d bytes; want 10000 of 4096 bytes (taken at call %d)", blocks, bytes, calls)
+	}
+	t.Logf("taken at call %d of the burst's 80000", calls)
+}
+
 // takenRe matches the line that says busyleak's process pid got the shim.
 func takenRe(pid int) *regexp.Regexp {
 	return regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit): its calls go through mdtrace's shim from now on`, pid))

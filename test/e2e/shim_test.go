@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mdtrace/mdtrace/abi"
 )
 
 func TestShimGuardUnderMdtrace(t *testing.T) {
@@ -112,8 +115,8 @@ func TestShimOfAnotherBuild(t *testing.T) {
 	if err := copyFile(prog("libdlnofp.so"), none); err != nil {
 		t.Fatal(err)
 	}
-	another := "mdtrace: " + other + " is another build's shim (its interface 99, this mdtrace's 1): install mdtrace and its shim together, or give --shim\n"
-	older := "mdtrace: " + none + " is an older build's shim (it says no interface; this mdtrace's is 1): install mdtrace and its shim together, or give --shim\n"
+	another := "mdtrace: " + other + " is another build's shim (its interface 99, this mdtrace's " + strconv.Itoa(abi.ShimInterface) + "): install mdtrace and its shim together, or give --shim\n"
+	older := "mdtrace: " + none + " is an older build's shim (it says no interface; this mdtrace's is " + strconv.Itoa(abi.ShimInterface) + "): install mdtrace and its shim together, or give --shim\n"
 	for _, c := range []struct {
 		args []string
 		want string
