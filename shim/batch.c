@@ -212,7 +212,9 @@ void md_early_wait(void)
 			    syscall(SYS_kill, early_tracer, 0) != 0 && errno == ESRCH;
 
 		if (gone || ms >= EARLY_WAIT_MS) {
-			if (__atomic_exchange_n(&md_early, false, __ATOMIC_ACQ_REL)) {
+			/* A process mdtrace injected the shim into is not written to. */
+			if (__atomic_exchange_n(&md_early, false, __ATOMIC_ACQ_REL) &&
+			    !__atomic_load_n(&mdshim_inject_routed, __ATOMIC_RELAXED)) {
 				if (gone)
 					md_log('E', "%s: mdtrace ended before it was ready: the calls held until now may be missing",
 					       program_invocation_name);

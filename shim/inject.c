@@ -355,9 +355,10 @@ static void inject_fork_child(void)
  * batch is 0), sampling of one allocation every sample bytes on average
  * (none when 0), both at once (--all --inject: only the sampled calls go
  * to the batches), and the list of slots to route. With batches, a
- * non-zero early is mdtrace's pid: mdtrace routes the calls before its
- * probes on the shim's sites are live, and the batches are held until it
- * writes mdshim_ready, as in an early start. It returns the slots listed,
+ * non-zero early is mdtrace's pid (~0: one the process cannot see, in
+ * another PID namespace): mdtrace routes the calls before its probes on
+ * the shim's sites are live, and the batches are held until it writes
+ * mdshim_ready, as in an early start. It returns the slots listed,
  * or -errno.
  */
 __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
@@ -381,9 +382,9 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	if (batch && !md_batch_start(depth, md_real_usable_size))
 		return -EINVAL;
 	if (batch && early != 0) {
-		if (early > INT32_MAX)
+		if (early != ~0UL && early > INT32_MAX)
 			return -EINVAL;
-		md_early_start((pid_t)early);
+		md_early_start(early == ~0UL ? 0 : (pid_t)early);
 	}
 	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
 		return -ENOMEM;

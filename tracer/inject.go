@@ -464,7 +464,12 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 		}
 		var early uint64
 		if audit != nil && audit.Early && batch {
-			early = uint64(os.Getpid())
+			// The shim looks for mdtrace by its pid while it waits:
+			// none where the process sees other pids.
+			early = ^uint64(0)
+			if samePIDNamespace(pid) {
+				early = uint64(os.Getpid())
+			}
 		}
 		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample, early)
 		if err != nil {
@@ -713,6 +718,13 @@ func (in *Injected) Stop() (int, error) {
 		return err
 	})
 	return int(n), err
+}
+
+// samePIDNamespace reports whether process pid sees mdtrace's pids.
+func samePIDNamespace(pid int) bool {
+	ours, err1 := os.Stat("/proc/self/ns/pid")
+	theirs, err2 := os.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	return err1 == nil && err2 == nil && os.SameFile(ours, theirs)
 }
 
 // Ready tells a shim started early (AuditHooks.Early) that the probes on

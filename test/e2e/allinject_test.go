@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -255,6 +257,40 @@ func TestAllInjectForkChild(t *testing.T) {
 func TestAllInjectBurst(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
+	checkBurst(t, target, pid)
+}
+
+// TestAllInjectPIDNamespace: busyleak runs in a PID namespace of its own
+// (as in a container that shares the host's files), where it cannot see
+// mdtrace's pid, which the shim looks for while it holds its batches. It is
+// taken, its burst counted whole, and the shim writes nothing to it.
+func TestAllInjectPIDNamespace(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare (util-linux) to start a process in a PID namespace of its own")
+	}
+	target := startEnv(t, []string{"BUSYLEAK_IDLE=1"}, "unshare", "--pid", "--fork", "--kill-child", prog("busyleak"))
+	target.expectLine(t, "ready")
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", target.cmd.Process.Pid, target.cmd.Process.Pid))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(kids)))
+	if err != nil || pid == 0 {
+		t.Fatalf("no child of unshare (%q, %v)", kids, err)
+	}
+	ours, _ := os.Readlink("/proc/self/ns/pid")
+	if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); ns == "" || ns == ours {
+		t.Fatalf("busyleak (%d) is in the PID namespace %q, the test's", pid, ns)
+	}
+	checkBurst(t, target, pid)
+	if target.stderr.Len() != 0 {
+		t.Errorf("busyleak's standard error: %q", target.stderr.String())
+	}
+}
+
+// checkBurst has busyleak (pid, idle, under target) make its burst under
+// --all --inject --backtrace, and checks that it was taken in the middle
+// of it and that its 10000 blocks of 4096 bytes are all counted.
+func checkBurst(t *testing.T, target *background, pid int) {
+	t.Helper()
 	m := startAllInject(t, t.TempDir(), "--backtrace", "--format", "json")
 	// Past the audit's first moments, in which it reads every process's
 	// unwind tables: an injection then takes a few ms, not tens.
