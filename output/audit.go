@@ -80,34 +80,40 @@ func (p *AuditProcess) siteFrames(i int) []stacks.Frame {
 	return resolve(p.Sites[i].Frames, p.Frames)
 }
 
-// WriteAuditText writes a as text: the ranking, then the top sites of each
-// listed process, each frame in the leak report's format.
+// WriteAuditText writes a as text: the ranking (the runs of a program that
+// ended folded into one row, auditRows), then the top sites of each listed
+// row's process, each frame in the leak report's format.
 func WriteAuditText(w io.Writer, a *Audit) error {
 	var b strings.Builder
-	shown := a.Processes[:min(a.Shown, len(a.Processes))]
+	rows := auditRows(a.Processes)
+	shown := rows[:min(a.Shown, len(rows))]
 	fmt.Fprintf(&b, "mdtrace: live heap allocated in the last %s, by process: %d processes, %d blocks, %d bytes\n",
 		a.Elapsed.Round(time.Second), len(a.Processes), a.Total.Blocks, a.Total.Bytes)
 	if a.SampleBytes > 0 {
 		fmt.Fprintf(&b, "mdtrace: sampled one allocation every %d bytes on average: block counts and byte totals are estimates, sizes are exact\n", a.SampleBytes)
 	}
 	fmt.Fprintf(&b, "%8s %10s %14s %14s  %s\n", "PID", "BLOCKS", "BYTES", "ANON RSS", "PROGRAM")
-	for i := range shown {
-		p := &shown[i]
+	for _, r := range shown {
+		p := r.p
 		rss := "-"
 		if !p.Exited {
 			rss = fmt.Sprint(p.AnonRSS)
 		}
-		fmt.Fprintf(&b, "%8d %10d %14d %14s  %s\n", p.PID, p.Added.Blocks, p.Added.Bytes, rss, auditName(p))
+		name := auditName(p)
+		if r.runs > 1 {
+			name += fmt.Sprintf(", the largest of %d runs of it that ended: %d blocks, %d bytes in all", r.runs, r.all.Blocks, r.all.Bytes)
+		}
+		fmt.Fprintf(&b, "%8d %10d %14d %14s  %s\n", p.PID, p.Added.Blocks, p.Added.Bytes, rss, name)
 	}
-	if len(a.Processes) > len(shown) {
-		fmt.Fprintf(&b, "%8s (%d more)\n", "...", len(a.Processes)-len(shown))
+	if len(rows) > len(shown) {
+		fmt.Fprintf(&b, "%8s (%d more)\n", "...", len(rows)-len(shown))
 	}
 	if a.Dropped > 0 {
 		fmt.Fprintf(&b, "mdtrace: %d process%s that ended during the audit not listed: only the %d largest are kept\n", a.Dropped, pluralES(a.Dropped), a.KeptExits)
 	}
 	if a.Sites > 0 {
-		for pi := range shown {
-			p := &shown[pi]
+		for _, r := range shown {
+			p := r.p
 			if p.Added.Blocks == 0 {
 				continue
 			}
@@ -129,6 +135,47 @@ func WriteAuditText(w io.Writer, a *Audit) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// auditRow is a row of the text ranking: a process, or the largest of the
+// runs of one program that ended during the audit, with their count and
+// their figures added up.
+type auditRow struct {
+	p    *AuditProcess
+	runs int
+	all  leak.Site
+}
+
+// auditRows folds the processes that ended, ranked, into one row for each
+// program (its file, in one cgroup; a process of unknown file is a row of
+// its own) at the place of its largest run: a build's thousand compiler
+// runs, each ending with the heap it never freed, would otherwise fill the
+// ranking above the processes still running.
+func auditRows(ps []AuditProcess) []auditRow {
+	var rows []auditRow
+	ended := map[string]int{}
+	for i := range ps {
+		p := &ps[i]
+		if !p.Exited {
+			rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
+			continue
+		}
+		if p.Exe == "" {
+			// Not known to be runs of one program.
+			rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
+			continue
+		}
+		key := p.Exe + "\x00" + p.Cgroup
+		if j, ok := ended[key]; ok {
+			rows[j].runs++
+			rows[j].all.Blocks += p.Added.Blocks
+			rows[j].all.Bytes += p.Added.Bytes
+			continue
+		}
+		ended[key] = len(rows)
+		rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
+	}
+	return rows
 }
 
 // auditName is a process's name in the ranking: its program's file, its

@@ -2,6 +2,7 @@ package output
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,65 @@ mdtrace: sampled one allocation every 4096 bytes on average: block counts and by
 `
 	if b.String() != wantJSON {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), wantJSON)
+	}
+}
+
+// TestWriteAuditTextFolds: the runs of a program that ended are one row of
+// the text ranking, at the place of the largest, with its sites; a run in
+// another cgroup, and a program that ended once, have rows of their own.
+// The JSON lists every process.
+func TestWriteAuditTextFolds(t *testing.T) {
+	cc1 := func(pid int, bytes uint64, cgroup string) AuditProcess {
+		return AuditProcess{PID: pid, Comm: "cc1plus", Exe: "/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus", Cgroup: cgroup,
+			Added: leak.Site{Blocks: bytes / 100, Bytes: bytes}, Exited: true, New: true}
+	}
+	a := &Audit{
+		Elapsed: 10 * time.Second,
+		Processes: []AuditProcess{
+			cc1(21, 4000, "/"),
+			{PID: 10, Comm: "server", Exe: "/usr/bin/server", Added: leak.Site{Blocks: 3, Bytes: 3000}, AnonRSS: 4096},
+			cc1(22, 2500, "/"),
+			cc1(30, 2000, "/ci.slice"),
+			cc1(23, 1000, "/"),
+			{PID: 40, Comm: "sh", Exe: "/usr/bin/dash", Added: leak.Site{Blocks: 1, Bytes: 64}, Exited: true, New: true},
+			{PID: 41, Comm: "ended before it was looked at", Added: leak.Site{Blocks: 1, Bytes: 32}, Exited: true},
+			{PID: 42, Comm: "ended before it was looked at", Added: leak.Site{Blocks: 1, Bytes: 16}, Exited: true},
+		},
+		Total: leak.Site{Blocks: 101, Bytes: 12612},
+		Shown: 3,
+	}
+	var b bytes.Buffer
+	if err := WriteAuditText(&b, a); err != nil {
+		t.Fatal(err)
+	}
+	want := `mdtrace: live heap allocated in the last 10s, by process: 8 processes, 101 blocks, 12612 bytes
+     PID     BLOCKS          BYTES       ANON RSS  PROGRAM
+      21         40           4000              -  /usr/lib/gcc/x86_64-linux-gnu/12/cc1plus [new] [exited], the largest of 3 runs of it that ended: 75 blocks, 7500 bytes in all
+      10          3           3000           4096  /usr/bin/server
+      30         20           2000              -  /usr/lib/gcc/x86_64-linux-gnu/12/cc1plus cgroup /ci.slice [new] [exited]
+     ... (3 more)
+`
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+	// Processes of unknown files are not folded.
+	a.Shown = 10
+	b.Reset()
+	if err := WriteAuditText(&b, a); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(b.String(), `
+      40          1             64              -  /usr/bin/dash (sh) [new] [exited]
+      41          1             32              -  [ended before it was looked at] [exited]
+      42          1             16              -  [ended before it was looked at] [exited]
+`) {
+		t.Errorf("got:\n%s", b.String())
+	}
+	b.Reset()
+	if err := WriteAuditJSON(&b, a, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), `"pid":`); n != 8 {
+		t.Errorf("the JSON lists %d processes, want 8:\n%s", n, b.String())
 	}
 }

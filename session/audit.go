@@ -289,19 +289,20 @@ func (a *auditor) summary(w io.Writer) {
 	aud.Processes = append(aud.Processes, a.exited...)
 	slices.SortStableFunc(aud.Processes, byAdded)
 	// Names, sites and frames for the processes listed: all of them in
-	// JSON, the first auditTop in text.
-	listed := len(aud.Processes)
-	if a.flags.Format != "json" {
-		listed = min(listed, auditTop)
-	}
+	// JSON, the first auditTop still running in text (the text folds the
+	// ended ones, named as they ended, into rows by program).
+	running := 0
 	for i := range aud.Processes {
 		ap := &aud.Processes[i]
 		aud.Total.Blocks += ap.Added.Blocks
 		aud.Total.Bytes += ap.Added.Bytes
-		if ap.Exited || i >= listed {
+		if ap.Exited {
 			continue
 		}
-		*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes, Sampled: ap.Sampled}, a.current(ap.PID))
+		if running < auditTop || a.flags.Format == "json" {
+			*ap = a.figures(ap.PID, tracer.Totals{Blocks: ap.Added.Blocks, Bytes: ap.Added.Bytes, Sampled: ap.Sampled}, a.current(ap.PID))
+		}
+		running++
 	}
 	var err2 error
 	if a.flags.Format == "json" {
