@@ -9,6 +9,9 @@
 
 /* The longest executable path program mode looks at. */
 #define EXEC_NAME_LEN 256
+/* --all: the bytes of a program's path kept for each process, and the processes kept (exec_names). */
+#define EXEC_PATH_LEN 128
+#define EXEC_NAMES 16384
 
 /* Program mode: processes that start to be traced (struct exec_event). */
 struct {

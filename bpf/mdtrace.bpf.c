@@ -523,6 +523,37 @@ static __always_inline void count_from_exec(u32 tgid, struct linux_binprm___file
 }
 
 /*
+ * --all: each process's program, as it executed it (and a fork child's,
+ * its parent's, or only its command name when the parent executed its
+ * program before the audit), which names a process that ended before
+ * mdtrace's scan looked at it. The oldest entries go first.
+ */
+struct exec_name {
+	char comm[16];
+	char path[EXEC_PATH_LEN];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EXEC_NAMES);
+	__type(key, u32);
+	__type(value, struct exec_name);
+} exec_names SEC(".maps");
+
+/* Names struct exec_name in BTF, so that Go gets the type. */
+const struct exec_name unused_exec_name __attribute__((unused)) = {};
+
+static __always_inline void name_exec(u32 tgid, struct linux_binprm___md *bprm)
+{
+	struct exec_name n = {};
+	const char *filename;
+
+	bpf_get_current_comm(n.comm, sizeof(n.comm));
+	if (bpf_probe_read_kernel(&filename, sizeof(filename), &bprm->filename) == 0)
+		bpf_probe_read_kernel_str(n.path, sizeof(n.path), filename);
+	bpf_map_update_elem(&exec_names, &tgid, &n, BPF_ANY);
+}
+
+/*
  * A traced process executed a program: the gen of its blocks from now on.
  * (Program mode also decides here whether the process is traced; a process
  * it starts to trace has no blocks yet.)
@@ -555,6 +586,8 @@ int exec_gen(u64 *ctx)
 	 */
 	if (count_calls)
 		count_from_exec(tgid, (void *)ctx[2]);
+	if (gens_all)
+		name_exec(tgid, (void *)ctx[2]);
 	/* The allocator's mappings went with the old program's memory. */
 	if (gens_all ? bpf_map_lookup_elem(&traced, &tgid) != 0 : true)
 		mapping_event(tgid, MAPPING_RESET, 0, 0);
@@ -577,8 +610,17 @@ int program_fork(u64 *ctx)
 
 	if (gens_all) {
 		/* A new process, whose PID may be an old one's: no gen yet. */
-		if (bpf_probe_read_kernel(&child_tgid, sizeof(child_tgid), &child->tgid) == 0 && (u32)child_tgid != tgid)
+		if (bpf_probe_read_kernel(&child_tgid, sizeof(child_tgid), &child->tgid) == 0 && (u32)child_tgid != tgid) {
+			struct exec_name *n = bpf_map_lookup_elem(&exec_names, &tgid), c = {};
+
 			bpf_map_delete_elem(&gens, &child_tgid);
+			if (!n) {
+				/* A parent that executed its program before: its command name alone. */
+				bpf_get_current_comm(c.comm, sizeof(c.comm));
+				n = &c;
+			}
+			bpf_map_update_elem(&exec_names, &child_tgid, n, BPF_ANY);
+		}
 		return 0;
 	}
 	if (!program_len || !bpf_map_lookup_elem(&traced, &tgid))

@@ -93,6 +93,12 @@ type MdtraceExecEvent struct {
 	Name   [256]int8
 }
 
+type MdtraceExecName struct {
+	_    structs.HostLayout
+	Comm [16]int8
+	Path [128]int8
+}
+
 type MdtraceLibEvent struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -247,6 +253,7 @@ const (
 	MdtraceMapDeferred           = "deferred"
 	MdtraceMapEagerPrograms      = "eager_programs"
 	MdtraceMapErrors             = "errors"
+	MdtraceMapExecNames          = "exec_names"
 	MdtraceMapExecScratch        = "exec_scratch"
 	MdtraceMapExecs              = "execs"
 	MdtraceMapFences             = "fences"
@@ -327,6 +334,7 @@ const (
 	MdtraceVarUnusedBatchThread  = "unused_batch_thread"
 	MdtraceVarUnusedDeferEvent   = "unused_defer_event"
 	MdtraceVarUnusedExecEvent    = "unused_exec_event"
+	MdtraceVarUnusedExecName     = "unused_exec_name"
 	MdtraceVarUnusedLibEvent     = "unused_lib_event"
 	MdtraceVarUnusedMappingEvent = "unused_mapping_event"
 	MdtraceVarUnusedPointerError = "unused_pointer_error"
@@ -404,6 +412,7 @@ type MdtraceMapSpecs struct {
 	Deferred      *ebpf.MapSpec `ebpf:"deferred"`
 	EagerPrograms *ebpf.MapSpec `ebpf:"eager_programs"`
 	Errors        *ebpf.MapSpec `ebpf:"errors"`
+	ExecNames     *ebpf.MapSpec `ebpf:"exec_names"`
 	ExecScratch   *ebpf.MapSpec `ebpf:"exec_scratch"`
 	Execs         *ebpf.MapSpec `ebpf:"execs"`
 	Fences        *ebpf.MapSpec `ebpf:"fences"`
@@ -478,6 +487,7 @@ type MdtraceVariableSpecs struct {
 	UnusedBatchThread  *ebpf.VariableSpec `ebpf:"unused_batch_thread"`
 	UnusedDeferEvent   *ebpf.VariableSpec `ebpf:"unused_defer_event"`
 	UnusedExecEvent    *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	UnusedExecName     *ebpf.VariableSpec `ebpf:"unused_exec_name"`
 	UnusedLibEvent     *ebpf.VariableSpec `ebpf:"unused_lib_event"`
 	UnusedMappingEvent *ebpf.VariableSpec `ebpf:"unused_mapping_event"`
 	UnusedPointerError *ebpf.VariableSpec `ebpf:"unused_pointer_error"`
@@ -515,6 +525,7 @@ type MdtraceMaps struct {
 	Deferred      *ebpf.Map `ebpf:"deferred"`
 	EagerPrograms *ebpf.Map `ebpf:"eager_programs"`
 	Errors        *ebpf.Map `ebpf:"errors"`
+	ExecNames     *ebpf.Map `ebpf:"exec_names"`
 	ExecScratch   *ebpf.Map `ebpf:"exec_scratch"`
 	Execs         *ebpf.Map `ebpf:"execs"`
 	Fences        *ebpf.Map `ebpf:"fences"`
@@ -560,6 +571,7 @@ func (m *MdtraceMaps) Close() error {
 		m.Deferred,
 		m.EagerPrograms,
 		m.Errors,
+		m.ExecNames,
 		m.ExecScratch,
 		m.Execs,
 		m.Fences,
@@ -635,6 +647,7 @@ type MdtraceVariables struct {
 	UnusedBatchThread  *ebpf.Variable `ebpf:"unused_batch_thread"`
 	UnusedDeferEvent   *ebpf.Variable `ebpf:"unused_defer_event"`
 	UnusedExecEvent    *ebpf.Variable `ebpf:"unused_exec_event"`
+	UnusedExecName     *ebpf.Variable `ebpf:"unused_exec_name"`
 	UnusedLibEvent     *ebpf.Variable `ebpf:"unused_lib_event"`
 	UnusedMappingEvent *ebpf.Variable `ebpf:"unused_mapping_event"`
 	UnusedPointerError *ebpf.Variable `ebpf:"unused_pointer_error"`

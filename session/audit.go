@@ -221,7 +221,12 @@ func (a *auditor) reapTotals(totals map[int]tracer.Totals, alive map[int]bool, g
 			ap := a.figures(pid, t, p)
 			ap.Exited = true
 			if p == nil {
-				ap.Comm = "ended before it was looked at"
+				// Named by its exec, as the probes noted it.
+				if path, comm, ok := a.probes.ExecName(pid); ok && path+comm != "" {
+					ap.Exe, ap.Comm = path, comm
+				} else {
+					ap.Comm = "ended before it was looked at"
+				}
 			}
 			ap.Resolved = make([][]stacks.Frame, len(ap.Sites))
 			for i, s := range ap.Sites {

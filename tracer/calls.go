@@ -82,6 +82,28 @@ func (p *Probes) ProcCallsOf(pid int) (uint64, error) {
 	return n, err
 }
 
+// ExecName returns the program process tgid executed last, as the path
+// given to execve (at most 127 bytes) and its command name then, as the
+// probes noted it with --all (a fork child's being its parent's); ok is
+// false when they did not.
+func (p *Probes) ExecName(tgid int) (path, comm string, ok bool) {
+	var n bpf.MdtraceExecName
+	if p.objs.ExecNames.Lookup(uint32(tgid), &n) != nil {
+		return "", "", false
+	}
+	cstr := func(b []int8) string {
+		var s []byte
+		for _, c := range b {
+			if c == 0 {
+				break
+			}
+			s = append(s, byte(c))
+		}
+		return string(s)
+	}
+	return cstr(n.Path[:]), cstr(n.Comm[:]), true
+}
+
 // LiveAddrs returns the addresses of the blocks of process tgid's current
 // program in the live table.
 func (p *Probes) LiveAddrs(tgid int) ([]uint64, error) {

@@ -106,6 +106,10 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		cfg.RecordBufferBytes = uint32(os.Getpagesize())
 	}
 	spec.Maps["records"].MaxEntries = cfg.RecordBufferBytes
+	if !cfg.All {
+		// The programs of processes are kept only for --all.
+		spec.Maps["exec_names"].MaxEntries = 1
+	}
 	if cfg.StackDepth == 0 {
 		// No walks, none to finish: the smallest ring buffer.
 		spec.Maps["deferred"].MaxEntries = uint32(os.Getpagesize())

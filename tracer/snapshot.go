@@ -18,6 +18,7 @@ func (p *Probes) Forget(tgid int) error {
 	if err := p.dropTables(drop, map[int]bool{tgid: true}); err != nil {
 		return fmt.Errorf("dropping the live table of process %d: %w", tgid, err)
 	}
+	p.objs.ExecNames.Delete(uint32(tgid))
 	return nil
 }
 

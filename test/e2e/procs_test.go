@@ -575,6 +575,39 @@ func checkAuditDumps(t *testing.T, dir string, names ...string) {
 	}
 }
 
+// TestAllEndedRunsFolded: the text summary folds the runs of a program
+// that ended into one row, at the place of its largest, with the count of
+// runs and their figures added up; a run still going has its own row. They
+// end before the audit's scan sees them: each is named by its exec (a fork
+// child by its parent's), as the probes noted it.
+func TestAllEndedRunsFolded(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--all", "--sample-bytes", "0", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	held := start(t, prog("leaky"), "hold")
+	held.expectLine(t, "leaky: done")
+	for range 3 {
+		start(t, prog("leaky")).wait(t)
+	}
+	// A fork child, named as its parent's program.
+	start(t, prog("forker")).wait(t)
+	// A scan keeps the figures of the processes that ended.
+	time.Sleep(1200 * time.Millisecond)
+	out := string(m.interrupt(t))
+	held.stdin.Close()
+	held.wait(t)
+	last := out[strings.LastIndex(out, "mdtrace: live heap allocated"):]
+	folded := regexp.MustCompile(`(?m)^ +[0-9]+ +13 +16194 +- +` + regexp.QuoteMeta(prog("leaky")) +
+		` (\[new\] )?\[exited\], the largest of 3 runs of it that ended: 39 blocks, 48582 bytes in all$`)
+	running := regexp.MustCompile(fmt.Sprintf(`(?m)^ +%d +13 +16194 +[0-9]+ +%s \[new\]$`, held.cmd.Process.Pid, regexp.QuoteMeta(prog("leaky"))))
+	forked := regexp.MustCompile(`(?m)^ +[0-9]+ +[0-9]+ +[0-9]+ +- +` + regexp.QuoteMeta(prog("forker")) +
+		` (\[new\] )?\[exited\], the largest of 2 runs of it that ended: [0-9]+ blocks, [0-9]+ bytes in all$`)
+	if !folded.MatchString(last) || !running.MatchString(last) || !forked.MatchString(last) {
+		t.Errorf("the last summary lacks the row of leaky's three ended runs, that of the one running, or that of forker and its child:\n%s", last)
+	}
+}
+
 func TestAllAudit(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
