@@ -35,6 +35,11 @@ const auditInjectCalls = 8192
 // take it at once, past its start.
 const auditInjectEager = 256
 
+// auditInjectSay is how many runs of a program taken before are said one
+// by one: a build runs its compiler thousands of times. The others are
+// counted at the end.
+const auditInjectSay = 3
+
 // auditInjector is --all --inject: the processes that have called the
 // allocator auditInjectCalls times get mdtrace's shim, loaded into them as
 // -p --inject does, and their calls go through its hooks, which sample
@@ -54,8 +59,11 @@ type auditInjector struct {
 	// that could not be, for this program.
 	injected map[int]*auditInjected
 	refused  map[int]procStamp
-	// total counts the processes injected during the audit.
-	total int
+	// total counts the processes injected during the audit, eager those
+	// of them that ran a program taken before; runsSaid counts, for each
+	// program, its runs said one by one (auditInjectSay at most).
+	total, eager int
+	runsSaid    map[string]int
 }
 
 type auditInjected struct {
@@ -69,7 +77,7 @@ type auditInjected struct {
 
 func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, depth int, say func(string)) *auditInjector {
 	return &auditInjector{probes: probes, shim: shim, sampleBytes: sampleBytes, depth: depth, say: say,
-		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}}
+		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}, runsSaid: map[string]int{}}
 }
 
 // scan injects the processes that called the allocator auditInjectCalls
@@ -223,8 +231,19 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	// (A full map of them leaves them at auditInjectCalls.)
 	eager, _ := ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid))
 	what := fmt.Sprintf("called the allocator %d times", calls)
+	var later string
 	if eager {
+		ij.eager++
+		prog := progName(pid)
+		n := ij.runsSaid[prog]
+		if n >= auditInjectSay {
+			return nil
+		}
+		ij.runsSaid[prog] = n + 1
 		what = "runs a program given the shim before in this audit"
+		if n+1 == auditInjectSay {
+			later = fmt.Sprintf("; the later runs of %s are taken without a line each, counted at the end", prog)
+		}
 	}
 	msg := fmt.Sprintf("--inject: process %d (%s) %s: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
 		pid, progName(pid), what, routed, in.Adopted)
@@ -234,7 +253,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	if inside > 0 {
 		msg += fmt.Sprintf("; %d threads were inside a call of the allocator at every stop tried: those calls may be missed", inside)
 	}
-	ij.say(msg)
+	ij.say(msg + later)
 	return nil
 }
 
@@ -276,7 +295,7 @@ func (ij *auditInjector) stop() {
 		given++
 	}
 	if ij.total > 0 {
-		ij.say(fmt.Sprintf("--inject: the shim took the calls of %d programs during the audit (a process that executes a program anew is taken anew); %d still running were given back to the allocator", ij.total, given))
+		ij.say(fmt.Sprintf("--inject: the shim took the calls of %d processes during the audit (%d of them runs of a program taken before; a process that executes a program anew is taken anew); %d still running were given back to the allocator", ij.total, ij.eager, given))
 	}
 }
 

@@ -70,7 +70,7 @@ func TestAllInject(t *testing.T) {
 	if want := fmt.Sprintf("mdtrace: --inject: process %d (%s): 0 calls reached the allocator's probes after the shim took its calls (calls through pointers to the allocator taken before, the loader's own)\n", pid, exe); !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
-	if want := "mdtrace: --inject: the shim took the calls of 1 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
+	if want := "mdtrace: --inject: the shim took the calls of 1 processes during the audit (0 of them runs of a program taken before; a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
 	}
 	slotsBack(t, pid, slots, before, "after the audit")
@@ -143,12 +143,29 @@ func TestAllInjectExec(t *testing.T) {
 	if again := waitTaken(t, m, pid, 2); !strings.HasPrefix(again[1], "runs a program") {
 		t.Errorf("busyleak, executed anew, was taken as %q, not as a run of a program taken before", again[1])
 	}
+	// Three runs of it are said one by one, the third saying that the
+	// later ones are not; the fourth is taken without a line.
+	for n := 3; n <= 5; n++ {
+		io.WriteString(target.stdin, "exec\n")
+		target.expectLine(t, "ready")
+		if n <= 4 {
+			waitTaken(t, m, pid, n)
+		}
+	}
+	time.Sleep(time.Second)
 	m.cmd.Process.Signal(syscall.SIGINT)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d", code)
 	}
-	if want := "mdtrace: --inject: the shim took the calls of 2 programs during the audit (a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(m.stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, m.stderr.String())
+	stderr := m.stderr.String()
+	if n := len(takenRe(pid).FindAllString(stderr, -1)); n != 4 {
+		t.Errorf("%d lines say busyleak was taken, want 4:\n%s", n, stderr)
+	}
+	if want := fmt.Sprintf("; the later runs of %s are taken without a line each, counted at the end\n", prog("busyleak")); strings.Count(stderr, want) != 1 {
+		t.Errorf("stderr lacks %q once:\n%s", want, stderr)
+	}
+	if want := "mdtrace: --inject: the shim took the calls of 5 processes during the audit (4 of them runs of a program taken before; a process that executes a program anew is taken anew); 1 still running were given back to the allocator\n"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 	busyExit(t, target)
 }
