@@ -63,7 +63,7 @@ type auditInjector struct {
 	// of them that ran a program taken before; runsSaid counts, for each
 	// program, its runs said one by one (auditInjectSay at most).
 	total, eager int
-	runsSaid    map[string]int
+	runsSaid     map[string]int
 }
 
 type auditInjected struct {
