@@ -529,6 +529,7 @@ static __always_inline void count_from_exec(u32 tgid, struct linux_binprm___file
  * mdtrace's scan looked at it. The oldest entries go first.
  */
 struct exec_name {
+	u64 cgroup; /* its cgroup's id (cgroup v2) */
 	char comm[16];
 	char path[EXEC_PATH_LEN];
 };
@@ -547,6 +548,7 @@ static __always_inline void name_exec(u32 tgid, struct linux_binprm___md *bprm)
 	struct exec_name n = {};
 	const char *filename;
 
+	n.cgroup = bpf_get_current_cgroup_id();
 	bpf_get_current_comm(n.comm, sizeof(n.comm));
 	if (bpf_probe_read_kernel(&filename, sizeof(filename), &bprm->filename) == 0)
 		bpf_probe_read_kernel_str(n.path, sizeof(n.path), filename);
@@ -616,6 +618,7 @@ int program_fork(u64 *ctx)
 			bpf_map_delete_elem(&gens, &child_tgid);
 			if (!n) {
 				/* A parent that executed its program before: its command name alone. */
+				c.cgroup = bpf_get_current_cgroup_id();
 				bpf_get_current_comm(c.comm, sizeof(c.comm));
 				n = &c;
 			}

@@ -94,9 +94,10 @@ type MdtraceExecEvent struct {
 }
 
 type MdtraceExecName struct {
-	_    structs.HostLayout
-	Comm [16]int8
-	Path [128]int8
+	_      structs.HostLayout
+	Cgroup uint64
+	Comm   [16]int8
+	Path   [128]int8
 }
 
 type MdtraceLibEvent struct {

@@ -7,11 +7,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mdtrace/mdtrace/leak"
@@ -44,6 +47,8 @@ type auditor struct {
 	probes *tracer.Probes
 	flags  *options.Flags
 	depth  int
+	// cgroups names the cgroups of processes that ended unseen.
+	cgroups cgroupPaths
 	// dumpPrefix, when set, is the prefix of the heap dumps: every process
 	// that added blocks on signal 47 (dumpAll), and, with dumpOnExit, each
 	// process as it is found ended.
@@ -222,8 +227,8 @@ func (a *auditor) reapTotals(totals map[int]tracer.Totals, alive map[int]bool, g
 			ap.Exited = true
 			if p == nil {
 				// Named by its exec, as the probes noted it.
-				if path, comm, ok := a.probes.ExecName(pid); ok && path+comm != "" {
-					ap.Exe, ap.Comm = path, comm
+				if n, ok := a.probes.ExecName(pid); ok && n.Path+n.Comm != "" {
+					ap.Exe, ap.Comm, ap.Cgroup = execPath(n.Path), n.Comm, a.cgroups.path(n.Cgroup)
 				} else {
 					ap.Comm = "ended before it was looked at"
 				}
@@ -396,6 +401,80 @@ func readComm(pid int) string {
 
 // readCgroup is process pid's cgroup in the unified hierarchy (the "0::"
 // line), or else its first hierarchy's; "" if unknown.
+// execPath is the program's file a path given to execve names: its
+// symbolic links resolved, as /proc/PID/exe has them, where it still
+// exists.
+func execPath(path string) string {
+	if !filepath.IsAbs(path) {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
+}
+
+// cgroupPaths names cgroups by their ids (cgroup v2: a cgroup's id is its
+// directory's inode), as readCgroup names a process's.
+type cgroupPaths struct {
+	byID map[uint64]string
+	// walked is when the hierarchy was last read: an unknown id reads it
+	// again at most once a second.
+	walked time.Time
+}
+
+func (c *cgroupPaths) path(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	if p, ok := c.byID[id]; ok {
+		return p
+	}
+	if time.Since(c.walked) < time.Second {
+		return ""
+	}
+	c.walked = time.Now()
+	c.byID = map[uint64]string{}
+	root := cgroup2Mount()
+	if root == "" {
+		return ""
+	}
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			rel := strings.TrimPrefix(path, root)
+			if rel == "" {
+				rel = "/"
+			}
+			c.byID[st.Ino] = rel
+		}
+		return nil
+	})
+	return c.byID[id]
+}
+
+// cgroup2Mount is where the cgroup v2 hierarchy is mounted
+// (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside version 1's), "" if
+// nowhere.
+func cgroup2Mount() string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[2] == "cgroup2" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
 func readCgroup(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {

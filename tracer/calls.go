@@ -82,14 +82,23 @@ func (p *Probes) ProcCallsOf(pid int) (uint64, error) {
 	return n, err
 }
 
-// ExecName returns the program process tgid executed last, as the path
-// given to execve (at most 127 bytes) and its command name then, as the
-// probes noted it with --all (a fork child's being its parent's); ok is
-// false when they did not.
-func (p *Probes) ExecName(tgid int) (path, comm string, ok bool) {
+// ExecName is the program a process executed last, as the probes noted
+// it with --all (a fork child's being its parent's).
+type ExecName struct {
+	// Path is the path given to execve (at most 127 bytes), "" for a fork
+	// child of a process that executed its program before the audit.
+	Path string
+	// Comm is its command name then, Cgroup its cgroup's id (cgroup v2).
+	Comm   string
+	Cgroup uint64
+}
+
+// ExecName returns the program process tgid executed last; ok is false
+// when the probes did not note it.
+func (p *Probes) ExecName(tgid int) (ExecName, bool) {
 	var n bpf.MdtraceExecName
 	if p.objs.ExecNames.Lookup(uint32(tgid), &n) != nil {
-		return "", "", false
+		return ExecName{}, false
 	}
 	cstr := func(b []int8) string {
 		var s []byte
@@ -101,7 +110,7 @@ func (p *Probes) ExecName(tgid int) (path, comm string, ok bool) {
 		}
 		return string(s)
 	}
-	return cstr(n.Path[:]), cstr(n.Comm[:]), true
+	return ExecName{Path: cstr(n.Path[:]), Comm: cstr(n.Comm[:]), Cgroup: n.Cgroup}, true
 }
 
 // LiveAddrs returns the addresses of the blocks of process tgid's current
