@@ -21,12 +21,14 @@ import (
 // Taking a process once its traps have cost it what the injection would
 // is the rule of renting until the rent paid equals the price: whatever
 // the process does next, it pays at most twice what the best choice made
-// in advance would have cost it. In make bench's short runs on a 2-core
-// VM, a trap cost 1.7 to 2.5 µs and the injection about 20 ms of the
-// process's time (its holds, a few ms; its traps in the 11 to 25 ms the
-// injection takes; mdtrace's work beside it): 8192 traps. The probes say at once when a
-// process reaches the count (tracer.BusyReader); each program is counted
-// from its exec.
+// in advance would have cost it. On a 2-core VM, a trap costs 1.7 to 2.5
+// µs, and the injection about 16 ms of the process's wall time (python3's
+// 41 ms run took 20 ms longer taken at its 2048th call, 24 ms at its
+// 4096th, 11 ms not taken with its 6000 calls: its holds, 2 to 3 ms; its
+// traps until it is routed, 4 to 14 ms after the count; the shim's loading
+// and first touches): 8192 traps. The probes say at once when a process
+// reaches the count (tracer.BusyReader); each program is counted from its
+// exec.
 const auditInjectCalls = 8192
 
 // auditInjectEager is the count at which a run of a program taken before
