@@ -40,9 +40,16 @@ const (
 // In the low half of an entry probe's cookie, beside the call: the probed
 // allocator is glibc's, whose chunk header before a block gives its usable
 // size (record_allocs' PRESENT_BYTES).
+const CallGlibcChunks = 0x40000000
+
+// And: the entry point has a return probe (the session program of kernels
+// with uprobe sessions makes it only then); the call makes no call of
+// another probed function (glibc's malloc and calloc), so that one the
+// sampling passes over needs no return probe.
 const (
-	CallGlibcChunks = 0x40000000
-	CallMask        = 0xffff
+	CallReturn    = 0x20000000
+	CallNoNesting = 0x10000000
+	CallMask      = 0xffff
 )
 
 // The shim's probe sites: mdtrace sets them as the attach cookie of the

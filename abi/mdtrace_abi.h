@@ -71,6 +71,14 @@ enum call {
  * size (record_allocs' PRESENT_BYTES).
  */
 #define CALL_GLIBC_CHUNKS 0x40000000
+/*
+ * And: the entry point has a return probe (the session program of kernels
+ * with uprobe sessions makes it only then); the call makes no call of
+ * another probed function (glibc's malloc and calloc), so that one the
+ * sampling passes over needs no return probe.
+ */
+#define CALL_RETURN 0x20000000
+#define CALL_NO_NESTING 0x10000000
 #define CALL_MASK 0xffff
 
 /*

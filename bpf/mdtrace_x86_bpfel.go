@@ -288,6 +288,7 @@ const (
 	MdtraceMapZygotes            = "zygotes"
 	MdtraceProgAllocEntry        = "alloc_entry"
 	MdtraceProgAllocReturn       = "alloc_return"
+	MdtraceProgAllocSession      = "alloc_session"
 	MdtraceProgAllocSite         = "alloc_site"
 	MdtraceProgBatchDrain        = "batch_drain"
 	MdtraceProgBatchDrainKprobe  = "batch_drain_kprobe"
@@ -387,6 +388,7 @@ type MdtraceSpecs struct {
 type MdtraceProgramSpecs struct {
 	AllocEntry       *ebpf.ProgramSpec `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.ProgramSpec `ebpf:"alloc_return"`
+	AllocSession     *ebpf.ProgramSpec `ebpf:"alloc_session"`
 	AllocSite        *ebpf.ProgramSpec `ebpf:"alloc_site"`
 	BatchDrain       *ebpf.ProgramSpec `ebpf:"batch_drain"`
 	BatchDrainKprobe *ebpf.ProgramSpec `ebpf:"batch_drain_kprobe"`
@@ -662,6 +664,7 @@ type MdtraceVariables struct {
 type MdtracePrograms struct {
 	AllocEntry       *ebpf.Program `ebpf:"alloc_entry"`
 	AllocReturn      *ebpf.Program `ebpf:"alloc_return"`
+	AllocSession     *ebpf.Program `ebpf:"alloc_session"`
 	AllocSite        *ebpf.Program `ebpf:"alloc_site"`
 	BatchDrain       *ebpf.Program `ebpf:"batch_drain"`
 	BatchDrainKprobe *ebpf.Program `ebpf:"batch_drain_kprobe"`
@@ -678,6 +681,7 @@ func (p *MdtracePrograms) Close() error {
 	return _MdtraceClose(
 		p.AllocEntry,
 		p.AllocReturn,
+		p.AllocSession,
 		p.AllocSite,
 		p.BatchDrain,
 		p.BatchDrainKprobe,

@@ -181,6 +181,14 @@ func (p *Probes) attach(pid int, file stacks.File, batches bool) error {
 			(call == abi.CallFree || call == abi.CallRealloc || call == abi.CallReallocarray) {
 			ep.call |= abi.CallGlibcChunks
 		}
+		// For uprobe sessions (session.go): which calls have a return
+		// probe, and which of glibc's call no other probed function.
+		if prog == p.objs.AllocEntry && ep.ret {
+			ep.call |= abi.CallReturn
+		}
+		if prog == p.objs.AllocEntry && stacks.IsLibc(name) && (call == abi.CallMalloc || call == abi.CallCalloc) {
+			ep.call |= abi.CallNoNesting
+		}
 		sites = append(sites, probeSite{ep, off})
 		if prog == p.objs.AllocEntry {
 			points = append(points, ProbePoint{ep.symbol, off - fs.off, pl.inst, pl.stepped})
@@ -197,7 +205,7 @@ func (p *Probes) attach(pid int, file stacks.File, batches bool) error {
 		failed []string
 	)
 	if p.multi {
-		links, err = p.attachMulti(ex, pid, prog, sites)
+		links, err = p.attachMulti(ex, lib, pid, prog, sites)
 	} else {
 		links, failed, err = p.attachEach(ex, pid, prog, sites)
 	}
@@ -311,8 +319,10 @@ func (p *Probes) traceProcess(pid int) error {
 	return nil
 }
 
-// attachMulti attaches every site with two uprobe_multi links.
-func (p *Probes) attachMulti(ex *link.Executable, pid int, prog *ebpf.Program, sites []probeSite) ([]link.Link, error) {
+// attachMulti attaches every site of the file at path with two
+// uprobe_multi links, or, for the allocator's functions on a kernel with
+// uprobe sessions, one session link.
+func (p *Probes) attachMulti(ex *link.Executable, path string, pid int, prog *ebpf.Program, sites []probeSite) ([]link.Link, error) {
 	var entry, ret link.UprobeMultiOptions
 	entry.PID, ret.PID = uint32(pid), uint32(pid)
 	for _, s := range sites {
@@ -321,6 +331,17 @@ func (p *Probes) attachMulti(ex *link.Executable, pid int, prog *ebpf.Program, s
 		if s.ret {
 			ret.Addresses = append(ret.Addresses, s.offset)
 		}
+	}
+	if prog == p.objs.AllocEntry && len(ret.Addresses) > 0 && p.sessions() {
+		l, err := uprobeSessionLink(path, p.objs.AllocSession, entry.Addresses, entry.Cookies, entry.PID)
+		if err == nil {
+			return []link.Link{l}, nil
+		}
+		if !sessionRefused(err) {
+			return nil, err
+		}
+		// A kernel before 6.13: entry and return probes apart.
+		p.noSessions.Store(true)
 	}
 	// The return probes go in first: a return whose entry was not seen
 	// does nothing, but an entry probe before them would see allocations

@@ -164,6 +164,14 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
+	// Uprobe sessions need uprobe_multi links, and the kfunc of sessions
+	// (6.10; uprobe sessions came in 6.13, which the link's creation
+	// tells: tracer/session.go).
+	if !p.multi {
+		delete(spec.Programs, "alloc_session")
+	} else if ok, _ := haveKernelFunc("bpf_session_is_return"); !ok {
+		delete(spec.Programs, "alloc_session")
+	}
 	if err := p.load(spec, cfg.Program != "" || cfg.All, btfCache, btfRead); err != nil {
 		// A kernel without a feature the programs need is said as
 		// such, not as the verifier's or the loader's words. The
@@ -208,6 +216,10 @@ var siteGroup = []string{"alloc_site"}
 // (mappings.go), loaded on their own: mdtrace goes on without them.
 var mappingsGroup = []string{"mappings_exit"}
 
+// sessionGroup is the program of uprobe sessions (session.go), loaded on
+// its own: without it the entry and return probes are made apart.
+var sessionGroup = []string{"alloc_session"}
+
 // load loads the BPF objects into p.objs: every map and variable, and the
 // programs, with program mode's only when programs is set (else they stay
 // nil).
@@ -246,27 +258,31 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 		return err
 	}
 	opts := ebpf.CollectionOptions{MapReplacements: replace, Cache: cache}
-	var progs [3]map[string]*ebpf.Program
-	var errs [4]error
+	var progs [4]map[string]*ebpf.Program
+	var errs [5]error
 	var wg sync.WaitGroup
 	// An update of a map of maps waits for an RCU grace period, 10 to 20
 	// ms here: the first tier goes into the tables map while the verifier
 	// works.
 	wg.Go(func() {
 		if err := p.objs.Tables.Put(uint32(0), p.objs.Allocs); err != nil {
-			errs[3] = fmt.Errorf("putting the live table's first tier in place: %w", err)
+			errs[4] = fmt.Errorf("putting the live table's first tier in place: %w", err)
 		}
 	})
 	for i, want := range []func(string) bool{
 		func(name string) bool { return slices.Contains(siteGroup, name) },
 		func(name string) bool {
 			return !slices.Contains(siteGroup, name) && !slices.Contains(mappingsGroup, name) &&
-				(programs || !slices.Contains(programMode, name))
+				!slices.Contains(sessionGroup, name) && (programs || !slices.Contains(programMode, name))
 		},
 		func(name string) bool { return slices.Contains(mappingsGroup, name) },
+		func(name string) bool { return slices.Contains(sessionGroup, name) },
 	} {
 		group := spec.Copy()
 		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })
+		if len(group.Programs) == 0 {
+			continue
+		}
 		wg.Go(func() {
 			c, err := ebpf.NewCollectionWithOptions(group, opts)
 			if err != nil {
@@ -286,6 +302,8 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 		p.mappingsErr = fmt.Errorf("loading the program that follows mmap: %w", errs[2])
 		errs[2] = nil
 	}
+	// Without the session program, entry and return probes apart.
+	errs[3] = nil
 	loaded := map[string]*ebpf.Program{}
 	for i := range progs {
 		maps.Copy(loaded, progs[i])

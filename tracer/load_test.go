@@ -200,6 +200,7 @@ func TestFeatures(t *testing.T) {
 var verifierBudget = map[string]uint32{
 	"alloc_entry":        18000, // 9.1K, 12K (verify_pointers' backtraces)
 	"alloc_return":       22000, // 14.9K, 14K (backtrace=256)
+	"alloc_session":      27000, // 17.7K (backtrace=256); alloc_entry and alloc_return in one, 6.10 and later
 	"alloc_site":         40000, // 26.1K (--all), 18.5K
 	"batch_drain":        24000, // 15.8K, 11.8K (backtrace=256)
 	"batch_drain_kprobe": 24000,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -144,7 +145,10 @@ type ProbeConfig struct {
 // Loading needs CAP_BPF and CAP_PERFMON (or root); uprobes need kernel 4.17
 // or later, task storage 5.11 or later.
 type Probes struct {
-	objs bpf.MdtraceObjects
+	// noSessions is set once the kernel refused a uprobe session link
+	// (session.go): the probes are made apart from then on.
+	noSessions atomic.Bool
+	objs       bpf.MdtraceObjects
 	// unwind holds the files' unwind tables; nil without backtraces.
 	unwind *unwindTables
 	// coll holds the data sections behind objs' variables.
