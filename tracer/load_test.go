@@ -21,7 +21,7 @@ func TestProgramGroups(t *testing.T) {
 	for i := range typ.NumField() {
 		all = append(all, typ.Field(i).Tag.Get("ebpf"))
 	}
-	for _, name := range append(slices.Clone(programMode), siteGroup...) {
+	for _, name := range slices.Concat(programMode, siteGroup, mappingsGroup, sessionGroup) {
 		if !slices.Contains(all, name) {
 			t.Errorf("%s is not a BPF program", name)
 		}
@@ -29,7 +29,8 @@ func TestProgramGroups(t *testing.T) {
 }
 
 // TestLoadPrograms: every program but program mode's is loaded outside
-// program mode, every one in it, and the variables work.
+// program mode, every one in it (the session program where the kernel has
+// what it needs), and the variables work.
 func TestLoadPrograms(t *testing.T) {
 	needBPF(t)
 	for _, program := range []string{"", "prog"} {
@@ -41,6 +42,12 @@ func TestLoadPrograms(t *testing.T) {
 		for i := range v.NumField() {
 			name := v.Type().Field(i).Tag.Get("ebpf")
 			want := program != "" || !slices.Contains(programMode, name)
+			if name == "alloc_session" {
+				// Where the kernel has uprobe_multi links and the
+				// sessions' kfunc (6.10).
+				kfunc, _ := haveKernelFunc("bpf_session_is_return")
+				want = p.multi && kfunc
+			}
 			if got := !v.Field(i).IsNil(); got != want {
 				t.Errorf("program mode %q: %s loaded %v, want %v", program, name, got, want)
 			}
