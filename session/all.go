@@ -70,6 +70,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		return 1, err
 	}
 	defer probes.Close()
+	if probes.Unguarded {
+		fmt.Fprintf(stderr, "mdtrace: note: %s\n", tracer.UnguardedNote)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 	defer signal.Stop(sigs)

@@ -324,6 +324,9 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	defer probes.Close()
 	s.probes = probes
+	if probes.Unguarded {
+		fmt.Fprintf(stderr, "mdtrace: note: %s\n", tracer.UnguardedNote)
+	}
 	if s.probeSample {
 		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average: block counts and byte totals in the reports are estimates, sizes are exact\n", s.sampleBytes)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -172,7 +173,18 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 	} else if ok, _ := haveKernelFunc("bpf_session_is_return"); !ok {
 		delete(spec.Programs, "alloc_session")
 	}
-	if err := p.load(spec, cfg.Program != "" || cfg.All, btfCache, btfRead); err != nil {
+	err = p.load(spec, cfg.Program != "" || cfg.All, btfCache, btfRead)
+	if err != nil && vars["preemptible"] == uint32(1) && strings.Contains(err.Error(), "use static function instead") {
+		// Kernels before 6.13 with the kfuncs (6.10) refuse a global
+		// function called with preemption off: the walks go without
+		// the guard, and two taken on one CPU at once may mix (rare).
+		if serr := spec.Variables["preemptible"].Set(uint32(0)); serr != nil {
+			return nil, serr
+		}
+		p.Unguarded = true
+		err = p.load(spec, cfg.Program != "" || cfg.All, btfCache, btfRead)
+	}
+	if err != nil {
 		// A kernel without a feature the programs need is said as
 		// such, not as the verifier's or the loader's words. The
 		// features are probed only then: the probes cost more than a

@@ -148,7 +148,11 @@ type Probes struct {
 	// noSessions is set once the kernel refused a uprobe session link
 	// (session.go): the probes are made apart from then on.
 	noSessions atomic.Bool
-	objs       bpf.MdtraceObjects
+	// Unguarded says that the stack walks run without preemption turned
+	// off on a preemptible kernel whose verifier refused the guard
+	// (before 6.13): two walks on one CPU at once may mix (rare).
+	Unguarded bool
+	objs      bpf.MdtraceObjects
 	// unwind holds the files' unwind tables; nil without backtraces.
 	unwind *unwindTables
 	// coll holds the data sections behind objs' variables.
@@ -316,3 +320,6 @@ func formatCount(n uint64) string {
 	}
 	return s
 }
+
+// UnguardedNote is what mdtrace says when the probes are Unguarded.
+const UnguardedNote = "this preemptible kernel's verifier refuses the programs with preemption turned off around a stack walk: the walks run without it, and two taken on one CPU at once may mix (rarely)"

@@ -57,11 +57,15 @@ func runCheck(stdout, stderr io.Writer) int {
 		}
 		took := time.Since(start)
 		where, err := p.DrainPoint()
+		unguarded := p.Unguarded
 		p.Close()
 		if err != nil {
 			ok = false
 			fmt.Fprintf(stdout, "  FAIL  %s: %v\n", v.Name, err)
 			continue
+		}
+		if unguarded {
+			where += "; " + tracer.UnguardedNote
 		}
 		fmt.Fprintf(stdout, "  ok    %s (verified in %d ms; threads' last batches at %s)\n", v.Name, took.Milliseconds(), where)
 	}
