@@ -49,7 +49,9 @@ func TestUprobeSessions(t *testing.T) {
 			t.Fatalf("LoadProbes: %v", err)
 		}
 		cmd := exec.Command(testProg(t, "sampled"))
-		cmd.Env = append(os.Environ(), "SAMPLED_WAIT=1")
+		// Out of the reach of the e2e tests' --all --inject, which may
+		// be running beside this one.
+		cmd.Env = append(os.Environ(), "SAMPLED_WAIT=1", "SAMPLED_SECCOMP=1")
 		stdin, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
