@@ -100,17 +100,7 @@ func (p *Probes) ExecName(tgid int) (ExecName, bool) {
 	if p.objs.ExecNames.Lookup(uint32(tgid), &n) != nil {
 		return ExecName{}, false
 	}
-	cstr := func(b []int8) string {
-		var s []byte
-		for _, c := range b {
-			if c == 0 {
-				break
-			}
-			s = append(s, byte(c))
-		}
-		return string(s)
-	}
-	return ExecName{Path: cstr(n.Path[:]), Comm: cstr(n.Comm[:]), Cgroup: n.Cgroup}, true
+	return ExecName{Path: cString(n.Path[:]), Comm: cString(n.Comm[:]), Cgroup: n.Cgroup}, true
 }
 
 // LiveAddrs returns the addresses of the blocks of process tgid's current
