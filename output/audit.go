@@ -156,23 +156,17 @@ func auditRows(ps []AuditProcess) []auditRow {
 	ended := map[string]int{}
 	for i := range ps {
 		p := &ps[i]
-		if !p.Exited {
-			rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
-			continue
+		// A process of unknown file is not known to be a run of any.
+		if p.Exited && p.Exe != "" {
+			key := p.Exe + "\x00" + p.Cgroup
+			if j, ok := ended[key]; ok {
+				rows[j].runs++
+				rows[j].all.Blocks += p.Added.Blocks
+				rows[j].all.Bytes += p.Added.Bytes
+				continue
+			}
+			ended[key] = len(rows)
 		}
-		if p.Exe == "" {
-			// Not known to be runs of one program.
-			rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
-			continue
-		}
-		key := p.Exe + "\x00" + p.Cgroup
-		if j, ok := ended[key]; ok {
-			rows[j].runs++
-			rows[j].all.Blocks += p.Added.Blocks
-			rows[j].all.Bytes += p.Added.Bytes
-			continue
-		}
-		ended[key] = len(rows)
 		rows = append(rows, auditRow{p: p, runs: 1, all: p.Added})
 	}
 	return rows
