@@ -232,11 +232,11 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	// Its program's next runs are taken at their auditInjectEager-th call.
 	// (A full map of them leaves them at auditInjectCalls.)
 	eager, _ := ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid))
+	prog := progName(pid)
 	what := fmt.Sprintf("called the allocator %d times", calls)
 	var later string
 	if eager {
 		ij.eager++
-		prog := progName(pid)
 		n := ij.runsSaid[prog]
 		if n >= auditInjectSay {
 			return nil
@@ -248,7 +248,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		}
 	}
 	msg := fmt.Sprintf("--inject: process %d (%s) %s: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
-		pid, progName(pid), what, routed, in.Adopted)
+		pid, prog, what, routed, in.Adopted)
 	if unrouted > 0 {
 		msg += fmt.Sprintf("; %d slots could not be routed and stay with the probes", unrouted)
 	}
