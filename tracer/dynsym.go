@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"strings"
 )
 
 // errNoGNUHash means a file has no GNU hash table of its dynamic symbols
@@ -126,7 +127,7 @@ func dynamicSymbols(ef *elf.File, name string) ([]elf.Symbol, error) {
 		return nil, err
 	}
 	for _, s := range all {
-		if base, _, _ := bytes.Cut([]byte(s.Name), []byte("@")); string(base) == name {
+		if base, _, _ := strings.Cut(s.Name, "@"); base == name {
 			syms = append(syms, s)
 		}
 	}
