@@ -89,8 +89,7 @@ func AnnounceReady(pid int, shim string, at uint64, timeout time.Duration, befor
 				return at, nil
 			case abi.EarlyWaiting:
 				before(at)
-				binary.LittleEndian.PutUint32(word[:], abi.EarlyReady)
-				if err := writeMem(pid, at, word[:]); err != nil {
+				if err := writeReady(pid, at); err != nil {
 					if errors.Is(err, unix.ESRCH) {
 						return at, ErrProcessGone
 					}
@@ -158,4 +157,12 @@ func (p *Probes) earlyAddrs(tgid int) []uint64 {
 		}
 	}
 	return addrs
+}
+
+// writeReady writes abi.EarlyReady in the shim's word at address at of
+// process pid (abi.SymbolReady): the probes are in place.
+func writeReady(pid int, at uint64) error {
+	var word [4]byte
+	binary.LittleEndian.PutUint32(word[:], abi.EarlyReady)
+	return writeMem(pid, at, word[:])
 }

@@ -734,9 +734,7 @@ func (in *Injected) Ready() error {
 	if err != nil {
 		return err
 	}
-	var word [4]byte
-	binary.LittleEndian.PutUint32(word[:], abi.EarlyReady)
-	return writeMem(in.PID, at, word[:])
+	return writeReady(in.PID, at)
 }
 
 // readWordOK is readWord, with ^0 for a word that cannot be read.
