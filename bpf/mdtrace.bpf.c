@@ -242,8 +242,9 @@ int BPF_KRETPROBE(alloc_return, u64 ret)
  * malloc or calloc of glibc's the sampling passed over (no other probed
  * function is called inside them). A return probe costs about a fifth of
  * an audited call (sqlite3 under --all: 115 ms without them, 139 ms with).
- * Where the kernel lacks the kfunc, the program does not load, and the
- * entry and return probes are made as before (tracer/session.go).
+ * It is loaded only where the kernel's BTF has the attach type of uprobe
+ * sessions; elsewhere the entry and return probes are made as before
+ * (tracer/session.go).
  */
 extern bool bpf_session_is_return(void) __ksym;
 

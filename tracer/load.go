@@ -165,12 +165,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		spec.Programs["alloc_site"].AttachType = ebpf.AttachTraceUprobeMulti
 		spec.Programs["libraries_changed"].AttachType = ebpf.AttachTraceUprobeMulti
 	}
-	// Uprobe sessions need uprobe_multi links, and the kfunc of sessions
-	// (6.10; uprobe sessions came in 6.13, which the link's creation
-	// tells: tracer/session.go).
+	// Uprobe sessions need uprobe_multi links (p.load asks the kernel's
+	// BTF whether it has them).
 	if !p.multi {
-		delete(spec.Programs, "alloc_session")
-	} else if ok, _ := haveKernelFunc("bpf_session_is_return"); !ok {
 		delete(spec.Programs, "alloc_session")
 	}
 	err = p.load(spec, cfg.Program != "" || cfg.All, btfCache, btfRead)
@@ -232,6 +229,20 @@ var mappingsGroup = []string{"mappings_exit"}
 // its own: without it the entry and return probes are made apart.
 var sessionGroup = []string{"alloc_session"}
 
+// haveUprobeSessions reports whether the kernel's BTF, in cache, knows the
+// attach type of uprobe sessions (6.13).
+func haveUprobeSessions(cache *btf.Cache) bool {
+	k, err := cache.Kernel()
+	if err != nil {
+		return false
+	}
+	var e *btf.Enum
+	if k.TypeByName("bpf_attach_type", &e) != nil {
+		return false
+	}
+	return slices.ContainsFunc(e.Values, func(v btf.EnumValue) bool { return v.Name == "BPF_TRACE_UPROBE_SESSION" })
+}
+
 // load loads the BPF objects into p.objs: every map and variable, and the
 // programs, with program mode's only when programs is set (else they stay
 // nil).
@@ -252,6 +263,10 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 	if err != nil {
 		return err
 	}
+	// The session program only where the kernel has uprobe sessions
+	// (6.13): before, its verification at every start would be for
+	// nothing. The kernel's BTF is read already, for the relocations.
+	sessions := haveUprobeSessions(cache)
 	// The data sections (.bss, .data, .rodata) back the variables: the
 	// collection keeps them until Close.
 	p.coll = coll
@@ -288,7 +303,7 @@ func (p *Probes) load(spec *ebpf.CollectionSpec, programs bool, cache *btf.Cache
 				!slices.Contains(sessionGroup, name) && (programs || !slices.Contains(programMode, name))
 		},
 		func(name string) bool { return slices.Contains(mappingsGroup, name) },
-		func(name string) bool { return slices.Contains(sessionGroup, name) },
+		func(name string) bool { return sessions && slices.Contains(sessionGroup, name) },
 	} {
 		group := spec.Copy()
 		maps.DeleteFunc(group.Programs, func(name string, _ *ebpf.ProgramSpec) bool { return !want(name) })

@@ -43,9 +43,8 @@ func TestLoadPrograms(t *testing.T) {
 			name := v.Type().Field(i).Tag.Get("ebpf")
 			want := program != "" || !slices.Contains(programMode, name)
 			if name == "alloc_session" {
-				// Where the kernel has uprobe sessions (6.13); before,
-				// it may load or not (the sessions' kfunc came in
-				// 6.10, for kprobes).
+				// Where the kernel has uprobe sessions (6.13, or a
+				// kernel whose BTF says it has them: not tested here).
 				if !kernelAtLeast(t, 6, 13) {
 					continue
 				}
