@@ -63,9 +63,11 @@ const volatile u32 gens_all = 0;
 /*
  * --all --inject: each process's calls are counted in proc_calls, and a
  * process whose count reaches busy_calls is told once on busy (0: never).
+ * mdtrace sets busy_calls again once it has measured what a probe hit
+ * costs here (tracer.MeasureTrapCost).
  */
 const volatile u32 count_calls = 0;
-const volatile u32 busy_calls = 0;
+volatile u32 busy_calls = 0;
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /*

@@ -48,6 +48,16 @@ func (r *BusyReader) Next(deadline time.Time) (int, error) {
 // Close stops the reader.
 func (r *BusyReader) Close() error { return r.r.Close() }
 
+// SetBusyCalls sets the count at which a process is told on the busy
+// reader from now on, instead of ProbeConfig's BusyCalls. A process whose
+// count is past it already is not told: ProcCalls has its count.
+func (p *Probes) SetBusyCalls(n uint32) error {
+	if err := p.objs.BusyCalls.Set(n); err != nil {
+		return fmt.Errorf("setting the count of a busy process: %w", err)
+	}
+	return nil
+}
+
 // ProcCalls returns each process's count of allocator calls (ProbeConfig's
 // CountCalls) since its exec or the probes' start, and forgets the
 // processes not alive.

@@ -141,6 +141,18 @@ func TestBusyCalls(t *testing.T) {
 	if n := told(); n != 1 {
 		t.Errorf("the eager run was told of %d times after 3000 calls, want once", n)
 	}
+
+	// The count set anew (the cost of a trap measured): the next run
+	// starts 100 short of it, and is told at it.
+	if err := probes.SetBusyCalls(2 * busyAt); err != nil {
+		t.Fatal(err)
+	}
+	do("exec", "ready")
+	calls(2*busyAt-eagerAt, 2*busyAt-eagerAt+90)
+	do("hold", "held")
+	if n := told(); n != 1 {
+		t.Errorf("the run after the count was set anew was told of %d times after 3000 calls, want once", n)
+	}
 	io.WriteString(stdin, "exit\n")
 }
 
