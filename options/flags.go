@@ -72,6 +72,9 @@ type Flags struct {
 	// its allocator calls through the shim's batches instead of probing
 	// the allocator.
 	Inject bool
+	// InjectCalls, with --all --inject, is the count of allocator calls
+	// at which a process is taken; 0 measures it.
+	InjectCalls uint32
 	// FollowForks traces the children an attached process forks from now
 	// on (launched commands' children always are).
 	FollowForks bool
@@ -254,7 +257,8 @@ func newFlagSet(f *Flags) *flagSet {
 	fs.Uint64Var(&f.MaxLeaks, "max-leaks", 0, "with leak_track, list the first `N` leaked blocks one by one in Android's format, and the rest by backtrace: how many blocks and bytes, and the backtrace once (0 lists them all; the bottom line counts them all)")
 	fs.BoolVar(&f.Stats, "stats", false, "at each process's exit, write statistics of its allocator calls on standard error, as heaptrack_print does: allocations and bytes, the peak of the live heap and when, temporary allocations, sizes by powers of two, and (with the backtrace option) the call sites that allocate the most and that hold the most at their peak; every call reaches a probe (slower, as record_allocs)")
 	fs.BoolVar(&f.NoBatch, "no-batch", false, "have the preloaded shim report each allocator call to the probes as it is made, instead of each thread's calls a batch at a time (slower; the command is then held at its start until the probes are live, rather than started at once)")
-	fs.BoolVar(&f.Inject, "inject", false, "with -p, load the shim into the running process and route its calls of malloc, free and the others through the shim's batches, as a launched command's are (several times cheaper than probes on the allocator; every call is given back to the allocator when mdtrace ends); with --all, do so for each process once it has called the allocator 8192 times, sampling in the process")
+	fs.BoolVar(&f.Inject, "inject", false, "with -p, load the shim into the running process and route its calls of malloc, free and the others through the shim's batches, as a launched command's are (several times cheaper than probes on the allocator; every call is given back to the allocator when mdtrace ends); with --all, do so for each process once its probe hits have cost it about what the shim's loading would, sampling in the process")
+	fs.Uint32Var(&f.InjectCalls, "inject-calls", 0, "with --all --inject, load the shim into a process at its `N`th call of the allocator (default 0: at the count whose probe hits cost a process about what the shim's loading does, 16 ms, by the cost of a hit measured at the start, 1 to 10 µs from one machine to another)")
 	fs.StringVar(&f.ReadyFile, "ready-file", "", "create `FILE` once the probes are live (for scripts and tests)")
 	fs.Uint32Var(&f.MaxAllocs, "max-allocs", tracer.DefaultMaxAllocs, fmt.Sprintf("room `N` of the live allocation table, at least N blocks (at most %d), which grows to it as it fills; allocations beyond it are counted, not tracked", tracer.MaxMaxAllocs))
 	fs.StringArrayVar(&f.DebugDirs, "debug-dir", nil, "search `DIR` for separate debug files, by build-id and .gnu_debuglink (repeatable)")
@@ -397,6 +401,8 @@ func ParseFlags(args []string, stdout io.Writer) (*Flags, error) {
 		return nil, &UsageError{fmt.Sprintf("invalid --top %d", f.Top)}
 	case f.All && f.Top > 0:
 		return nil, &UsageError{"--top is for traced processes: --all prints its own summary"}
+	case fs.Changed("inject-calls") && !(f.All && f.Inject):
+		return nil, &UsageError{"--inject-calls is the count of calls at which --all --inject takes a process: only with --all --inject"}
 	case f.All && f.Inject && f.SampleBytes == 0:
 		return nil, &UsageError{"--all --inject samples in the processes it loads the shim into: not with --sample-bytes 0"}
 	case f.All:

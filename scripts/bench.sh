@@ -545,8 +545,9 @@ audited() {
 # audit's probes have no PID filter: every process's malloc and free reach
 # them, and their traps cost the same sampled or not; sampling saves the
 # walks and the table's writes of the blocks it passes over. With
-# --inject, a process gets the shim at its 8192nd call, and samples in
-# itself from then on.
+# --inject, a process gets the shim at the count of calls whose traps cost
+# it 16 ms (the audit measures a trap's cost as it starts, and says the
+# count), and samples in itself from then on.
 audit_cost() {
 	local name=$1 r mode
 	shift
@@ -573,6 +574,13 @@ audit_cost() {
 	done
 }
 audit_rows() {
+	# The count at which --inject takes a process, by the trap's cost the
+	# audit measures as it starts.
+	local said
+	said=$(bin/mdtrace --all --inject --duration 1s 2>&1 >/dev/null | sed -n 's/.*shim at its \([0-9]*\)[a-z]* call of the allocator.*a call.s hits cost a process \([0-9.]*\) µs here.*/\1 \2/p')
+	if [[ -n $said ]]; then
+		printf '  --inject takes a process at call %s: a call'"'"'s probe hits cost %s µs here, as the audit measured\n' "${said% *}" "${said#* }"
+	fi
 	if command -v sqlite3 >/dev/null 2>&1; then
 		audit_cost sqlite3 sh -c "sqlite3 -batch -init /dev/null :memory: < $sql"
 	fi
@@ -586,8 +594,8 @@ audit_rows() {
 # What --all costs a build: cc1plus run BUILD_RUNS times in a row under one
 # audit (started before the first), against the same runs alone, the
 # medians of BUILD_ROUNDS rounds. With --inject the first run is taken at
-# its 8192nd call, the later ones, runs of a program taken before, at their
-# 256th.
+# the count the audit measures, the later ones, runs of a program taken
+# before, at their 256th.
 BUILD_RUNS=${BUILD_RUNS:-5}
 BUILD_ROUNDS=${BUILD_ROUNDS:-3}
 build_runs() {

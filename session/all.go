@@ -63,8 +63,21 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			return 1, fmt.Errorf("--inject: %w", err)
 		}
 	}
+	// What a trap costs here, measured while the programs load: the
+	// count of calls at which --inject takes a process.
+	busyCalls, why := uint32(auditInjectCalls), "as --inject-calls asks"
+	var trapCost chan trapMeasure
+	if flags.InjectCalls > 0 {
+		busyCalls = flags.InjectCalls
+	} else if flags.Inject {
+		trapCost = make(chan trapMeasure, 1)
+		go func() {
+			c, err := tracer.MeasureTrapCost()
+			trapCost <- trapMeasure{c, err}
+		}()
+	}
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
-		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: auditInjectCalls,
+		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: busyCalls,
 		EagerHead: auditInjectEager})
 	if err != nil {
 		return 1, err
@@ -72,6 +85,18 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	defer probes.Close()
 	if probes.Unguarded {
 		fmt.Fprintf(stderr, "mdtrace: note: %s\n", tracer.UnguardedNote)
+	}
+	// The count is set before any process is counted.
+	if trapCost != nil {
+		m := <-trapCost
+		why = fmt.Sprintf("the cost of a probe hit here could not be measured (%v)", m.err)
+		if m.err == nil {
+			busyCalls = injectThreshold(m.cost)
+			why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), float64(m.cost.PerCall())/1e3)
+			if err := probes.SetBusyCalls(busyCalls); err != nil {
+				return 1, err
+			}
+		}
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
@@ -127,8 +152,8 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		busy <-chan int
 	)
 	if flags.Inject {
-		ij = newAuditInjector(probes, shim, flags.SampleBytes, depth, say)
-		fmt.Fprintf(stderr, "mdtrace: --inject: a process that has called the allocator %d times (since its exec or the audit's start) gets mdtrace's shim, which samples its calls in the process; its calls are given back to the allocator when the audit ends\n", auditInjectCalls)
+		ij = newAuditInjector(probes, shim, busyCalls, flags.SampleBytes, depth, say)
+		fmt.Fprintf(stderr, "mdtrace: --inject: a process gets mdtrace's shim at its %s call of the allocator (counted from its exec or the audit's start), %s; the shim samples its calls in the process, and gives them back to the allocator when the audit ends\n", ordinal(busyCalls), why)
 		r, err := probes.WatchBusy()
 		if err != nil {
 			return 1, err
@@ -478,4 +503,25 @@ func mappedLibc(pid int) (stacks.File, bool) {
 		}
 	}
 	return stacks.File{}, false
+}
+
+// trapMeasure is tracer.MeasureTrapCost's answer.
+type trapMeasure struct {
+	cost tracer.TrapCost
+	err  error
+}
+
+// ordinal is n as "1st", "2nd", "3rd", "11th", "1999th".
+func ordinal(n uint32) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }

@@ -11,25 +11,48 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
 	"github.com/mdtrace/mdtrace/tracer"
 )
 
+// auditInjectCost is what taking a process's calls with the shim costs it,
+// in its wall time: its holds, 2 to 3 ms; its traps until it is routed;
+// the shim's loading and first touches (python3's 41 ms run on a 2-core VM
+// took 20 ms longer taken at its 2048th call, 24 ms at its 4096th, 11 ms
+// not taken with its 6000 calls, at 1.7 to 2.5 µs a trap).
+const auditInjectCost = 16 * time.Millisecond
+
 // auditInjectCalls is the count of allocator calls (each a trap into the
-// probes) at which --all --inject takes a process's calls with the shim.
-// Taking a process once its traps have cost it what the injection would
-// is the rule of renting until the rent paid equals the price: whatever
-// the process does next, it pays at most twice what the best choice made
-// in advance would have cost it. On a 2-core VM, a trap costs 1.7 to 2.5
-// µs, and the injection about 16 ms of the process's wall time (python3's
-// 41 ms run took 20 ms longer taken at its 2048th call, 24 ms at its
-// 4096th, 11 ms not taken with its 6000 calls: its holds, 2 to 3 ms; its
-// traps until it is routed, 4 to 14 ms after the count; the shim's loading
-// and first touches): 8192 traps. The probes say at once when a process
-// reaches the count (tracer.BusyReader); each program is counted from its
-// exec.
+// probes) at which --all --inject takes a process's calls with the shim,
+// until the cost of a trap here is measured (injectThreshold); and the
+// count when it cannot be.
 const auditInjectCalls = 8192
+
+// auditInjectMin and auditInjectMax bound the count measured: a trap
+// measured far out of what machines show is not to be trusted that far.
+const (
+	auditInjectMin = 1024
+	auditInjectMax = 65536
+)
+
+// injectThreshold is the count of calls at which a process is taken, where
+// a call costs it c.PerCall() in traps: once its traps have cost it what
+// the injection would. That is the rule of renting until the rent paid
+// equals the price: whatever the process does next, it pays at most twice
+// what the best choice made in advance would have cost it. A trap costs
+// 1 to 10 µs from one machine to another (virtual machines are the
+// slowest), and so the count goes from 16000 to 1600. The probes say at
+// once when a process reaches the count (tracer.BusyReader); each program
+// is counted from its exec.
+func injectThreshold(c tracer.TrapCost) uint32 {
+	per := c.PerCall()
+	if per <= 0 {
+		return auditInjectMax
+	}
+	return uint32(min(max(int64(auditInjectCost/per), auditInjectMin), auditInjectMax))
+}
 
 // auditInjectEager is the count at which a run of a program taken before
 // in the audit is taken: knowing that the program calls the allocator much
@@ -43,7 +66,7 @@ const auditInjectEager = 256
 const auditInjectSay = 3
 
 // auditInjector is --all --inject: the processes that have called the
-// allocator auditInjectCalls times get mdtrace's shim, loaded into them as
+// allocator busyCalls times get mdtrace's shim, loaded into them as
 // -p --inject does, and their calls go through its hooks, which sample
 // them in the process; only the sampled ones reach the probes, at the
 // shim's sites. The probes on the C library have no PID filter: the hooks
@@ -51,8 +74,10 @@ const auditInjectSay = 3
 // (tracer.Probes.Bypass), and the blocks the probes sampled before are
 // given to the shim, whose frees it then reports (Injected.Adopt).
 type auditInjector struct {
-	probes      *tracer.Probes
-	shim        string
+	probes *tracer.Probes
+	shim   string
+	// busyCalls is the count of calls at which a process is taken.
+	busyCalls   uint64
 	sampleBytes uint64
 	depth       int
 	say         func(string)
@@ -77,12 +102,12 @@ type auditInjected struct {
 	calls uint64
 }
 
-func newAuditInjector(probes *tracer.Probes, shim string, sampleBytes uint64, depth int, say func(string)) *auditInjector {
-	return &auditInjector{probes: probes, shim: shim, sampleBytes: sampleBytes, depth: depth, say: say,
+func newAuditInjector(probes *tracer.Probes, shim string, busyCalls uint32, sampleBytes uint64, depth int, say func(string)) *auditInjector {
+	return &auditInjector{probes: probes, shim: shim, busyCalls: uint64(busyCalls), sampleBytes: sampleBytes, depth: depth, say: say,
 		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}, runsSaid: map[string]int{}}
 }
 
-// scan injects the processes that called the allocator auditInjectCalls
+// scan injects the processes that called the allocator busyCalls
 // times or more and are not injected yet (those whose event the probes
 // had no room for, those refused before whose program changed), and
 // releases those that ended or executed a program. seenAt are the
@@ -107,14 +132,14 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 		}
 	}
 	for _, pid := range slices.Sorted(maps.Keys(calls)) {
-		if st, ok := seenAt[pid]; ok && calls[pid] >= auditInjectCalls {
+		if st, ok := seenAt[pid]; ok && calls[pid] >= ij.busyCalls {
 			ij.take(pid, st)
 		}
 	}
 }
 
 // busy injects process pid, which the probes say has just called the
-// allocator auditInjectCalls times, unless it was taken or refused.
+// allocator busyCalls times, unless it was taken or refused.
 func (ij *auditInjector) busy(pid int) {
 	if st, err := stampOf(pid); err == nil {
 		ij.take(pid, st)
@@ -135,7 +160,7 @@ func (ij *auditInjector) take(pid int, st procStamp) {
 	if err := ij.inject(pid, st); err != nil {
 		ij.refused[pid] = st
 		if !errors.Is(err, tracer.ErrProcessGone) && processAlive(pid) {
-			ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), auditInjectCalls, err))
+			ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), ij.busyCalls, err))
 		}
 	}
 }
@@ -230,7 +255,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
 	// Its program's next runs are taken at their auditInjectEager-th call.
-	// (A full map of them leaves them at auditInjectCalls.)
+	// (A full map of them leaves them at busyCalls.)
 	eager, _ := ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid))
 	prog := progName(pid)
 	what := fmt.Sprintf("called the allocator %d times", calls)

@@ -422,6 +422,10 @@ func startBusy(t *testing.T, env ...string) (*background, int) {
 // until it is ready (its ready file in dir).
 func startAllInject(t *testing.T, dir string, args ...string) *background {
 	t.Helper()
+	// The count of calls is set: measured, it depends on the machine.
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--inject-calls") }) {
+		args = append([]string{"--inject-calls", "8192"}, args...)
+	}
 	m := start(t, mdtraceBin, append([]string{"--all", "--inject", "--ready-file", dir + "/ready"}, args...)...)
 	waitReady(t, m, dir+"/ready")
 	return m
@@ -478,5 +482,45 @@ func TestAllInjectKilled(t *testing.T) {
 		t.Errorf("mdtrace exit status %d", code)
 	}
 	slotsBack(t, pid, slots, before, "after the second audit")
+	busyExit(t, target)
+}
+
+// TestAllInjectMeasured: without --inject-calls, the audit measures what
+// a probe hit costs here and takes a process at the count whose hits cost
+// it the shim's loading, 16 ms: it says both, and takes busyleak once it
+// has made that many calls, not before.
+func TestAllInjectMeasured(t *testing.T) {
+	needRoot(t)
+	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
+	m := startAllInject(t, t.TempDir(), "--inject-calls=0")
+	said := regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`).FindStringSubmatch(m.stderr.String())
+	if said == nil {
+		m.interrupt(t)
+		t.Fatalf("stderr lacks the count measured:\n%s", m.stderr.String())
+	}
+	count, _ := strconv.Atoi(said[1])
+	cost, _ := strconv.ParseFloat(said[2], 64)
+	// 16 ms of hits, within the rounding of the cost said, or a bound.
+	if want := 16000 / cost; cost <= 0 || !(count == 1024 && want <= 1024 || count == 65536 && want >= 65536 ||
+		float64(count) >= want*0.99*cost/(cost+0.05) && float64(count) <= want*1.01*cost/(cost-0.05)) {
+		t.Errorf("count %d for a call's hits of %.1f µs, want 16 ms of them (about %.0f), from 1024 to 65536", count, cost, want)
+	}
+	if count > 3100 {
+		// 3000 calls: not yet.
+		io.WriteString(target.stdin, "hold\n")
+		target.expectLine(t, "held")
+		time.Sleep(300 * time.Millisecond)
+		if strings.Contains(m.stderr.String(), "its calls go through mdtrace's shim") {
+			t.Errorf("busyleak was given the shim before its %dth call:\n%s", count, m.stderr.String())
+		}
+	}
+	io.WriteString(target.stdin, "spin\n")
+	target.expectLine(t, "spinning")
+	got := waitTaken(t, m, pid, 1)
+	var calls int
+	if _, err := fmt.Sscanf(got[1], "called the allocator %d times", &calls); err != nil || calls < count {
+		t.Errorf("busyleak was taken as %q, want after its %dth call", got[1], count)
+	}
+	m.interrupt(t)
 	busyExit(t, target)
 }

@@ -212,12 +212,15 @@ func TestInjectKilled(t *testing.T) {
 }
 
 // TestInjectRefused: --inject is for -p, and not with the options that
-// change blocks.
+// change blocks; --inject-calls is for --all --inject, and a count.
 func TestInjectRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"--inject", "--", prog("attachee")},
 		{"-p", "1", "--inject", "-o", "record_allocs"},
 		{"-p", "1", "--inject", "-o", "verify_pointers"},
+		{"-p", "1", "--inject", "--inject-calls", "100"},
+		{"--all", "--inject-calls", "100"},
+		{"--all", "--inject", "--inject-calls", "-1"},
 	} {
 		r := runMdtrace(t, args...)
 		if r.code == 0 || !strings.Contains(r.stderr, "--inject") {
