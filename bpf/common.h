@@ -169,26 +169,75 @@ struct process_map traced SEC(".maps");
 struct process_map gens SEC(".maps");
 
 /*
- * With count_calls, each process's calls of the allocator seen at its
- * entry probes since its exec (or since the audit began): mdtrace reads
- * them to pick the processes whose calls its shim should take (--all
- * --inject). Value: the count, 64 bits for the atomic add that returns it.
- */
-struct process_map64 proc_calls SEC(".maps");
-
-/*
- * The program files (their device, in the kernel's encoding, and inode)
- * of processes mdtrace gave its shim to (--all --inject): a new run of
- * one starts its count eager_head calls short of busy_calls, so that it is
- * told after eager_head calls, the program having shown it calls the
- * allocator much. Value: 1.
+ * A program file: its inode and its device, in the kernel's encoding.
  */
 struct program_file {
 	u64 ino;
 	u32 dev;
 	u32 pad;
 };
+
+/*
+ * With count_calls, each process's calls of the allocator seen at its
+ * entry probes since its exec (or since the audit began), from head (0, or
+ * eager_head short of busy_calls), 64 bits for the atomic add that returns
+ * it, and its program file as the kernel has it (all 0 if unread):
+ * mdtrace reads the counts to pick the processes whose calls its shim
+ * should take (--all --inject), and marks the program file of each it
+ * took eager.
+ */
+struct proc_count {
+	u64 calls;
+	u64 head;
+	struct program_file file;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MAX_PROCESSES);
+	__type(key, u32);
+	__type(value, struct proc_count);
+} proc_calls SEC(".maps");
+
+/*
+ * The program files of processes mdtrace gave its shim to (--all
+ * --inject): a new run of one starts its count eager_head calls short of
+ * busy_calls, so that it is told after eager_head calls, the program
+ * having shown it calls the allocator much. Value: 1.
+ */
 const volatile u32 eager_head = 0;
+
+struct super_block___md {
+	u32 s_dev;
+} __attribute__((preserve_access_index));
+struct inode___md {
+	unsigned long i_ino;
+	struct super_block___md *i_sb;
+} __attribute__((preserve_access_index));
+struct file___md {
+	struct inode___md *f_inode;
+} __attribute__((preserve_access_index));
+struct mm_struct___md {
+	struct file___md *exe_file;
+} __attribute__((preserve_access_index));
+
+/*
+ * program_file_of sets *f to the program file's identity as the kernel has
+ * it: user space's stat can give another device (a file of an overlayfs's
+ * lower layer, the upper on another file system). It reports whether it
+ * could read it.
+ */
+static __always_inline bool program_file_of(struct file___md *file, struct program_file *f)
+{
+	struct inode___md *inode;
+	struct super_block___md *sb;
+
+	return file &&
+	       bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) == 0 && inode &&
+	       bpf_probe_read_kernel(&f->ino, sizeof(f->ino), &inode->i_ino) == 0 &&
+	       bpf_probe_read_kernel(&sb, sizeof(sb), &inode->i_sb) == 0 && sb &&
+	       bpf_probe_read_kernel(&f->dev, sizeof(f->dev), &sb->s_dev) == 0;
+}
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -286,6 +335,7 @@ static __always_inline void count(u32 idx)
 struct task_struct___md {
 	int tgid;
 	u64 self_exec_id;
+	struct mm_struct___md *mm;
 	void *vfork_done;
 	struct task_struct___md *real_parent;
 } __attribute__((preserve_access_index));

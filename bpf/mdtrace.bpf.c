@@ -529,16 +529,6 @@ int program_exec(u64 *ctx)
 	return 0;
 }
 
-struct super_block___md {
-	u32 s_dev;
-} __attribute__((preserve_access_index));
-struct inode___md {
-	unsigned long i_ino;
-	struct super_block___md *i_sb;
-} __attribute__((preserve_access_index));
-struct file___md {
-	struct inode___md *f_inode;
-} __attribute__((preserve_access_index));
 struct linux_binprm___file {
 	struct file___md *file;
 } __attribute__((preserve_access_index));
@@ -546,25 +536,16 @@ struct linux_binprm___file {
 /* count_from_exec starts process tgid's count of calls for its new program. */
 static __always_inline void count_from_exec(u32 tgid, struct linux_binprm___file *bprm)
 {
-	struct program_file f = {};
+	struct proc_count c = {};
 	struct file___md *file;
-	struct inode___md *inode;
-	struct super_block___md *sb;
-	u64 head;
 
-	bpf_map_delete_elem(&proc_calls, &tgid);
-	if (!eager_head || eager_head >= busy_calls)
+	if (bpf_probe_read_kernel(&file, sizeof(file), &bprm->file) != 0 || !program_file_of(file, &c.file)) {
+		bpf_map_delete_elem(&proc_calls, &tgid);
 		return;
-	if (bpf_probe_read_kernel(&file, sizeof(file), &bprm->file) != 0 || !file ||
-	    bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) != 0 || !inode ||
-	    bpf_probe_read_kernel(&f.ino, sizeof(f.ino), &inode->i_ino) != 0 ||
-	    bpf_probe_read_kernel(&sb, sizeof(sb), &inode->i_sb) != 0 || !sb ||
-	    bpf_probe_read_kernel(&f.dev, sizeof(f.dev), &sb->s_dev) != 0)
-		return;
-	if (!bpf_map_lookup_elem(&eager_programs, &f))
-		return;
-	head = busy_calls - eager_head;
-	bpf_map_update_elem(&proc_calls, &tgid, &head, BPF_ANY);
+	}
+	if (eager_head && eager_head < busy_calls && bpf_map_lookup_elem(&eager_programs, &c.file))
+		c.calls = c.head = busy_calls - eager_head;
+	bpf_map_update_elem(&proc_calls, &tgid, &c, BPF_ANY);
 }
 
 /*

@@ -127,6 +127,13 @@ type MdtracePointerError struct {
 	FreeStack uint64
 }
 
+type MdtraceProcCount struct {
+	_     structs.HostLayout
+	Calls uint64
+	Head  uint64
+	File  MdtraceProgramFile
+}
+
 type MdtraceProgramFile struct {
 	_   structs.HostLayout
 	Ino uint64

@@ -65,13 +65,13 @@ func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint64, error) {
 	out := map[int]uint64{}
 	var (
 		tgid uint32
-		n    uint64
+		n    bpf.MdtraceProcCount
 		gone []uint32
 		it   = p.objs.ProcCalls.Iterate()
 	)
 	for it.Next(&tgid, &n) {
 		if alive(int(tgid)) {
-			out[int(tgid)] = n
+			out[int(tgid)] = n.Calls
 		} else {
 			gone = append(gone, tgid)
 		}
@@ -85,11 +85,13 @@ func (p *Probes) ProcCalls(alive func(pid int) bool) (map[int]uint64, error) {
 	return out, nil
 }
 
-// ProcCallsOf returns process pid's count of allocator calls (ProcCalls).
+// ProcCallsOf returns process pid's count of allocator calls since its
+// exec or the probes' start: ProcCalls' less the EagerHead short of
+// BusyCalls it started from, a run of a program marked eager.
 func (p *Probes) ProcCallsOf(pid int) (uint64, error) {
-	var n uint64
+	var n bpf.MdtraceProcCount
 	err := p.objs.ProcCalls.Lookup(uint32(pid), &n)
-	return n, err
+	return n.Calls - n.Head, err
 }
 
 // ExecName is the program a process executed last, as the probes noted
@@ -150,18 +152,31 @@ func (p *Probes) Quiet(tid int, on bool) error {
 	return nil
 }
 
-// MarkEager marks the program file at path (a process's /proc/PID/exe)
-// eager: a process that executes it from now on is told on the busy
-// reader at its EagerHead-th call rather than its BusyCalls-th. It reports
-// whether the file was marked before.
-func (p *Probes) MarkEager(path string) (bool, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return false, err
+// MarkEager marks the program file of process pid eager: a process that
+// executes it from now on is told on the busy reader at its EagerHead-th
+// call rather than its BusyCalls-th. The file is the one the probes noted
+// as they counted the process's calls, as the kernel has it; or, where
+// they could not, the one at /proc/PID/exe, by stat (whose device is the
+// kernel's but for a file of an overlayfs's lower layer with the upper on
+// another file system: a container's program). It reports whether the
+// file was marked before.
+func (p *Probes) MarkEager(pid int) (bool, error) {
+	var (
+		n   bpf.MdtraceProcCount
+		key bpf.MdtraceProgramFile
+	)
+	if p.objs.ProcCalls.Lookup(uint32(pid), &n) == nil {
+		key = n.File
 	}
-	// The kernel's own encoding of a device: 12 bits of major, 20 of
-	// minor.
-	key := bpf.MdtraceProgramFile{Ino: st.Ino, Dev: unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)}
+	if key == (bpf.MdtraceProgramFile{}) {
+		var st unix.Stat_t
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st); err != nil {
+			return false, err
+		}
+		// The kernel's own encoding of a device: 12 bits of major,
+		// 20 of minor.
+		key = bpf.MdtraceProgramFile{Ino: st.Ino, Dev: unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)}
+	}
 	var v uint32
 	if p.objs.EagerPrograms.Lookup(key, &v) == nil {
 		return true, nil

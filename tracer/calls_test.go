@@ -5,13 +5,14 @@ package tracer
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
 // TestBusyCalls: with the probes on libc for every process, counting
@@ -23,6 +24,12 @@ import (
 // mallocs to hold, 3000 frees to release.
 func TestBusyCalls(t *testing.T) {
 	needProbes(t)
+	t.Run("file", func(t *testing.T) { busyCalls(t, testProg(t, "busyleak")) })
+	// As a container's program (see OverlayCopy).
+	t.Run("overlayfs", func(t *testing.T) { busyCalls(t, fixture.OverlayCopy(t, testProg(t, "busyleak"))) })
+}
+
+func busyCalls(t *testing.T, exe string) {
 	const busyAt = 5000
 	const eagerAt = 100
 	probes, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: busyAt, EagerHead: eagerAt, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
@@ -31,7 +38,7 @@ func TestBusyCalls(t *testing.T) {
 	}
 	defer probes.Close()
 
-	cmd := exec.Command(testProg(t, "busyleak"))
+	cmd := exec.Command(exe)
 	// Under a seccomp filter: an e2e test's --all --inject, which may be
 	// running beside this one, would take its calls.
 	cmd.Env = append(os.Environ(), "BUSYLEAK_IDLE=1", "BUSYLEAK_SECCOMP=1")
@@ -85,6 +92,14 @@ func TestBusyCalls(t *testing.T) {
 			}
 		}
 	}
+	// raw checks the count as the busy event counts it: from the head.
+	raw := func(lo, hi uint64) {
+		t.Helper()
+		all, err := probes.ProcCalls(func(int) bool { return true })
+		if n := all[pid]; err != nil || n < lo || n > hi {
+			t.Errorf("busyleak's count of calls from its head: %d (%v), want %d to %d", n, err, lo, hi)
+		}
+	}
 	calls := func(lo, hi uint64) {
 		t.Helper()
 		n, err := probes.ProcCallsOf(pid)
@@ -125,19 +140,20 @@ func TestBusyCalls(t *testing.T) {
 
 	// Its program marked eager, a new run of it is told at its 100th
 	// call: its count starts 100 short of 5000.
-	if before, err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || before {
+	if before, err := probes.MarkEager(pid); err != nil || before {
 		t.Fatalf("MarkEager: marked before %v, %v; want a first mark", before, err)
 	}
-	if before, err := probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || !before {
+	if before, err := probes.MarkEager(pid); err != nil || !before {
 		t.Fatalf("MarkEager again: marked before %v, %v; want true", before, err)
 	}
 	do("exec", "ready")
-	calls(busyAt-eagerAt, busyAt-eagerAt+90)
+	calls(0, 90)
+	raw(busyAt-eagerAt, busyAt-eagerAt+90)
 	if n := told(); n != 0 {
 		t.Errorf("the eager run was told of %d times at its start, want none", n)
 	}
 	do("hold", "held")
-	calls(busyAt-eagerAt+3000, busyAt-eagerAt+3090)
+	calls(3000, 3090)
 	if n := told(); n != 1 {
 		t.Errorf("the eager run was told of %d times after 3000 calls, want once", n)
 	}
@@ -148,7 +164,8 @@ func TestBusyCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	do("exec", "ready")
-	calls(2*busyAt-eagerAt, 2*busyAt-eagerAt+90)
+	calls(0, 90)
+	raw(2*busyAt-eagerAt, 2*busyAt-eagerAt+90)
 	do("hold", "held")
 	if n := told(); n != 1 {
 		t.Errorf("the run after the count was set anew was told of %d times after 3000 calls, want once", n)
