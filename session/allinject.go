@@ -149,10 +149,14 @@ func (ij *auditInjector) busy(pid int) {
 // take injects process pid, of stamp st, unless it is injected or was
 // refused for this program; a refusal is said once.
 func (ij *auditInjector) take(pid int, st procStamp) {
-	if _, done := ij.injected[pid]; done {
-		// Taken; or executing another program since, which the next
-		// scan releases before it looks at the counts.
-		return
+	if a, done := ij.injected[pid]; done {
+		if sameStamp(a.stamp, st) && ij.probes.ExecGen(pid) == a.gen {
+			return
+		}
+		// Executing a program since it was taken: its shim went with
+		// the old one, and the new one is busy already.
+		ij.release(pid)
+		delete(ij.injected, pid)
 	}
 	if old, no := ij.refused[pid]; no && sameStamp(old, st) {
 		return
@@ -256,24 +260,24 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	ij.total++
 	// Its program's next runs are taken at their auditInjectEager-th call.
 	// (A full map of them leaves them at busyCalls.)
-	eager, _ := ij.probes.MarkEager(fmt.Sprintf("/proc/%d/exe", pid))
-	prog := progName(pid)
+	eager, _ := ij.probes.MarkEager(pid)
+	name := progName(pid)
 	what := fmt.Sprintf("called the allocator %d times", calls)
 	var later string
 	if eager {
 		ij.eager++
-		n := ij.runsSaid[prog]
+		n := ij.runsSaid[name]
 		if n >= auditInjectSay {
 			return nil
 		}
-		ij.runsSaid[prog] = n + 1
-		what = "runs a program given the shim before in this audit"
+		ij.runsSaid[name] = n + 1
+		what = fmt.Sprintf("runs a program given the shim before in this audit (taken after %d calls of the allocator)", calls)
 		if n+1 == auditInjectSay {
-			later = fmt.Sprintf("; the later runs of %s are taken without a line each, counted at the end", prog)
+			later = fmt.Sprintf("; the later runs of %s are taken without a line each, counted at the end", name)
 		}
 	}
 	msg := fmt.Sprintf("--inject: process %d (%s) %s: its calls go through mdtrace's shim from now on, sampled in the process (%d GOT slots; %d blocks sampled before taken over)",
-		pid, prog, what, routed, in.Adopted)
+		pid, name, what, routed, in.Adopted)
 	if unrouted > 0 {
 		msg += fmt.Sprintf("; %d slots could not be routed and stay with the probes", unrouted)
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
 // TestAllInject: `--all --inject` gives the shim to a busy process
@@ -136,25 +137,24 @@ func TestAllInjectSeccomp(t *testing.T) {
 func TestAllInjectExec(t *testing.T) {
 	needRoot(t)
 	// A copy of its own: the runs of busyleak that other tests make
-	// meanwhile would count among those said.
-	exe := filepath.Join(t.TempDir(), "busyleak")
-	bin, err := os.ReadFile(prog("busyleak"))
-	if err == nil {
-		err = os.WriteFile(exe, bin, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	// meanwhile would count among those said. It is on an overlayfs, as a
+	// container's program, whose file stat does not name as the kernel
+	// does.
+	exe := fixture.OverlayCopy(t, prog("busyleak"))
 	target := startEnv(t, nil, exe)
 	target.expectLine(t, "ready")
 	pid := target.cmd.Process.Pid
-	m := startAllInject(t, t.TempDir())
+	// A count far from the eager runs' 256.
+	m := startAllInject(t, t.TempDir(), "--inject-calls", "40000")
 	waitTaken(t, m, pid, 1)
 	io.WriteString(target.stdin, "exec\n")
 	target.expectLine(t, "ready")
-	// Its new run is taken at its 256th call: its program was taken.
+	// Its new run is taken at its 256th call: its program was taken. The
+	// injection's 10 to 50 ms take it no farther than 20000 calls here.
 	if again := waitTaken(t, m, pid, 2); !strings.HasPrefix(again[1], "runs a program") {
 		t.Errorf("busyleak, executed anew, was taken as %q, not as a run of a program taken before", again[1])
+	} else if n, _ := strconv.Atoi(again[2]); n < 256 || n >= 20000 {
+		t.Errorf("busyleak, executed anew, was taken after %d calls, want from its 256th:\n%s", n, m.stderr.String())
 	}
 	// Three runs of it are said one by one, the third saying that the
 	// later ones are not; the fourth is taken without a line.
@@ -367,7 +367,7 @@ func checkBurst(t *testing.T, target *background, pid int) {
 
 // takenRe matches the line that says busyleak's process pid got the shim.
 func takenRe(pid int) *regexp.Regexp {
-	return regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit): its calls go through mdtrace's shim from now on`, pid))
+	return regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit \(taken after ([0-9]+) calls of the allocator\)): its calls go through mdtrace's shim from now on`, pid))
 }
 
 // waitTaken waits for the n-th line that says process pid got the shim,
