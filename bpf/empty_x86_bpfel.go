@@ -16,7 +16,9 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	EmptyProgCountProbe = "count_probe"
 	EmptyProgEmptyProbe = "empty_probe"
+	EmptyVarHits        = "hits"
 )
 
 // LoadEmpty returns the embedded CollectionSpec for Empty.
@@ -61,6 +63,7 @@ type EmptySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EmptyProgramSpecs struct {
+	CountProbe *ebpf.ProgramSpec `ebpf:"count_probe"`
 	EmptyProbe *ebpf.ProgramSpec `ebpf:"empty_probe"`
 }
 
@@ -74,6 +77,7 @@ type EmptyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EmptyVariableSpecs struct {
+	Hits *ebpf.VariableSpec `ebpf:"hits"`
 }
 
 // EmptyObjects contains all objects after they have been loaded into the kernel.
@@ -106,17 +110,20 @@ func (m *EmptyMaps) Close() error {
 //
 // It can be passed to LoadEmptyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EmptyVariables struct {
+	Hits *ebpf.Variable `ebpf:"hits"`
 }
 
 // EmptyPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadEmptyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EmptyPrograms struct {
+	CountProbe *ebpf.Program `ebpf:"count_probe"`
 	EmptyProbe *ebpf.Program `ebpf:"empty_probe"`
 }
 
 func (p *EmptyPrograms) Close() error {
 	return _EmptyClose(
+		p.CountProbe,
 		p.EmptyProbe,
 	)
 }
