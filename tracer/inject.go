@@ -224,6 +224,10 @@ var blockingSyscalls = map[uint64]bool{
 type processFiles struct {
 	libc, loader []stacks.Mapping
 	libcFile     stacks.File
+	// entries are the C library's allocator functions, where they are in
+	// the process (atAllocatorEntry), found once.
+	entries     []allocEntry
+	entriesRead bool
 }
 
 func filesOf(pid int) (*processFiles, error) {
@@ -540,7 +544,7 @@ func pickThread(pid int, pf *processFiles) (int, error) {
 				continue
 			}
 			var regs unix.PtraceRegs
-			if unix.PtraceGetRegs(tid, &regs) == nil && pf.canCall(&regs) {
+			if unix.PtraceGetRegs(tid, &regs) == nil && (pf.canCall(&regs) || pf.atAllocatorEntry(tid, &regs)) {
 				return tid, nil
 			}
 			ptrace(unix.PTRACE_DETACH, tid, 0, 0)
