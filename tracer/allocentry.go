@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // A thread of a process whose allocator calls trap into probes is, most of
@@ -31,12 +33,22 @@ type allocEntry struct {
 // its start.
 const prologueMax = 48
 
-// atAllocatorEntry reports whether a thread stopped with regs is at the
-// start of one of the C library's allocator functions (prologueDepth), called
-// from outside the C library and the loader.
-func (pf *processFiles) atAllocatorEntry(tid int, regs *unix.PtraceRegs) bool {
+// atAllocatorEntry reports whether a thread of process pid stopped with
+// regs is at the start of one of the C library's allocator functions
+// (prologueDepth), called from code outside the C library and the loader.
+// A call whose return probe fired returns to the kernel's trampoline
+// ([uprobes], mapped at the first), which hides its caller: not that one.
+func (pf *processFiles) atAllocatorEntry(pid, tid int, regs *unix.PtraceRegs) bool {
 	caller, ok := pf.entryCaller(tid, regs)
-	return ok && !inMappings(pf.libc, caller) && !inMappings(pf.loader, caller)
+	if !ok || inMappings(pf.libc, caller) || inMappings(pf.loader, caller) {
+		return false
+	}
+	maps, err := stacks.ReadMaps(pid)
+	if err != nil {
+		return false
+	}
+	m := maps.Find(caller)
+	return m != nil && m.Perms[2] == 'x' && m.Path != "[uprobes]"
 }
 
 // entryCaller returns, for a thread stopped with regs at the start of one

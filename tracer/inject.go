@@ -544,7 +544,7 @@ func pickThread(pid int, pf *processFiles) (int, error) {
 				continue
 			}
 			var regs unix.PtraceRegs
-			if unix.PtraceGetRegs(tid, &regs) == nil && (pf.canCall(&regs) || pf.atAllocatorEntry(tid, &regs)) {
+			if unix.PtraceGetRegs(tid, &regs) == nil && (pf.canCall(&regs) || pf.atAllocatorEntry(pid, tid, &regs)) {
 				return tid, nil
 			}
 			ptrace(unix.PTRACE_DETACH, tid, 0, 0)
