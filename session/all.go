@@ -138,11 +138,6 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	libcs := newLibcFinder(lib)
 	libcs.sampling, libcs.sampleBytes = flags.SampleBytes > 0, flags.SampleBytes
 	libcs.onNew, libcs.onLate = aud.seen, aud.late
-	if flags.ReadyFile != "" {
-		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
-			return 1, err
-		}
-	}
 	fmt.Fprintf(stderr, "mdtrace: auditing every process that uses %s; interrupt for the summary\n", lib)
 	if flags.SampleBytes > 0 {
 		fmt.Fprintf(stderr, "mdtrace: sampling one allocation every %d bytes on average (--sample-bytes 0 counts every one): block counts and byte totals in the summaries are estimates, sizes are exact\n", flags.SampleBytes)
@@ -160,6 +155,12 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		}
 		defer r.Close()
 		busy = readBusy(r)
+	}
+	// Ready once the probes and the busy reader are.
+	if flags.ReadyFile != "" {
+		if err := writeReadyFile(flags.ReadyFile, os.Getpid()); err != nil {
+			return 1, err
+		}
 	}
 	libcs.scan(probes, say)
 	if ij != nil {

@@ -493,7 +493,8 @@ func TestAllInjectMeasured(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
 	m := startAllInject(t, t.TempDir(), "--inject-calls=0")
-	said := regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`).FindStringSubmatch(m.stderr.String())
+	// Said after the ready file is written.
+	said := waitStderr(m, regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`), 1)
 	if said == nil {
 		m.interrupt(t)
 		t.Fatalf("stderr lacks the count measured:\n%s", m.stderr.String())
