@@ -3,11 +3,7 @@
 package tracer
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,29 +83,8 @@ func stopsAtEntry(t *testing.T, sampleBytes uint64) (entry, trampoline int) {
 		t.Fatalf("LoadProbes: %v", err)
 	}
 	defer probes.Close()
-	cmd := exec.Command(testProg(t, "busyleak"))
-	// Under a seccomp filter: an e2e test's --all --inject would take it.
-	cmd.Env = append(os.Environ(), "BUSYLEAK_SECCOMP=1")
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		io.WriteString(stdin, "exit\n")
-		cmd.Wait()
-	}()
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("busyleak said %q", line)
-	}
-	pid := cmd.Process.Pid
-	lib, err := AllocatorOfRunning(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := probes.Attach(0, lib); err != nil {
-		t.Fatalf("Attach: %v", err)
-	}
+	pid, _, _ := startBusyleak(t, testProg(t, "busyleak"))
+	attachAllocator(t, probes, pid)
 	pf, err := filesOf(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -38,18 +38,7 @@ func busyCalls(t *testing.T, exe string) {
 	}
 	defer probes.Close()
 
-	cmd := exec.Command(exe)
-	// Under a seccomp filter: an e2e test's --all --inject, which may be
-	// running beside this one, would take its calls.
-	cmd.Env = append(os.Environ(), "BUSYLEAK_IDLE=1", "BUSYLEAK_SECCOMP=1")
-	stdin, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	lines := bufio.NewReader(out)
+	pid, stdin, lines := startBusyleak(t, exe, "BUSYLEAK_IDLE=1")
 	do := func(command, answer string) {
 		t.Helper()
 		if command != "" {
@@ -60,16 +49,7 @@ func busyCalls(t *testing.T, exe string) {
 			t.Fatalf("busyleak answered %q (%v), want %q", line, err, answer)
 		}
 	}
-	do("", "ready")
-	pid := cmd.Process.Pid
-
-	lib, err := AllocatorOfRunning(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := probes.Attach(0, lib); err != nil {
-		t.Fatalf("Attach: %v", err)
-	}
+	attachAllocator(t, probes, pid)
 	busy, err := probes.WatchBusy()
 	if err != nil {
 		t.Fatal(err)
@@ -203,5 +183,43 @@ func TestQuiet(t *testing.T) {
 	}
 	if p.quiet != 0 {
 		t.Errorf("%d threads counted as passed over at the end, want 0", p.quiet)
+	}
+}
+
+// startBusyleak starts testdata's busyleak from exe with env added, waits
+// for its "ready", and returns its pid, its standard input and its
+// output; it is ended with the test. It runs under a seccomp filter: an
+// e2e test's --all --inject, which may be running beside this one, would
+// take its calls.
+func startBusyleak(t *testing.T, exe string, env ...string) (int, io.Writer, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(append(os.Environ(), "BUSYLEAK_SECCOMP=1"), env...)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := bufio.NewReader(out)
+	if line, err := lines.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("busyleak said %q (%v), want ready", line, err)
+	}
+	return cmd.Process.Pid, stdin, lines
+}
+
+// attachAllocator attaches probes, for every process, to the allocator of
+// process pid.
+func attachAllocator(t *testing.T, probes *Probes, pid int) {
+	t.Helper()
+	lib, err := AllocatorOfRunning(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probes.Attach(0, lib); err != nil {
+		t.Fatalf("Attach: %v", err)
 	}
 }
