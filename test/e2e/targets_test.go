@@ -246,8 +246,9 @@ func TestLaunchOtherAllocator(t *testing.T) {
 }
 
 // TestProgramOtherAllocator: --program on programs linked with jemalloc and
-// tcmalloc: each is probed in its own allocator from the moment it is held,
-// and its leaks are exactly the program's.
+// tcmalloc: each is probed in its own allocator from the moment it is
+// found, and its leaks are exactly the program's, and, when the probes came
+// before the allocator's own start, the allocator's blocks from then.
 func TestProgramOtherAllocator(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
@@ -277,8 +278,19 @@ func TestProgramOtherAllocator(t *testing.T) {
 			if !strings.Contains(m.stderr.String(), note) {
 				t.Errorf("stderr lacks %q:\n%s", note, m.stderr.String())
 			}
-			if got := leakSummary(t, processLog(readFile(t, logPath), pid), ""); !slices.Equal(got, otherLeaks) {
-				t.Errorf("leaks %q, want %q", got, otherLeaks)
+			// The process runs on while mdtrace probes its allocator: the
+			// allocator's own blocks from its start (tcmalloc's
+			// TCMallocGuard) are tracked when the probes come before its
+			// constructors run, which depends on timing (every run on
+			// one VM, none on another).
+			plog := processLog(readFile(t, logPath), pid)
+			got := slices.DeleteFunc(leakSummary(t, plog, ""), func(l string) bool {
+				var size int
+				fmt.Sscanf(l, "%d", &size)
+				return !slices.Contains(otherLeaks, l) && strings.Contains(leakFirstFrame(t, plog, size), filepath.Base(real))
+			})
+			if !slices.Equal(got, otherLeaks) {
+				t.Errorf("leaks %q (besides the allocator's own), want %q", got, otherLeaks)
 			}
 		})
 	}
