@@ -202,6 +202,12 @@ func TestInjectKilled(t *testing.T) {
 			m.cmd.Process.Kill()
 			<-m.done
 			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-target.done:
+				// Ended in 100 ms, 150 million pairs short: say how.
+				t.Fatalf("pairs_mt ended as mdtrace was killed: %v; its stderr:\n%s\nmdtrace's:\n%s", target.cmd.ProcessState, target.stderr.String(), m.stderr.String())
+			default:
+			}
 			slotsBack(t, pid, slots, before, "after mdtrace was killed")
 			line, _ := target.stdout.ReadString('\n')
 			if code := target.wait(t); code != 0 || !strings.HasPrefix(line, "pairs "+pairs+" ") {
