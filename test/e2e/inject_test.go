@@ -188,7 +188,11 @@ func TestInjectKilled(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			dir := t.TempDir()
-			const pairs = "150000000"
+			// Long enough that it is still running once mdtrace
+			// is killed: 3 s natively here, as the injection now
+			// takes it at once (150 million pairs were all made by
+			// then in one run).
+			const pairs = "600000000"
 			target := start(t, prog("pairs_mt"), pairs, "4")
 			time.Sleep(20 * time.Millisecond)
 			pid := target.cmd.Process.Pid
