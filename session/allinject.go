@@ -119,11 +119,9 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 		return
 	}
 	for pid, a := range ij.injected {
-		if st, ok := seenAt[pid]; !ok || !sameStamp(st, a.stamp) || ij.probes.ExecGen(pid) != a.gen {
-			// Ended, or executing another program: its shim went
-			// with it, and the probes forget it.
-			ij.release(pid)
-			delete(ij.injected, pid)
+		if st, ok := seenAt[pid]; !ok || !ij.same(pid, a, st) {
+			// Ended, or executing another program.
+			ij.forget(pid)
 		}
 	}
 	for pid, st := range ij.refused {
@@ -150,13 +148,12 @@ func (ij *auditInjector) busy(pid int) {
 // refused for this program; a refusal is said once.
 func (ij *auditInjector) take(pid int, st procStamp) {
 	if a, done := ij.injected[pid]; done {
-		if sameStamp(a.stamp, st) && ij.probes.ExecGen(pid) == a.gen {
+		if ij.same(pid, a, st) {
 			return
 		}
-		// Executing a program since it was taken: its shim went with
-		// the old one, and the new one is busy already.
-		ij.release(pid)
-		delete(ij.injected, pid)
+		// Executing a program since it was taken, the new one busy
+		// already.
+		ij.forget(pid)
 	}
 	if old, no := ij.refused[pid]; no && sameStamp(old, st) {
 		return
@@ -170,6 +167,19 @@ func (ij *auditInjector) take(pid int, st procStamp) {
 }
 
 func sameStamp(a, b procStamp) bool { return os.SameFile(a.exe, b.exe) && a.start == b.start }
+
+// same reports whether process pid, of stamp st, runs the program a was
+// taken with: the same process, its program not executed anew.
+func (ij *auditInjector) same(pid int, a *auditInjected, st procStamp) bool {
+	return sameStamp(a.stamp, st) && ij.probes.ExecGen(pid) == a.gen
+}
+
+// forget releases process pid, taken, which ended or executed a program:
+// its shim went with the old program.
+func (ij *auditInjector) forget(pid int) {
+	ij.release(pid)
+	delete(ij.injected, pid)
+}
 
 func progName(pid int) string { return strings.TrimSpace(tracer.ProgName(pid)) }
 
