@@ -24,9 +24,11 @@ import (
 // to 136 ms.
 
 // allocEntry is one of the C library's allocator functions: its start in
-// the process and in the file.
+// the process, and its first prologueMax bytes as the file has them (the
+// process's code has the probes' breakpoints).
 type allocEntry struct {
-	addr, off uint64
+	addr uint64
+	code []byte
 }
 
 // prologueMax is how far into an allocator function a stop counts as at
@@ -63,11 +65,7 @@ func (pf *processFiles) entryCaller(tid int, regs *unix.PtraceRegs) (uint64, boo
 		if regs.Rip < e.addr || regs.Rip-e.addr >= prologueMax {
 			continue
 		}
-		code := make([]byte, regs.Rip-e.addr)
-		if !pf.readLibc(code, e.off) {
-			return 0, false
-		}
-		depth, ok := prologueDepth(code)
+		depth, ok := prologueDepth(e.code[:regs.Rip-e.addr])
 		if !ok {
 			return 0, false
 		}
@@ -91,28 +89,26 @@ func (pf *processFiles) readEntries() {
 	if err != nil {
 		return
 	}
+	f, err := os.Open(pf.libcFile.Path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
 	for _, ep := range entryPoints {
 		fs, ok := offsets[ep.symbol]
 		if !ok {
 			continue
 		}
+		code := make([]byte, prologueMax)
+		if !readFull(f, code, fs.off) {
+			continue
+		}
 		for _, m := range pf.libc {
 			if fs.off >= m.Offset && fs.off < m.Offset+(m.End-m.Start) && m.Perms[2] == 'x' {
-				pf.entries = append(pf.entries, allocEntry{addr: m.Start + fs.off - m.Offset, off: fs.off})
+				pf.entries = append(pf.entries, allocEntry{addr: m.Start + fs.off - m.Offset, code: code})
 			}
 		}
 	}
-}
-
-// readLibc reads len(b) bytes of the C library's file at offset off: the
-// file's, not the process's, where the probes' breakpoints are.
-func (pf *processFiles) readLibc(b []byte, off uint64) bool {
-	f, err := os.Open(pf.libcFile.Path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return readFull(f, b, off)
 }
 
 // prologueDepth walks code, a function's first instructions up to a pc,
