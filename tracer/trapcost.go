@@ -48,9 +48,9 @@ const (
 )
 
 // MeasureTrapCost measures TrapCost on a thread of mdtrace's own, with
-// programs that only count their hits on functions of mdtrace's that start as glibc's malloc
-// does: the thread's CPU time for calls of one unprobed, one with an entry
-// probe, and one with a return probe too. A trap's cost is the thread's
+// programs that only count their hits on functions of mdtrace's that start
+// as glibc's malloc does: the thread's CPU time for calls of one unprobed,
+// one with an entry probe, and one with a return probe too. A trap's cost is the thread's
 // (the kernel handles it in the thread's context), so other work on the
 // machine, the loading of the programs beside it, does not count. It takes
 // about 2000 hits, 5 to 20 ms here, and each link's registration.
@@ -66,14 +66,11 @@ func MeasureTrapCost() (TrapCost, error) {
 	}
 	defer coll.Close()
 	prog := coll.Programs["count_probe"]
-	entryOff, err := ownOffset(trapEntryPC())
+	offs, err := ownOffsets(trapEntryPC(), trapBothPC())
 	if err != nil {
 		return c, err
 	}
-	bothOff, err := ownOffset(trapBothPC())
-	if err != nil {
-		return c, err
-	}
+	entryOff, bothOff := offs[0], offs[1]
 	ex, err := link.OpenExecutable("/proc/self/exe")
 	if err != nil {
 		return c, err
@@ -139,15 +136,19 @@ func timeCalls(f func()) (time.Duration, error) {
 	return time.Duration(b.Nano()-a.Nano()) / trapCalls, nil
 }
 
-// ownOffset is the offset in mdtrace's file of its code at pc.
-func ownOffset(pc uintptr) (uint64, error) {
+// ownOffsets are the offsets in mdtrace's file of its code at pcs.
+func ownOffsets(pcs ...uintptr) ([]uint64, error) {
 	maps, err := stacks.ReadMaps(os.Getpid())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	m := maps.Find(uint64(pc))
-	if m == nil || m.Path == "" {
-		return 0, fmt.Errorf("no file maps mdtrace's code at %#x", pc)
+	var offs []uint64
+	for _, pc := range pcs {
+		m := maps.Find(uint64(pc))
+		if m == nil || m.Path == "" {
+			return nil, fmt.Errorf("no file maps mdtrace's code at %#x", pc)
+		}
+		offs = append(offs, uint64(pc)-m.Start+m.Offset)
 	}
-	return uint64(pc) - m.Start + m.Offset, nil
+	return offs, nil
 }
