@@ -183,6 +183,23 @@ static __always_inline u64 call_size(u32 call, u64 a0, u64 a1, u64 a2)
 }
 
 /*
+ * count_first starts the count of a process counted from the audit's
+ * start (an exec starts it at count_from_exec): its program from its mm.
+ */
+static __always_inline void count_first(u32 tgid)
+{
+	struct task_struct___md *t = (void *)bpf_get_current_task_btf();
+	struct proc_count first = {.calls = 1};
+	struct mm_struct___md *mm;
+	struct file___md *exe;
+
+	if (bpf_probe_read_kernel(&mm, sizeof(mm), &t->mm) != 0 || !mm ||
+	    bpf_probe_read_kernel(&exe, sizeof(exe), &mm->exe_file) != 0 || !program_file_of(exe, &first.file))
+		__builtin_memset(&first.file, 0, sizeof(first.file));
+	bpf_map_update_elem(&proc_calls, &tgid, &first, BPF_NOEXIST);
+}
+
+/*
  * count_call counts a call of the current process at the allocator's
  * entry probes (count_calls), and tells user space when the count reaches
  * busy_calls.
@@ -191,22 +208,11 @@ static __always_inline void count_call(void)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct proc_count *n = bpf_map_lookup_elem(&proc_calls, &tgid);
-	struct proc_count first = {.calls = 1};
-	struct task_struct___md *t;
-	struct mm_struct___md *mm;
-	struct file___md *exe;
 
-	if (n) {
-		if (__sync_fetch_and_add(&n->calls, 1) + 1 == busy_calls)
-			bpf_ringbuf_output(&busy, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
-		return;
-	}
-	/* A process counted from the audit's start: its program from its mm. */
-	t = (void *)bpf_get_current_task_btf();
-	if (bpf_probe_read_kernel(&mm, sizeof(mm), &t->mm) != 0 || !mm ||
-	    bpf_probe_read_kernel(&exe, sizeof(exe), &mm->exe_file) != 0 || !program_file_of(exe, &first.file))
-		__builtin_memset(&first.file, 0, sizeof(first.file));
-	bpf_map_update_elem(&proc_calls, &tgid, &first, BPF_NOEXIST);
+	if (!n)
+		count_first(tgid);
+	else if (__sync_fetch_and_add(&n->calls, 1) + 1 == busy_calls)
+		bpf_ringbuf_output(&busy, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
 }
 
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)
