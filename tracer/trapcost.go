@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -121,6 +122,11 @@ func MeasureTrapCost() (TrapCost, error) {
 	return c, nil
 }
 
+// ErrCoarseClock is MeasureTrapCost's error where the thread's CPU clock
+// does not advance over a round (a kernel whose scheduler clock counts
+// ticks, as under QEMU's software emulation): a hit's cost cannot be told.
+var ErrCoarseClock = errors.New("the thread's CPU clock did not advance over a round of calls: it counts in ticks here")
+
 // timeCalls is the thread's CPU time for one call of f, over trapCalls.
 func timeCalls(f func()) (time.Duration, error) {
 	var a, b unix.Timespec
@@ -132,6 +138,9 @@ func timeCalls(f func()) (time.Duration, error) {
 	}
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &b); err != nil {
 		return 0, err
+	}
+	if b.Nano() == a.Nano() {
+		return 0, ErrCoarseClock
 	}
 	return time.Duration(b.Nano()-a.Nano()) / trapCalls, nil
 }

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -12,6 +13,9 @@ import (
 func TestMeasureTrapCost(t *testing.T) {
 	needProbes(t)
 	c, err := MeasureTrapCost()
+	if errors.Is(err, ErrCoarseClock) {
+		t.Skipf("no measure here: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
