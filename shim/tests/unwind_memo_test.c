@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <alloca.h>
+#include <link.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,7 +33,9 @@ enum { WALKS = 30000, MAX_FRAMES = 64, MAX_DEPTH = 12 };
 static __thread uintptr_t t_lo, t_hi;
 static __thread unsigned t_seed;
 static __thread long t_walks;
-static long g_mismatches, g_handler_walks, g_replays, g_sames, g_same_mismatches;
+static long g_mismatches, g_handler_walks, g_replays, g_sames, g_same_mismatches, g_loader_stops;
+/* The dynamic loader's text: where the walks from a signal handler may stop (probe). */
+static uintptr_t g_loader_lo, g_loader_hi;
 static volatile int sink, repeats = 4;
 /*
  * The thread's last walk with the memo, its frames and stop, and
@@ -56,7 +59,7 @@ NOINLINE static void probe(size_t max)
 	void *ref[MAX_FRAMES + 1];
 	uintptr_t got[MAX_FRAMES], fp = (uintptr_t)__builtin_frame_address(0);
 	enum md_unwind_stop why, again_why;
-	size_t again_n;
+	size_t again_n, prefix = 0;
 	/*
 	 * md_unwind_same first: where it says the walk repeats the last one
 	 * (with no other walk with the memo meanwhile, one of the signal
@@ -85,8 +88,21 @@ NOINLINE static void probe(size_t max)
 		t_prev_why = why;
 	}
 
-	for (size_t i = 0; same && i < n; i++)
-		same = got[i] - (uintptr_t)ref[i + 1] <= 1;
+	while (prefix < n && prefix < m && got[prefix] - (uintptr_t)ref[prefix + 1] <= 1)
+		prefix++;
+	same = same && prefix == n;
+	/*
+	 * The one rule the unwinder does not express that this test meets: the
+	 * loader's lazy-binding trampoline (_dl_runtime_resolve) keeps its CFA
+	 * in rbx, which only a signal frame gives. A walk from a handler that
+	 * interrupted it, or a function it called, stops at its frame, said:
+	 * backtrace()'s frames up to there, the last in the loader.
+	 */
+	if (!same && t_in_handler && why == MD_UNWIND_UNSUPPORTED && prefix == n && n > 0 && n < m &&
+	    got[n - 1] - 1 >= g_loader_lo && got[n - 1] - 1 < g_loader_hi) {
+		__atomic_fetch_add(&g_loader_stops, 1, __ATOMIC_RELAXED);
+		same = true;
+	}
 	if (!same && __atomic_fetch_add(&g_mismatches, 1, __ATOMIC_RELAXED) < 3) {
 		fprintf(stderr, "walk %ld: %zu frames, backtrace() %zu (max %zu):\n", t_walks, n, m, max);
 		for (size_t i = 0; i < n || i < m; i++)
@@ -188,6 +204,24 @@ static void *walks(void *arg)
 	return NULL;
 }
 
+/* find_loader keeps the range of the dynamic loader's loaded segments. */
+static int find_loader(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	if (strstr(info->dlpi_name, "/ld-linux") == NULL)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		g_loader_lo = info->dlpi_addr + ph->p_vaddr;
+		g_loader_hi = g_loader_lo + ph->p_memsz;
+	}
+	return 1;
+}
+
 static void on_alarm(int sig)
 {
 	bool was = t_in_handler;
@@ -209,6 +243,8 @@ int main(void)
 
 	/* backtrace() loads libgcc on its first call, which must not be in the handler. */
 	backtrace(prime, 4);
+	dl_iterate_phdr(find_loader, NULL);
+	CHECK(g_loader_hi != 0, "the dynamic loader was not found");
 	sigemptyset(&alarm);
 	sigaddset(&alarm, SIGALRM);
 	pthread_sigmask(SIG_BLOCK, &alarm, NULL);
@@ -227,7 +263,8 @@ int main(void)
 	      g_sames);
 	CHECK(g_sames > WALKS / 2, "md_unwind_same said %ld of %d walks repeat the last one", g_sames, 2 * WALKS);
 	if (failures == 0)
-		printf("ok: %d walks in two threads, %ld from the last one's frames, %ld known to repeat it; %ld in the signal handler\n",
-		       2 * WALKS, g_replays, g_sames, g_handler_walks);
+		printf("ok: %d walks in two threads, %ld from the last one's frames, %ld known to repeat it; %ld in the signal handler"
+		       " (%ld stopped at the loader's lazy binding)\n",
+		       2 * WALKS, g_replays, g_sames, g_handler_walks, g_loader_stops);
 	return failures != 0;
 }
