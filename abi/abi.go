@@ -90,7 +90,8 @@ const (
 	CounterUnwindDeferLost = 24 // walks that could have been handed to mdtrace, past the bound or without room
 	CounterUnsampled       = 25 // allocations the probes' sampling passed over (not a loss)
 	CounterUnsampledFrees  = 26 // frees of blocks not in the table while the probes sample: not sampled, or from before
-	CounterMax             = 27
+	CounterCallsUncounted  = 27 // --all --inject: allocator calls of processes not counted, the table of counts full
+	CounterMax             = 28
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:

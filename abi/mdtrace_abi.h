@@ -123,6 +123,7 @@ enum counter {
 	COUNTER_UNWIND_DEFER_LOST, /* walks that could have been handed to mdtrace, past the bound or without room */
 	COUNTER_UNSAMPLED,	   /* allocations the probes' sampling passed over (not a loss) */
 	COUNTER_UNSAMPLED_FREES,   /* frees of blocks not in the table while the probes sample: not sampled, or from before */
+	COUNTER_CALLS_UNCOUNTED,   /* --all --inject: allocator calls of processes not counted, the table of counts full */
 	COUNTER_MAX,
 };
 

@@ -192,11 +192,15 @@ static __always_inline void count_first(u32 tgid)
 	struct proc_count first = {.calls = 1};
 	struct mm_struct___md *mm;
 	struct file___md *exe;
+	long err;
 
 	if (bpf_probe_read_kernel(&mm, sizeof(mm), &t->mm) != 0 || !mm ||
 	    bpf_probe_read_kernel(&exe, sizeof(exe), &mm->exe_file) != 0 || !program_file_of(exe, &first.file))
 		__builtin_memset(&first.file, 0, sizeof(first.file));
-	bpf_map_update_elem(&proc_calls, &tgid, &first, BPF_NOEXIST);
+	err = bpf_map_update_elem(&proc_calls, &tgid, &first, BPF_NOEXIST);
+	/* -EEXIST: another thread's first call came first. Else no room: said, as the process is never taken. */
+	if (err != 0 && err != -EEXIST)
+		count(COUNTER_CALLS_UNCOUNTED);
 }
 
 /*

@@ -189,18 +189,14 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		probes.Detach()
 		syncWalks()
 		aud.summary(stdout)
-		if c, err := probes.Counters(); err == nil {
-			lines := lossLines(c, flags.MaxAllocs, depth)
-			if flags.SampleBytes > 0 {
-				line := sampleLine(c, flags.SampleBytes)
-				if ij != nil && ij.total > 0 {
-					line += "; the processes given the shim sampled in themselves: their samples count among the allocations sampled, the calls they passed over nowhere"
-				}
-				lines = append(lines, line)
+		// The losses are in the ranking (aud.summary); what the sampling
+		// kept is said beside it.
+		if c, err := probes.Counters(); err == nil && flags.SampleBytes > 0 {
+			line := sampleLine(c, flags.SampleBytes)
+			if ij != nil && ij.total > 0 {
+				line += "; the processes given the shim sampled in themselves: their samples count among the allocations sampled, the calls they passed over nowhere"
 			}
-			for _, l := range append(lines, auditDeferLines(c, probes.DeferredCounts())...) {
-				fmt.Fprintf(stderr, "mdtrace: %s\n", l)
-			}
+			fmt.Fprintf(stderr, "mdtrace: %s\n", line)
 		}
 		return 0, nil
 	}

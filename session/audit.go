@@ -288,6 +288,12 @@ func (a *auditor) summary(w io.Writer) {
 	if a.depth > 0 {
 		aud.Sites = auditSites
 	}
+	// What was not counted goes with every ranking, and into its JSON.
+	if c, err := a.probes.Counters(); err != nil {
+		aud.Losses = []string{fmt.Sprintf("the probes' counts of what they lost could not be read: %v", err)}
+	} else {
+		aud.Losses = append(lossLines(c, a.flags.MaxAllocs, a.depth), auditDeferLines(c, a.probes.DeferredCounts())...)
+	}
 	for pid, t := range totals {
 		p := a.procs[pid]
 		if p == nil && !processAlive(pid) {

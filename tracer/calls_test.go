@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/mdtrace/mdtrace/bpf"
 	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
@@ -149,6 +152,57 @@ func busyCalls(t *testing.T, exe string) {
 	do("hold", "held")
 	if n := told(); n != 1 {
 		t.Errorf("the run after the count was set anew was told of %d times after 3000 calls, want once", n)
+	}
+	io.WriteString(stdin, "exit\n")
+}
+
+// TestCallsUncounted: where the table of counts has no room (a table of
+// one, taken), a process's calls are counted as uncounted, each of them,
+// and it is never told of, as --all says at its end.
+func TestCallsUncounted(t *testing.T) {
+	needProbes(t)
+	probes, err := LoadProbes(ProbeConfig{All: true, CountCalls: true, BusyCalls: 100, CountedProcesses: 1, SampleBytes: 4096, NoBatch: true, MaxAllocs: 1 << 16})
+	if err != nil {
+		t.Fatalf("LoadProbes: %v", err)
+	}
+	defer probes.Close()
+	// The one entry, for a process that cannot exist (past pid_max's most).
+	if err := probes.objs.ProcCalls.Put(uint32(1<<22+1), bpf.MdtraceProcCount{Calls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pid, stdin, lines := startBusyleak(t, testProg(t, "busyleak"), "BUSYLEAK_IDLE=1")
+	attachAllocator(t, probes, pid)
+	busy, err := probes.WatchBusy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	io.WriteString(stdin, "hold\n")
+	if line, err := lines.ReadString('\n'); line != "held\n" {
+		t.Fatalf("busyleak answered %q (%v), want held", line, err)
+	}
+	c, err := probes.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other processes' calls count too: at least busyleak's 3000.
+	if c.CallsUncounted < 3000 {
+		t.Errorf("%d calls counted as uncounted after busyleak's 3000 mallocs, want 3000 or more", c.CallsUncounted)
+	}
+	if n, err := probes.ProcCallsOf(pid); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("busyleak's count: %d (%v), want none", n, err)
+	}
+	for {
+		got, err := busy.Next(time.Now().Add(100 * time.Millisecond))
+		if errors.Is(err, ErrNoRecord) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == pid {
+			t.Errorf("busyleak was told of, with no count")
+		}
 	}
 	io.WriteString(stdin, "exit\n")
 }

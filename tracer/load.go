@@ -111,6 +111,9 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		// The programs of processes are kept only for --all.
 		spec.Maps["exec_names"].MaxEntries = 1
 	}
+	if cfg.CountedProcesses != 0 {
+		spec.Maps["proc_calls"].MaxEntries = cfg.CountedProcesses
+	}
 	if cfg.StackDepth == 0 {
 		// No walks, none to finish: the smallest ring buffer.
 		spec.Maps["deferred"].MaxEntries = uint32(os.Getpagesize())

@@ -61,6 +61,7 @@ type Counters struct {
 	DeferLost      uint64 // walks that could have been handed to mdtrace but for the bound (counted as stopped too)
 	Unsampled      uint64 // allocations the probes' sampling passed over (not a loss)
 	UnsampledFrees uint64 // frees of blocks the table did not hold while the probes sample (not a loss)
+	CallsUncounted uint64 // --all --inject: allocator calls of processes the table of counts had no room for
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -131,6 +132,11 @@ type ProbeConfig struct {
 	// instead of BusyCalls when its program file was marked eager
 	// (MarkEager).
 	EagerHead uint32
+	// CountedProcesses, when not 0, bounds the processes whose calls are
+	// counted at once (MAX_PROCESSES of bpf/common.h, 16384, when 0; the
+	// tests make it small): the calls of those past it are counted as
+	// CallsUncounted.
+	CountedProcesses uint32
 	// SampleBytes, when not 0, samples the allocations in the probes, one
 	// every SampleBytes bytes on average (bpf/sample.h): the others take no
 	// backtrace and no room in the table, and Totals gives estimates. It
@@ -309,6 +315,7 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		DeferLost:      vals[abi.CounterUnwindDeferLost],
 		Unsampled:      vals[abi.CounterUnsampled],
 		UnsampledFrees: vals[abi.CounterUnsampledFrees],
+		CallsUncounted: vals[abi.CounterCallsUncounted],
 	}
 }
 
