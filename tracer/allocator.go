@@ -38,6 +38,19 @@ func CheckExecutable(path string) error {
 
 // checkExecutable verifies that f is an ELF program mdtrace can trace.
 func checkExecutable(f stacks.File) error {
+	_, _, err := fromFile(checkedCache, f.Path, byID, func() (struct{}, error) { return struct{}{}, readExecutable(f) })
+	return err
+}
+
+// checkedCache remembers the files checkExecutable passed, and
+// mallocCache definesMalloc's answers, by file: --all --inject asks of
+// every process it takes, a build's runs of one compiler each time.
+var (
+	checkedCache = newMemo[fileID, struct{}](1024)
+	mallocCache  = newMemo[fileID, bool](1024)
+)
+
+func readExecutable(f stacks.File) error {
 	ef, err := elf.Open(f.Path)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", f.Name, err)
@@ -65,6 +78,11 @@ func definesMalloc(f stacks.File) (bool, error) {
 	if f.Path == "" {
 		return false, fmt.Errorf("%s is in the loader's list of libraries, but no file the process maps is it: cannot tell whether it defines malloc", f.Name)
 	}
+	ok, _, err := fromFile(mallocCache, f.Path, byID, func() (bool, error) { return readDefinesMalloc(f) })
+	return ok, err
+}
+
+func readDefinesMalloc(f stacks.File) (bool, error) {
 	ef, err := elf.Open(f.Path)
 	if err != nil {
 		return false, fmt.Errorf("reading %s to find its malloc: %w", f.Name, err)

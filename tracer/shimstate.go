@@ -74,6 +74,20 @@ func CheckShimInterface(path string) error {
 // symbolAddress returns the address of the dynamic symbol name of the
 // shared object at path, from where its first segment is mapped.
 func symbolAddress(path, name string) (uint64, error) {
+	v, _, err := fromFile(symbolCache, path, func(id fileID) symbolKey { return symbolKey{id, name} }, func() (uint64, error) { return readSymbolAddress(path, name) })
+	return v, err
+}
+
+// symbolCache remembers symbolAddress's answers by file and name: an
+// injection looks up a dozen symbols of the C library and the shim.
+var symbolCache = newMemo[symbolKey, uint64](1024)
+
+type symbolKey struct {
+	id   fileID
+	name string
+}
+
+func readSymbolAddress(path, name string) (uint64, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return 0, err
