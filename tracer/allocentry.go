@@ -94,19 +94,21 @@ func (pf *processFiles) readEntries() {
 		return
 	}
 	defer f.Close()
+	var text []stacks.Mapping
+	for _, m := range pf.libc {
+		if m.Perms[2] == 'x' {
+			text = append(text, m)
+		}
+	}
 	for _, ep := range entryPoints {
 		fs, ok := offsets[ep.symbol]
 		if !ok {
 			continue
 		}
+		addr, ok := addressOf(text, fs.off)
 		code := make([]byte, prologueMax)
-		if !readFull(f, code, fs.off) {
-			continue
-		}
-		for _, m := range pf.libc {
-			if fs.off >= m.Offset && fs.off < m.Offset+(m.End-m.Start) && m.Perms[2] == 'x' {
-				pf.entries = append(pf.entries, allocEntry{addr: m.Start + fs.off - m.Offset, code: code})
-			}
+		if ok && readFull(f, code, fs.off) {
+			pf.entries = append(pf.entries, allocEntry{addr: addr, code: code})
 		}
 	}
 }
