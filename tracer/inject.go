@@ -25,7 +25,14 @@ import (
 // saved, its stack pointer moved below the red zone, its return address 0,
 // so that the call ends in a SIGSEGV that mdtrace takes and suppresses, and
 // its registers (the vector ones too) put back exactly, orig_rax included,
-// so that a system call it was in restarts as it would have. The other
+// so that a system call it was in restarts as it would have. While it makes
+// the call, the thread blocks every signal but the faults its own
+// instructions raise: a signal sent meanwhile waits, and its handler runs
+// where the thread was stopped, once its mask is put back, as if it had come
+// a moment later. A handler run on top of the call would see the program in
+// a state it never is in (inside dlopen, the loader's and the allocator's
+// locks held), which a program that blocks its signals around its own
+// calls of the allocator does not expect. The other
 // threads run meanwhile: one of them may hold the loader's or the
 // allocator's lock. Then, with every thread stopped, one of them calls
 // mdshim_inject_route (shim/inject.c), which points the GOT slots of
@@ -68,10 +75,34 @@ type Injected struct {
 	path    string
 }
 
-// savedRegs are a stopped thread's registers.
+// savedRegs are a stopped thread's registers and its mask of blocked
+// signals.
 type savedRegs struct {
 	regs   unix.PtraceRegs
 	xstate []byte
+	mask   uint64
+}
+
+// faultSignals are the signals a thread making a call for mdtrace leaves
+// unblocked: those its own instructions raise. The kernel gives a fault
+// whose signal is blocked the default action, and resets its handler.
+const faultSignals = 1<<(unix.SIGSEGV-1) | 1<<(unix.SIGBUS-1) | 1<<(unix.SIGILL-1) |
+	1<<(unix.SIGFPE-1) | 1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSYS-1)
+
+// sigmaskSize is the size of the kernel's sigset_t, which PTRACE_GETSIGMASK
+// and PTRACE_SETSIGMASK take as their address argument.
+const sigmaskSize = 8
+
+// sigmask reads (get) or sets the blocked signals of stopped thread tid.
+// The kernel reads and sets the mask the thread has outside a system call
+// that changed it for its duration (ppoll, sigsuspend): that call, when it
+// restarts, changes it again.
+func sigmask(tid int, get bool, mask *uint64) error {
+	req := unix.PTRACE_SETSIGMASK
+	if get {
+		req = unix.PTRACE_GETSIGMASK
+	}
+	return ptrace(req, tid, sigmaskSize, uintptr(unsafe.Pointer(mask)))
 }
 
 func saveRegs(tid int) (*savedRegs, error) {
@@ -85,6 +116,9 @@ func saveRegs(tid int) (*savedRegs, error) {
 		return nil, err
 	}
 	s.xstate = s.xstate[:iov.Len]
+	if err := sigmask(tid, true, &s.mask); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -95,7 +129,11 @@ func (s *savedRegs) restore(tid int) error {
 	}
 	iov := unix.Iovec{Base: &s.xstate[0]}
 	iov.SetLen(len(s.xstate))
-	return ptrace(unix.PTRACE_SETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov)))
+	if err := ptrace(unix.PTRACE_SETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov))); err != nil {
+		return err
+	}
+	mask := s.mask
+	return sigmask(tid, false, &mask)
 }
 
 // writeMem writes data at addr of process pid.
@@ -163,6 +201,10 @@ func remoteCall(pid, tid int, saved *savedRegs, fn uint64, data []byte, args ...
 	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
 		return 0, err
 	}
+	blocked := ^uint64(faultSignals)
+	if err := sigmask(tid, false, &blocked); err != nil {
+		return 0, err
+	}
 	if err := ptrace(unix.PTRACE_CONT, tid, 0, 0); err != nil {
 		return 0, err
 	}
@@ -202,7 +244,14 @@ func remoteCall(pid, tid int, saved *savedRegs, fn uint64, data []byte, args ...
 			}
 			return 0, fmt.Errorf("the call faulted at %#x", now.Rip)
 		}
-		// A signal for the thread: its handler runs above the call.
+		if faultSignals&(1<<(sig-1)) != 0 {
+			// Raised by the call: the program never sees it.
+			var now unix.PtraceRegs
+			unix.PtraceGetRegs(tid, &now)
+			return 0, fmt.Errorf("the call raised %v at %#x", sig, now.Rip)
+		}
+		// Every other signal is blocked while the call runs, and waits.
+		// Should one come all the same, its handler runs above the call.
 		ptrace(unix.PTRACE_CONT, tid, 0, uintptr(sig))
 	}
 }

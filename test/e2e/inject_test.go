@@ -171,6 +171,45 @@ func TestInjectDetachRestores(t *testing.T) {
 	}
 }
 
+// TestInjectSignalsWait: sigwatch takes a SIGALRM every 50 µs, whose
+// handler allocates and records where it interrupted the program, which
+// opens its mask to the signal only while it sleeps. The thread mdtrace
+// makes call dlopen and the shim's functions blocks the signals meanwhile:
+// no handler runs on top of those calls (in the loader, in the shim), where
+// the program never is natively. The handler's calls go through the shim
+// while mdtrace runs, and the program ends normally after.
+func TestInjectSignalsWait(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("sigwatch"))
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--inject", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	time.Sleep(300 * time.Millisecond)
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	want := fmt.Sprintf("mdtrace: --inject: 6 GOT slots of process %d given back to the allocator\n", pid)
+	if !strings.Contains(m.stderr.String(), want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
+	}
+	io.WriteString(target.stdin, "go\n")
+	line, _ := target.stdout.ReadString('\n')
+	var handled, foreign int
+	if _, err := fmt.Sscanf(line, "handled %d foreign %d\n", &handled, &foreign); err != nil {
+		t.Fatalf("sigwatch said %q: %v", line, err)
+	}
+	if foreign != 0 || handled == 0 {
+		t.Errorf("sigwatch handled %d signals, %d of them on top of mdtrace's calls; want some, none", handled, foreign)
+	}
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("sigwatch exit status %d", code)
+	}
+}
+
 // TestInjectKilled: pairs_mt's four threads allocate under --inject, with
 // batches and with --sample-bytes (no batches: the shim's sampled calls
 // find mdtrace gone), and mdtrace is killed with SIGKILL in the middle:
