@@ -85,7 +85,7 @@ func stopsAtEntry(t *testing.T, sampleBytes uint64) (entry, trampoline int) {
 	defer probes.Close()
 	pid, _, _ := startBusyleak(t, testProg(t, "busyleak"))
 	attachAllocator(t, probes, pid)
-	pf, err := filesOf(pid)
+	pf, err := filesOf(pid, "")
 	if err != nil {
 		t.Fatal(err)
 	}

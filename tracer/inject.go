@@ -268,18 +268,20 @@ var blockingSyscalls = map[uint64]bool{
 	unix.SYS_READV: true, unix.SYS_WRITEV: true, unix.SYS_SENDTO: true, unix.SYS_SENDMSG: true,
 }
 
-// processFiles are the process's C library and loader mappings, and the
-// file that defines dlopen.
+// processFiles are the process's C library, loader and shim mappings, and
+// the file that defines dlopen.
 type processFiles struct {
-	libc, loader []stacks.Mapping
-	libcFile     stacks.File
+	libc, loader, shim []stacks.Mapping
+	libcFile           stacks.File
 	// entries are the C library's allocator functions, where they are in
 	// the process (atAllocatorEntry), found once.
 	entries     []allocEntry
 	entriesRead bool
 }
 
-func filesOf(pid int) (*processFiles, error) {
+// filesOf reads process pid's mappings of the C library, the loader and
+// the shim, the file the process sees at the path shim.
+func filesOf(pid int, shim string) (*processFiles, error) {
 	maps, err := stacks.ReadMaps(pid)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, ErrProcessGone)
@@ -296,6 +298,8 @@ func filesOf(pid int) (*processFiles, error) {
 			}
 		case strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld.so"):
 			pf.loader = append(pf.loader, *m)
+		case m.Name() == shim:
+			pf.shim = append(pf.shim, *m)
 		}
 	}
 	if pf.libcFile.Path == "" {
@@ -317,7 +321,7 @@ func inMappings(ms []stacks.Mapping, pc uint64) bool {
 // inside the loader, and inside the C library only while it waits in a
 // system call that the allocator does not make.
 func (pf *processFiles) canCall(regs *unix.PtraceRegs) bool {
-	if inMappings(pf.loader, regs.Rip) {
+	if inMappings(pf.loader, regs.Rip) || inMappings(pf.shim, regs.Rip) {
 		return false
 	}
 	if !inMappings(pf.libc, regs.Rip) {
@@ -457,7 +461,7 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	if there, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, path)); err != nil || !os.SameFile(there, want) {
 		return nil, fmt.Errorf("process %d does not see the shim at %s (another root or mount namespace): --inject needs the same file there", pid, path)
 	}
-	pf, err := filesOf(pid)
+	pf, err := filesOf(pid, path)
 	if err != nil {
 		return nil, err
 	}
@@ -607,33 +611,81 @@ func pickThread(pid int, pf *processFiles) (int, error) {
 	}
 }
 
-// ErrInjectNoThread is returned when no stopped thread could make a call.
-var ErrInjectNoThread = errors.New("no thread could make the call")
+// ErrInjectNoThread is returned when no thread stopped where it could
+// make a call, in every stop tried.
+var ErrInjectNoThread = errors.New("no thread stopped where it could call the shim")
 
-// callFrozen makes one of the frozen threads call the shim's function
-// name, with data and args as remoteCall passes them, and returns its
-// result.
-func (in *Injected) callFrozen(fz *Frozen, name string, data []byte, args ...uint64) (uint64, error) {
+// errNoCaller is a stop in which no thread could make a call.
+var errNoCaller = errors.New("no thread can make the call in this stop")
+
+// caller returns a frozen thread that can call the shim's functions: one
+// stopped where the program itself could make a call (canCall: not in the
+// loader or the shim, in the C library only in a system call it waits in),
+// or at the start of an allocator function the program called. A thread
+// stopped elsewhere may hold a lock those functions take: the shim's fork
+// handlers hold its locks across a fork(), and a process that forks all
+// the time (a shell) is often frozen inside one.
+func (in *Injected) caller(fz *Frozen, pf *processFiles) (int, bool) {
+	for _, t := range fz.Threads {
+		var regs unix.PtraceRegs
+		if unix.PtraceGetRegs(t.TID, &regs) != nil {
+			continue
+		}
+		if pf.canCall(&regs) || pf.atAllocatorEntry(in.PID, t.TID, &regs) {
+			return t.TID, true
+		}
+	}
+	return 0, false
+}
+
+// callAs makes frozen thread tid call the shim's function name, with data
+// and args as remoteCall passes them, and returns its result.
+func (in *Injected) callAs(tid int, name string, data []byte, args ...uint64) (uint64, error) {
 	fn, err := moduleSymbol(in.Shim, in.Base, name)
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range fz.Threads {
-		saved, err := saveRegs(t.TID)
-		if err != nil {
-			continue
-		}
-		return remoteCall(in.PID, t.TID, saved, fn, data, args...)
+	saved, err := saveRegs(tid)
+	if err != nil {
+		return 0, fmt.Errorf("reading thread %d's registers: %w", tid, err)
 	}
-	return 0, ErrInjectNoThread
+	return remoteCall(in.PID, tid, saved, fn, data, args...)
+}
+
+// inStop calls fn with every thread of the process stopped and one of
+// them (caller) to make the calls, trying again up to routeTries times
+// while fn returns errCallInFlight or no thread can make calls.
+func (in *Injected) inStop(fn func(fz *Frozen, tid int, last bool) error) error {
+	pf, err := filesOf(in.PID, in.Shim.Name)
+	if err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		last := try == routeTries
+		_, err = Freeze(in.PID, func(fz *Frozen) error {
+			tid, ok := in.caller(fz, pf)
+			if !ok {
+				if last {
+					return fmt.Errorf("%w (%d stops tried)", ErrInjectNoThread, routeTries)
+				}
+				return errNoCaller
+			}
+			return fn(fz, tid, last)
+		})
+		if last || !errors.Is(err, errCallInFlight) && !errors.Is(err, errNoCaller) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // adoptChunk bounds the blocks given to mdshim_sample_adopt in one call:
 // they are copied below the calling thread's stack.
 const adoptChunk = 2048
 
-// adopt gives the shim the blocks of in.Adopt, in a stop.
-func (in *Injected) adopt(fz *Frozen) error {
+// adopt gives the shim the blocks of in.Adopt, in a stop, through frozen
+// thread tid.
+func (in *Injected) adopt(tid int) error {
 	blocks, err := in.Adopt()
 	if err != nil {
 		return err
@@ -645,7 +697,7 @@ func (in *Injected) adopt(fz *Frozen) error {
 		for _, b := range blocks[:n] {
 			data = binary.LittleEndian.AppendUint64(data, b)
 		}
-		got, err := in.callFrozen(fz, "mdshim_sample_adopt", data, uint64(n))
+		got, err := in.callAs(tid, "mdshim_sample_adopt", data, uint64(n))
 		if err != nil {
 			return err
 		}
@@ -709,32 +761,27 @@ func inFlight(pid int, sp, lo, hi uint64) bool {
 // stopped, and then, still in that stop, calls off (the allocator's
 // probes taken away). A thread stopped inside a probed call of the
 // allocator would lose its return probe, and the call: the stop is made
-// again, up to routeTries times, until no thread is inside one. It returns
-// the GOT slots routed and those left to the allocator, and the threads
-// that still looked inside a probed call at the last stop.
+// again, up to routeTries times, until no thread is inside one, and until
+// one can make the calls (caller). It returns the GOT slots routed and
+// those left to the allocator, and the threads that still looked inside a
+// probed call at the last stop.
 func (in *Injected) Route(off func()) (routed, unrouted, inside int, err error) {
-	for try := 1; ; try++ {
+	// Made at the first probe hit in the process.
+	lo, hi, probed := uprobesArea(in.PID)
+	err = in.inStop(func(fz *Frozen, tid int, last bool) error {
 		inside = 0
-		// Made at the first probe hit in the process.
-		lo, hi, probed := uprobesArea(in.PID)
-		_, err = Freeze(in.PID, func(fz *Frozen) error {
-			if probed {
-				for _, t := range fz.Threads {
-					if inFlight(in.PID, t.SP, lo, hi) {
-						inside++
-					}
-				}
-				if inside > 0 && try < routeTries {
-					return errCallInFlight
+		if probed {
+			for _, t := range fz.Threads {
+				if inFlight(in.PID, t.SP, lo, hi) {
+					inside++
 				}
 			}
-			return in.route(fz, off, &routed)
-		})
-		if !errors.Is(err, errCallInFlight) {
-			break
+			if inside > 0 && !last {
+				return errCallInFlight
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return in.route(tid, off, &routed)
+	})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -742,14 +789,14 @@ func (in *Injected) Route(off func()) (routed, unrouted, inside int, err error) 
 	return routed, unrouted, inside, nil
 }
 
-// route makes a frozen thread route the calls, and calls off.
-func (in *Injected) route(fz *Frozen, off func(), routed *int) error {
+// route makes frozen thread tid route the calls, and calls off.
+func (in *Injected) route(tid int, off func(), routed *int) error {
 	if in.Adopt != nil {
-		if err := in.adopt(fz); err != nil {
+		if err := in.adopt(tid); err != nil {
 			return err
 		}
 	}
-	n, err := in.callFrozen(fz, "mdshim_inject_route", nil)
+	n, err := in.callAs(tid, "mdshim_inject_route", nil)
 	if err != nil {
 		return err
 	}
@@ -765,9 +812,9 @@ func (in *Injected) route(fz *Frozen, off func(), routed *int) error {
 // stopped; it returns the slots restored.
 func (in *Injected) Stop() (int, error) {
 	var n uint64
-	_, err := Freeze(in.PID, func(fz *Frozen) error {
+	err := in.inStop(func(_ *Frozen, tid int, _ bool) error {
 		var err error
-		n, err = in.callFrozen(fz, "mdshim_inject_stop", nil)
+		n, err = in.callAs(tid, "mdshim_inject_stop", nil)
 		return err
 	})
 	return int(n), err

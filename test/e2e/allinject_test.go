@@ -274,6 +274,49 @@ func TestAllInjectForkChild(t *testing.T) {
 	}
 }
 
+// TestAllInjectForking: forkspin forks without a pause, as a shell does,
+// and keeps 200 blocks of 4096 bytes it allocated under the audit (sampled
+// always, taken over by the shim as the calls are routed). It is given the shim at its 2000th call,
+// and then given it back, each in a stop where its thread is not inside a
+// fork, whose handlers hold the shim's locks: a call of the shim's made
+// there waited for the call's bound, 10 s, with the process held. No round
+// of forkspin's takes a second, and every block is taken over.
+func TestAllInjectForking(t *testing.T) {
+	needRoot(t)
+	target := start(t, prog("forkspin"))
+	target.expectLine(t, "ready")
+	pid := target.cmd.Process.Pid
+	m := startAllInject(t, t.TempDir(), "--inject-calls", "2000", "--sample-bytes", "4096")
+	io.WriteString(target.stdin, "go\n")
+	taken := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/forkspin\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
+	got := waitStderr(m, taken, 1)
+	if got == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("forkspin was not given the shim within 10 s:\n%s", m.stderr.String())
+	}
+	if got[1] != "200" {
+		t.Errorf("%s blocks taken over, want forkspin's 200 blocks of 4096 bytes", got[1])
+	}
+	time.Sleep(300 * time.Millisecond)
+	m.interrupt(t)
+	if bad := fmt.Sprintf("--inject: giving process %d's calls back to the allocator: ", pid); strings.Contains(m.stderr.String(), bad) {
+		t.Errorf("forkspin's calls were not given back:\n%s", m.stderr.String())
+	}
+	io.WriteString(target.stdin, "quit\n")
+	line, _ := target.stdout.ReadString('\n')
+	var forks, longest int
+	if _, err := fmt.Sscanf(line, "forks %d longest %d\n", &forks, &longest); err != nil {
+		t.Fatalf("forkspin said %q: %v", line, err)
+	}
+	if forks == 0 || longest >= 1000 {
+		t.Errorf("forkspin forked %d times, its longest round took %d ms; want some, under 1000", forks, longest)
+	}
+	if code := target.wait(t); code != 0 {
+		t.Errorf("forkspin exit status %d", code)
+	}
+}
+
 // TestAllInjectBurst: busyleak is given the shim in the middle of a burst
 // of 80000 calls that keeps 10000 blocks of 4096 bytes (always sampled).
 // The calls are routed before the probes on the shim's sites are live, and
