@@ -47,16 +47,9 @@ func TestAllInject(t *testing.T) {
 	}
 	io.WriteString(target.stdin, "spin\n")
 	target.expectLine(t, "spinning")
-	injected := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
-	adopted := waitStderr(m, injected, 1)
-	if adopted == nil {
-		m.cmd.Process.Signal(syscall.SIGINT)
-		m.wait(t)
-		t.Fatalf("busyleak was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
 	// About 664 of the 3000 blocks of 1024 bytes (1 - e^(-1/4) of them),
 	// within five standard deviations.
-	if n, _ := strconv.Atoi(adopted[1]); n < 550 || n > 780 {
+	if n := waitAdopted(t, m, pid, "busyleak"); n < 550 || n > 780 {
 		t.Errorf("%d blocks taken over, want about 664 of the 3000 held", n)
 	}
 	slotsInShim(t, pid, slots)
@@ -288,15 +281,8 @@ func TestAllInjectForking(t *testing.T) {
 	pid := target.cmd.Process.Pid
 	m := startAllInject(t, t.TempDir(), "--inject-calls", "2000", "--sample-bytes", "4096")
 	io.WriteString(target.stdin, "go\n")
-	taken := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/forkspin\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid))
-	got := waitStderr(m, taken, 1)
-	if got == nil {
-		m.cmd.Process.Signal(syscall.SIGINT)
-		m.wait(t)
-		t.Fatalf("forkspin was not given the shim within 10 s:\n%s", m.stderr.String())
-	}
-	if got[1] != "200" {
-		t.Errorf("%s blocks taken over, want forkspin's 200 blocks of 4096 bytes", got[1])
+	if n := waitAdopted(t, m, pid, "forkspin"); n != 200 {
+		t.Errorf("%d blocks taken over, want forkspin's 200 blocks of 4096 bytes", n)
 	}
 	time.Sleep(300 * time.Millisecond)
 	m.interrupt(t)
@@ -395,6 +381,23 @@ func checkBurst(t *testing.T, target *background, pid int) {
 // takenRe matches the line that says busyleak's process pid got the shim.
 func takenRe(pid int) *regexp.Regexp {
 	return regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/busyleak\) (called the allocator [0-9]+ times|runs a program given the shim before in this audit \(taken after ([0-9]+) calls of the allocator\)): its calls go through mdtrace's shim from now on`, pid))
+}
+
+// waitAdopted waits for the line that says process pid, running the
+// program name, got the shim at its first run, and returns the blocks the
+// shim took over; it stops the test, interrupting m, when none comes
+// within 10 s.
+func waitAdopted(t *testing.T, m *background, pid int, name string) int {
+	t.Helper()
+	re := regexp.MustCompile(fmt.Sprintf(`mdtrace: --inject: process %d \([^)]*/%s\) called the allocator [0-9]+ times: its calls go through mdtrace's shim from now on, sampled in the process \([0-9]+ GOT slots; ([0-9]+) blocks sampled before taken over\)\n`, pid, name))
+	got := waitStderr(m, re, 1)
+	if got == nil {
+		m.cmd.Process.Signal(syscall.SIGINT)
+		m.wait(t)
+		t.Fatalf("%s was not given the shim within 10 s:\n%s", name, m.stderr.String())
+	}
+	n, _ := strconv.Atoi(got[1])
+	return n
 }
 
 // waitTaken waits for the n-th line that says process pid got the shim,

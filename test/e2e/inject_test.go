@@ -154,14 +154,7 @@ func TestInjectDetachRestores(t *testing.T) {
 	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--inject", "-o", "backtrace leak_track", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	slotsInShim(t, pid, slots)
-	m.cmd.Process.Signal(syscall.SIGINT)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
-	want := fmt.Sprintf("mdtrace: --inject: 7 GOT slots of process %d given back to the allocator\n", pid)
-	if !strings.Contains(m.stderr.String(), want) {
-		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
-	}
+	interruptGivesBack(t, m, pid, 7)
 	slotsBack(t, pid, slots, before, "after mdtrace")
 	io.WriteString(target.stdin, "go\n")
 	target.expectLine(t, "done")
@@ -187,14 +180,7 @@ func TestInjectSignalsWait(t *testing.T) {
 	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--inject", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	time.Sleep(300 * time.Millisecond)
-	m.cmd.Process.Signal(syscall.SIGINT)
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
-	want := fmt.Sprintf("mdtrace: --inject: 6 GOT slots of process %d given back to the allocator\n", pid)
-	if !strings.Contains(m.stderr.String(), want) {
-		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
-	}
+	interruptGivesBack(t, m, pid, 6)
 	io.WriteString(target.stdin, "go\n")
 	line, _ := target.stdout.ReadString('\n')
 	var handled, foreign int
@@ -207,6 +193,21 @@ func TestInjectSignalsWait(t *testing.T) {
 	target.stdin.Close()
 	if code := target.wait(t); code != 0 {
 		t.Errorf("sigwatch exit status %d", code)
+	}
+}
+
+// interruptGivesBack interrupts mdtrace m, attached to process pid with
+// --inject, and checks that it ends normally, saying it gave the process's
+// slots GOT slots back to the allocator.
+func interruptGivesBack(t *testing.T, m *background, pid, slots int) {
+	t.Helper()
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	want := fmt.Sprintf("mdtrace: --inject: %d GOT slots of process %d given back to the allocator\n", slots, pid)
+	if !strings.Contains(m.stderr.String(), want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the line:\n%s", m.stderr.String(), want)
 	}
 }
 
