@@ -132,8 +132,7 @@ func (s *savedRegs) restore(tid int) error {
 	if err := ptrace(unix.PTRACE_SETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov))); err != nil {
 		return err
 	}
-	mask := s.mask
-	return sigmask(tid, false, &mask)
+	return sigmask(tid, false, &s.mask)
 }
 
 // writeMem writes data at addr of process pid.
@@ -298,7 +297,7 @@ func filesOf(pid int, shim string) (*processFiles, error) {
 			}
 		case strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld.so"):
 			pf.loader = append(pf.loader, *m)
-		case m.Name() == shim:
+		case shim != "" && m.Name() == shim:
 			pf.shim = append(pf.shim, *m)
 		}
 	}
@@ -461,7 +460,13 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	if there, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", pid, path)); err != nil || !os.SameFile(there, want) {
 		return nil, fmt.Errorf("process %d does not see the shim at %s (another root or mount namespace): --inject needs the same file there", pid, path)
 	}
-	pf, err := filesOf(pid, path)
+	// The process's maps name the shim by its path without links (a shim
+	// given back by an earlier mdtrace is mapped already).
+	named := path
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		named = p
+	}
+	pf, err := filesOf(pid, named)
 	if err != nil {
 		return nil, err
 	}
@@ -766,10 +771,14 @@ func inFlight(pid int, sp, lo, hi uint64) bool {
 // those left to the allocator, and the threads that still looked inside a
 // probed call at the last stop.
 func (in *Injected) Route(off func()) (routed, unrouted, inside int, err error) {
-	// Made at the first probe hit in the process.
+	// Made at the first hit of a return probe in the process: read
+	// again at each stop until there is one.
 	lo, hi, probed := uprobesArea(in.PID)
 	err = in.inStop(func(fz *Frozen, tid int, last bool) error {
 		inside = 0
+		if !probed {
+			lo, hi, probed = uprobesArea(in.PID)
+		}
 		if probed {
 			for _, t := range fz.Threads {
 				if inFlight(in.PID, t.SP, lo, hi) {
