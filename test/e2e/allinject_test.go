@@ -269,11 +269,14 @@ func TestAllInjectForkChild(t *testing.T) {
 
 // TestAllInjectForking: forkspin forks without a pause, as a shell does,
 // and keeps 200 blocks of 4096 bytes it allocated under the audit (sampled
-// always, taken over by the shim as the calls are routed). It is given the shim at its 2000th call,
-// and then given it back, each in a stop where its thread is not inside a
-// fork, whose handlers hold the shim's locks: a call of the shim's made
-// there waited for the call's bound, 10 s, with the process held. No round
-// of forkspin's takes a second, and every block is taken over.
+// always, taken over by the shim as the calls are routed). It is given the
+// shim at its 2000th call, and then given it back, each in a stop where its
+// thread is not inside a fork, whose handlers hold the shim's locks: a call
+// of the shim's made there waited for the call's bound, 10 s, with the
+// process held. No round of forkspin's takes a second, and every held
+// block is taken over. One more is when the stop found the thread at the
+// start of free() of the one small block it has live at a time, sampled
+// (about 1 in 100).
 func TestAllInjectForking(t *testing.T) {
 	needRoot(t)
 	target := start(t, prog("forkspin"))
@@ -281,8 +284,8 @@ func TestAllInjectForking(t *testing.T) {
 	pid := target.cmd.Process.Pid
 	m := startAllInject(t, t.TempDir(), "--inject-calls", "2000", "--sample-bytes", "4096")
 	io.WriteString(target.stdin, "go\n")
-	if n := waitAdopted(t, m, pid, "forkspin"); n != 200 {
-		t.Errorf("%d blocks taken over, want forkspin's 200 blocks of 4096 bytes", n)
+	if n := waitAdopted(t, m, pid, "forkspin"); n != 200 && n != 201 {
+		t.Errorf("%d blocks taken over, want forkspin's 200 blocks of 4096 bytes (and the small block being freed, if sampled)", n)
 	}
 	time.Sleep(300 * time.Millisecond)
 	m.interrupt(t)
