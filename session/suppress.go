@@ -39,17 +39,35 @@ func (s *session) suppressed(p *proc, maps *stacks.Maps) func([]stacks.Frame) bo
 		return nil
 	}
 	sources := len(s.flags.Suppressions) > 0
+	// Each distinct frame is demangled and matched once; its source file
+	// depends on its pc, which is then part of the key.
+	type key struct {
+		fn, file string
+		pc       uint64
+	}
+	memo := map[key]suppress.Matches{}
+	var ms []suppress.Matches
 	return func(frames []stacks.Frame) bool {
-		fs := make([]suppress.Frame, len(frames))
-		for i, f := range frames {
-			fs[i] = suppress.Frame{Func: stacks.Demangle(f.Func), RawFunc: f.Func, File: f.MapName}
+		ms = ms[:0]
+		for _, f := range frames {
+			k := key{fn: f.Func, file: f.MapName}
 			if sources {
-				if file, _, ok := s.sym.Line(p.pid, maps, f.PC); ok {
-					fs[i].Source = file
-				}
+				k.pc = f.PC
 			}
+			m, ok := memo[k]
+			if !ok {
+				sf := suppress.Frame{Func: stacks.Demangle(f.Func), RawFunc: f.Func, File: f.MapName}
+				if sources {
+					if file, _, ok := s.sym.Line(p.pid, maps, f.PC); ok {
+						sf.Source = file
+					}
+				}
+				m = suppress.Of(s.rules, sf)
+				memo[k] = m
+			}
+			ms = append(ms, m)
 		}
-		return suppress.Match(s.rules, fs) >= 0
+		return suppress.First(ms) >= 0
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -116,22 +117,70 @@ type Frame struct {
 // Match returns the index of the first rule that one of frames matches,
 // or -1.
 func Match(rules []Rule, frames []Frame) int {
+	ms := make([]Matches, len(frames))
+	for k, f := range frames {
+		ms[k] = Of(rules, f)
+	}
+	return First(ms)
+}
+
+// Matches is what one frame matches, by rule index: the rules it matches
+// alone, the built-in rules that match its file and whose caller rule its
+// callee's frame needs, and the built-in rules whose caller it is. A
+// backtrace's frames repeat across a process's backtraces (a compiler's
+// tens of thousands of them share most of theirs), so that a report finds
+// each distinct frame's once and combines them with First.
+type Matches struct {
+	direct, file, caller []int
+}
+
+// Of returns what frame f matches among rules.
+func Of(rules []Rule, f Frame) Matches {
+	var m Matches
 	for i, r := range rules {
-		for k, f := range frames {
-			if r.caller != nil {
-				if r.re.MatchString(f.File) && k+1 < len(frames) && r.caller.MatchString(frames[k+1].Func) {
-					return i
-				}
-				continue
+		if r.caller != nil {
+			if r.re.MatchString(f.File) {
+				m.file = append(m.file, i)
 			}
-			for _, text := range [...]string{f.Func, f.RawFunc, f.File, f.Source} {
-				if text != "" && r.re.MatchString(text) {
-					return i
+			if r.caller.MatchString(f.Func) {
+				m.caller = append(m.caller, i)
+			}
+			continue
+		}
+		for _, text := range [...]string{f.Func, f.RawFunc, f.File, f.Source} {
+			if text != "" && r.re.MatchString(text) {
+				m.direct = append(m.direct, i)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// First returns the index of the first rule that a backtrace matches,
+// given its frames' Matches in order (innermost first), or -1: a rule
+// matches where one frame matches it alone, a built-in caller rule where a
+// frame matches it by its file and the next frame is its caller.
+func First(ms []Matches) int {
+	first := -1
+	better := func(i int) {
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	for k, m := range ms {
+		if len(m.direct) > 0 {
+			better(m.direct[0])
+		}
+		if k+1 < len(ms) {
+			for _, i := range m.file {
+				if slices.Contains(ms[k+1].caller, i) {
+					better(i)
 				}
 			}
 		}
 	}
-	return -1
+	return first
 }
 
 // compile turns a pattern into the regular expression it stands for:

@@ -79,3 +79,41 @@ func TestMatch(t *testing.T) {
 		t.Errorf("a program's new is suppressed by %+v", d[got])
 	}
 }
+
+// TestFirst: the matches of each frame, found apart and combined, give
+// the rule a backtrace matches first, the built-in caller rule included
+// only where its caller is the next frame.
+func TestFirst(t *testing.T) {
+	rules := append(mustParse(t, "leak:^main$\nleak:libplugin.so\n"), Default()[len(Default())-1])
+	lib := Frame{File: "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30"}
+	loader := Frame{Func: "call_init", File: "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"}
+	plugin := Frame{Func: "init", File: "/opt/libplugin.so"}
+	for _, tc := range []struct {
+		frames []Frame
+		want   int
+	}{
+		{[]Frame{lib, loader}, 2},
+		{[]Frame{loader, lib}, -1},
+		{[]Frame{lib, {Func: "other"}, loader}, -1},
+		{[]Frame{lib, loader, plugin}, 1},
+		{[]Frame{plugin, {Func: "main"}}, 0},
+		{[]Frame{{Func: "main"}, plugin}, 0},
+	} {
+		ms := make([]Matches, len(tc.frames))
+		for k, f := range tc.frames {
+			ms[k] = Of(rules, f)
+		}
+		if got, m := First(ms), Match(rules, tc.frames); got != tc.want || m != tc.want {
+			t.Errorf("%+v: First %d, Match %d, want %d", tc.frames, got, m, tc.want)
+		}
+	}
+}
+
+func mustParse(t *testing.T, text string) []Rule {
+	t.Helper()
+	rules, err := Parse(strings.NewReader(text), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
