@@ -55,12 +55,15 @@ func (s *session) ready(pid int) error {
 	}
 	if err == nil {
 		s.probeRuntime(p, runtime)
+		// The loader's notices watched, and the files mapped parsed
+		// for names, while the tables are placed.
+		s.watchLoader(p)
 	}
 	<-unwound
+	tracer.DropUnwindAhead()
 	if err != nil {
 		return err
 	}
-	s.watchLoader(p)
 	if in != nil {
 		if err := s.inject(p, lib, in); err != nil {
 			return err
