@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -269,6 +270,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	}
 	s.setupc = make(chan struct{})
 	launching := flags.PID == 0 && flags.Program == ""
+	if launching {
+		// The command's unwind tables are parsed beside the programs'
+		// load, placed once they are loaded (tracer/unwindahead.go).
+		if path, err := exec.LookPath(flags.Command[0]); err == nil {
+			go tracer.ParseUnwindAhead(tracer.ProgramFiles(path, os.Environ()))
+		}
+	}
 	if !launching || !s.mayStartEarly(pcfg) {
 		load()
 	}

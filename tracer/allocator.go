@@ -339,6 +339,29 @@ func AllocatorOfFile(path string, env []string) (stacks.File, error) {
 	return pickAllocator(exe, libs)
 }
 
+// ProgramFiles returns the paths of the files the program at path maps
+// as it starts, run with the environment env: the executable and the
+// libraries its loader lists (nil when it cannot tell: a script, a file
+// it cannot read).
+func ProgramFiles(path string, env []string) []string {
+	interp, err := interpreter(path, path)
+	if err != nil {
+		return nil
+	}
+	files := []string{canonical(path)}
+	if interp == "" {
+		return files
+	}
+	names, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "", "")
+	if err != nil {
+		return files
+	}
+	for _, n := range names {
+		files = append(files, canonical(n))
+	}
+	return files
+}
+
 // loaderList runs the dynamic loader in list mode and returns the paths of
 // the libraries it would load, in load order. dir, if not "", is the
 // directory it runs in: the program's, against which relative paths in

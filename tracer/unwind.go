@@ -311,7 +311,16 @@ func (t *unwindTables) open(path string) *unwindFile {
 			f.textEnd = max(f.textEnd, prog.Vaddr+prog.Memsz)
 		}
 	}
-	f.table, f.count = t.load(ef)
+	tab, err, ok := (*unwind.Table)(nil), error(nil), false
+	if id, known := statID(path); known {
+		tab, err, ok = takeAhead(id)
+	}
+	if !ok {
+		tab, err = unwind.FromELF(ef)
+	}
+	if err == nil {
+		f.table, f.count = t.load(tab)
+	}
 	return f
 }
 
@@ -349,14 +358,10 @@ func pathHash(path string) uint64 {
 	return h
 }
 
-// load makes an ELF file's table, an array of exactly its entries, and
-// returns its number; count 0 when the file has none, or there is no room
+// load places a file's table, tab, in an array of exactly its entries,
+// and returns its number; count 0 when the file has none, or there is no room
 // left (counted).
-func (t *unwindTables) load(f *elf.File) (table, count uint32) {
-	tab, err := unwind.FromELF(f)
-	if err != nil {
-		return 0, 0
-	}
+func (t *unwindTables) load(tab *unwind.Table) (table, count uint32) {
 	n := uint32(len(tab.Entries))
 	// The walk's binary search takes 21 steps: 2M entries.
 	if n == 0 || n > 1<<21 {
