@@ -48,7 +48,7 @@
 # of the measure, of the --all rows of a process running along; BUSY_ONLY
 # set: only those), BUILD_RUNS (5), BUILD_ROUNDS (3: the cc1plus runs in a
 # row under one audit, and the rounds of them; BUILD_ONLY set: only those),
-# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), AUDIT_ONLY (set: only the rows of
+# THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), REAL_ONLY (set: only python3's and cc1plus's rows), AUDIT_ONLY (set: only the rows of
 # --all, sampling on and off), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
@@ -743,6 +743,27 @@ if [[ -n $cc1plus ]] && printf '#include <map>\n#include <string>\n#include <vec
 else
 	echo "g++ and its cc1plus not installed: their workload is skipped"
 fi
+# The real programs, side by side: each mode and tool against the native
+# run, and launch mode against heaptrack, whole runs (start-up included).
+real_rows() {
+	local wl cfg
+	for wl in "${realprogs[@]}"; do
+		for cfg in attach sites nobatch sample64k heaptrack memcheck; do
+			printf '  %-9s %-44s %8s  (for information)\n' "$wl" "${label[$cfg]} / native" "$(paired "${runs[$wl/$cfg]:-}" "${runs[$wl/native]:-}")x"
+		done
+		target "$wl" "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
+	done
+}
+if [[ -n ${REAL_ONLY:-} ]]; then
+	echo "the real programs, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	for wl in "${realprogs[@]}"; do
+		bench "$wl"
+	done
+	echo
+	echo "targets (the median over the rounds of each round's ratio):"
+	real_rows
+	exit 0
+fi
 if [[ -n ${CHAIN_ONLY:-} ]]; then
 	echo "chain: slopes from $SLOPE_N to $((SLOPE_N * 10)) pairs, $ROUNDS rounds; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	slope_row 0 "LAG 0"
@@ -816,14 +837,7 @@ for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
 		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
 done
-# The real programs, side by side: each mode and tool against the native
-# run, and launch mode against heaptrack, whole runs (start-up included).
-for wl in "${realprogs[@]}"; do
-	for cfg in attach sites nobatch sample64k heaptrack memcheck; do
-		printf '  %-9s %-44s %8s  (for information)\n' "$wl" "${label[$cfg]} / native" "$(paired "${runs[$wl/$cfg]:-}" "${runs[$wl/native]:-}")x"
-	done
-	target "$wl" "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
-done
+real_rows
 # Unwinding without frame pointers: the same modes on the same chain with
 # and without frame pointers, and against heaptrack, which unwinds each
 # stack with libunwind.
