@@ -41,7 +41,7 @@
 # building bin/mdbench; `make bench` does all of it)
 # Environment: N (20000), FAST_N (250 N: the pairs of the rows without
 # probes: native and the shim alone), SLOPE_N (5 N: the shorter loop of
-# the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (20: runs of each sampling rate),
+# the chain's slopes, the longer being 10 SLOPE_N), ROUNDS (5), SLOW_ROUNDS (3), SAMPLE_RUNS (60: runs of each sampling rate),
 # AUDIT_ROUNDS (11: the rounds of the --all rows, whose runs of tens of
 # milliseconds move by a quarter between rounds), BUSY_ROUNDS (3),
 # BUSY_SETTLE (3), BUSY_MEASURE (4: the rounds, and the seconds before and
@@ -911,8 +911,11 @@ done
 echo
 # The errors are signed: their mean, with its 95% confidence interval
 # (1.96 standard errors), says whether the estimate is biased; the mean of
-# their sizes says how far one run is off. SAMPLE_RUNS runs each.
-SAMPLE_RUNS=${SAMPLE_RUNS:-20}
+# their sizes says how far one run is off. SAMPLE_RUNS runs each: at 65536
+# one run's block count is off by about 19% (20 samples of the 64-byte
+# blocks), which 20 runs left a 95% interval of +-8%, too wide to tell a
+# bias of a few percent.
+SAMPLE_RUNS=${SAMPLE_RUNS:-60}
 echo "--sample-bytes estimates against exact tracing, testdata/sampled (24000 blocks, 13568000 bytes leaked), $SAMPLE_RUNS runs each:"
 dump_totals() { awk '/^z / {n += $6; b += $4 * $6} END {print n + 0, b + 0}' "$1"; }
 exact=""
