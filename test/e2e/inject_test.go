@@ -188,7 +188,8 @@ func TestInjectSignalsWait(t *testing.T) {
 		t.Fatalf("sigwatch said %q: %v", line, err)
 	}
 	if foreign != 0 || handled == 0 {
-		t.Errorf("sigwatch handled %d signals, %d of them on top of mdtrace's calls; want some, none", handled, foreign)
+		where, _ := target.stdout.ReadString('\n')
+		t.Errorf("sigwatch handled %d signals, %d of them on top of mdtrace's calls; want some, none; %s", handled, foreign, where)
 	}
 	target.stdin.Close()
 	if code := target.wait(t); code != 0 {
