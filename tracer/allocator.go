@@ -320,46 +320,50 @@ func AllocatorOfFile(path string, env []string) (stacks.File, error) {
 	if err := CheckExecutable(path); err != nil {
 		return stacks.File{}, err
 	}
-	interp, err := interpreter(path, path)
+	exe, libs, err := filesOfProgram(path, env)
 	if err != nil {
 		return stacks.File{}, err
-	}
-	exe := stacks.LocalFile(canonical(path))
-	if interp == "" {
-		return pickAllocator(exe, nil)
-	}
-	names, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "", "")
-	if err != nil {
-		return stacks.File{}, err
-	}
-	var libs []stacks.File
-	for _, n := range names {
-		libs = append(libs, stacks.LocalFile(canonical(n)))
 	}
 	return pickAllocator(exe, libs)
 }
 
 // ProgramFiles returns the paths of the files the program at path maps
 // as it starts, run with the environment env: the executable and the
-// libraries its loader lists (nil when it cannot tell: a script, a file
-// it cannot read).
+// libraries its loader lists (the executable alone when the loader cannot
+// list them; nil when it cannot tell: a script, a file it cannot read).
 func ProgramFiles(path string, env []string) []string {
-	interp, err := interpreter(path, path)
-	if err != nil {
+	exe, libs, _ := filesOfProgram(path, env)
+	if exe.Path == "" {
 		return nil
 	}
-	files := []string{canonical(path)}
+	files := []string{exe.Path}
+	for _, lib := range libs {
+		files = append(files, lib.Path)
+	}
+	return files
+}
+
+// filesOfProgram returns the executable at path and the libraries its
+// loader lists, run with the environment env (none for a program without
+// a loader). exe is zero when its interpreter cannot be read; it is set,
+// without libs, when the loader's list fails (err).
+func filesOfProgram(path string, env []string) (exe stacks.File, libs []stacks.File, err error) {
+	interp, err := interpreter(path, path)
+	if err != nil {
+		return stacks.File{}, nil, err
+	}
+	exe = stacks.LocalFile(canonical(path))
 	if interp == "" {
-		return files
+		return exe, nil, nil
 	}
 	names, err := loaderList(interp, path, []byte(strings.Join(env, "\x00")), "", "")
 	if err != nil {
-		return files
+		return exe, nil, err
 	}
 	for _, n := range names {
-		files = append(files, canonical(n))
+		libs = append(libs, stacks.LocalFile(canonical(n)))
 	}
-	return files
+	return exe, libs, nil
 }
 
 // loaderList runs the dynamic loader in list mode and returns the paths of

@@ -246,7 +246,7 @@ func (t *unwindTables) file(path string) *unwindFile {
 			return f
 		}
 	}
-	f := t.open(path)
+	f := t.open(path, id, ok)
 	if ok && !f.unread {
 		t.files[id] = f
 	}
@@ -279,7 +279,7 @@ func (t *unwindTables) prefetch(paths []string) {
 	}
 	var wg sync.WaitGroup
 	for i := range jobs {
-		wg.Go(func() { jobs[i].f = t.open(jobs[i].path) })
+		wg.Go(func() { jobs[i].f = t.open(jobs[i].path, jobs[i].id, true) })
 	}
 	wg.Wait()
 	for _, j := range jobs {
@@ -289,9 +289,9 @@ func (t *unwindTables) prefetch(paths []string) {
 	}
 }
 
-// open reads the file at path and makes its table. Safe for concurrent
-// use.
-func (t *unwindTables) open(path string) *unwindFile {
+// open reads the file at path, whose id is id if known, and makes its
+// table (the one parsed ahead, if any). Safe for concurrent use.
+func (t *unwindTables) open(path string, id fileID, known bool) *unwindFile {
 	f := &unwindFile{}
 	ef, err := elf.Open(path)
 	if err != nil {
@@ -311,14 +311,7 @@ func (t *unwindTables) open(path string) *unwindFile {
 			f.textEnd = max(f.textEnd, prog.Vaddr+prog.Memsz)
 		}
 	}
-	tab, err, ok := (*unwind.Table)(nil), error(nil), false
-	if id, known := statID(path); known {
-		tab, err, ok = takeAhead(id)
-	}
-	if !ok {
-		tab, err = unwind.FromELF(ef)
-	}
-	if err == nil {
+	if tab, err := tableOf(id, known, ef); err == nil {
 		f.table, f.count = t.load(tab)
 	}
 	return f

@@ -73,6 +73,17 @@ func takeAhead(id fileID) (*unwind.Table, error, bool) {
 	return j.tab, j.err, true
 }
 
+// tableOf returns the table of the ELF file ef, whose id is id if known:
+// the one parsed ahead, or made now.
+func tableOf(id fileID, known bool, ef *elf.File) (*unwind.Table, error) {
+	if known {
+		if tab, err, ok := takeAhead(id); ok {
+			return tab, err
+		}
+	}
+	return unwind.FromELF(ef)
+}
+
 // DropUnwindAhead forgets the tables parsed ahead and not taken: the
 // launched command is placed, and took those it maps.
 func DropUnwindAhead() {
