@@ -60,7 +60,11 @@ func (s *session) ready(pid int) error {
 		s.watchLoader(p)
 	}
 	<-unwound
-	tracer.DropUnwindAhead()
+	if s.aheadc != nil {
+		// Parsed ahead after this, a table would stay for nothing.
+		<-s.aheadc
+		tracer.DropUnwindAhead()
+	}
 	if err != nil {
 		return err
 	}

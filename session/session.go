@@ -104,6 +104,10 @@ type session struct {
 	// command that started early (early.go) asks for waits for it.
 	setupc   chan struct{}
 	setupErr error
+	// aheadc, for a launched command, is closed once its files' tables
+	// are being parsed ahead (tracer.ParseUnwindAhead): the first ready
+	// waits for it before it drops those not taken.
+	aheadc chan struct{}
 	// early is set when the launched command started early; readyAt
 	// holds, under pmu, the processes whose shim started early and the
 	// address of its word (0: not known yet).
@@ -273,9 +277,13 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 	if launching {
 		// The command's unwind tables are parsed beside the programs'
 		// load, placed once they are loaded (tracer/unwindahead.go).
-		if path, err := exec.LookPath(flags.Command[0]); err == nil {
-			go tracer.ParseUnwindAhead(tracer.ProgramFiles(path, os.Environ()))
-		}
+		s.aheadc = make(chan struct{})
+		go func() {
+			defer close(s.aheadc)
+			if path, err := exec.LookPath(flags.Command[0]); err == nil {
+				tracer.ParseUnwindAhead(tracer.ProgramFiles(path, os.Environ()))
+			}
+		}()
 	}
 	if !launching || !s.mayStartEarly(pcfg) {
 		load()
