@@ -272,6 +272,15 @@ const BatchMask = 1023
 // allocator aligns blocks to 8 bytes at least).
 const OrphanWays = 8
 
+// A kept free's value: its epoch in the bits below KEPT_ONE, and above
+// them how many frees of the address it stands for. Once an address's ways
+// are all taken (a block passed back and forth between threads faster than
+// a batch fills), a further free joins its newest kept free, whose epoch
+// becomes the later of the two: the allocations written before it are
+// those of the frees it stands for. 0 marks one whose last free was just
+// taken, on its way out.
+const KeptOne = 1 << 48
+
 // A shim loaded into a running process (--inject) counts, for the probes,
 // the allocations its threads' batches hold that were not handed over yet,
 // in 1 << INJECT_PENDING_BITS 32-bit counters, a block's by the top bits

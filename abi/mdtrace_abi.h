@@ -323,6 +323,16 @@ enum mapping_kind {
  * allocator aligns blocks to 8 bytes at least).
  */
 #define ORPHAN_WAYS 8
+/*
+ * A kept free's value: its epoch in the bits below KEPT_ONE, and above
+ * them how many frees of the address it stands for. Once an address's ways
+ * are all taken (a block passed back and forth between threads faster than
+ * a batch fills), a further free joins its newest kept free, whose epoch
+ * becomes the later of the two: the allocations written before it are
+ * those of the frees it stands for. 0 marks one whose last free was just
+ * taken, on its way out.
+ */
+#define KEPT_ONE (1ULL << 48)
 
 /*
  * A shim loaded into a running process (--inject) counts, for the probes,

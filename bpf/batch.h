@@ -79,7 +79,8 @@ const struct batch_thread unused_batch_thread __attribute__((unused)) = {};
  * Frees of blocks the table did not hold when their batch came, with the
  * epoch of that batch: the block's allocation may be in another thread's
  * batch that comes later. An allocation of the same block written before
- * that epoch cancels against it; one written after is a new block.
+ * that epoch cancels against it; one written after is a new block. The
+ * value holds, above KEPT_ONE, how many frees it stands for.
  */
 #define MAX_ORPHANS 16384
 struct {
@@ -202,6 +203,84 @@ static __always_inline struct alloc_key batch_key(const struct batch_space *sp, 
 	return key;
 }
 
+/* The epoch of a kept free's value (abi/mdtrace_abi.h, KEPT_ONE). */
+static __always_inline u64 kept_epoch(u64 v)
+{
+	return v & (KEPT_ONE - 1);
+}
+
+static __always_inline u64 kept_value(const u64 *v)
+{
+	return *(volatile const u64 *)v;
+}
+
+/*
+ * Takes one free back from the kept entry k, which goes with its last.
+ * False when none is left: another CPU took it meanwhile.
+ */
+static __always_inline bool take_one(const struct alloc_key *k)
+{
+	u64 *v = bpf_map_lookup_elem(&orphans, k), old, left;
+	int i;
+
+	if (!v)
+		return false;
+	for (i = 0; i < 8; i++) {
+		old = kept_value(v);
+		if (old < KEPT_ONE)
+			return false;
+		left = old < 2 * KEPT_ONE ? 0 : old - KEPT_ONE;
+		if (__sync_val_compare_and_swap(v, old, left) == old) {
+			/* Marked gone first: nothing joins it any more. */
+			if (left == 0)
+				bpf_map_delete_elem(&orphans, k);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The free, in epoch, of an address whose ways are all taken joins the
+ * address's newest kept free: out is that entry's key. False when none
+ * can take it.
+ */
+static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, struct alloc_key *out)
+{
+	struct alloc_key k;
+	u64 *v, old, newest = 0;
+	u32 way, best = ORPHAN_WAYS;
+	int i;
+
+	for (way = 0; way < ORPHAN_WAYS; way++) {
+		k = orphan_key(key, way);
+		v = bpf_map_lookup_elem(&orphans, &k);
+		if (!v)
+			continue;
+		old = kept_value(v);
+		if (old >= KEPT_ONE && (best == ORPHAN_WAYS || kept_epoch(old) >= newest)) {
+			newest = kept_epoch(old);
+			best = way;
+		}
+	}
+	if (best == ORPHAN_WAYS)
+		return false;
+	*out = orphan_key(key, best);
+	v = bpf_map_lookup_elem(&orphans, out);
+	if (!v)
+		return false;
+	for (i = 0; i < 8; i++) {
+		old = kept_value(v);
+		/* Gone meanwhile, or standing for as many frees as it can. */
+		if (old < KEPT_ONE || old >> 48 == 0xffff)
+			return false;
+		newest = kept_epoch(old) > epoch ? kept_epoch(old) : epoch;
+		if (__sync_val_compare_and_swap(v, old, (old - kept_epoch(old) + KEPT_ONE) | newest) == old)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Keeps aside the free, in epoch, of a block the table does not hold: its
  * allocation may be in a batch still to come. 1 if the allocation, handed
@@ -212,6 +291,7 @@ static __always_inline struct alloc_key batch_key(const struct batch_space *sp, 
 __noinline int keep_free(const struct alloc_key *key, u64 epoch)
 {
 	struct alloc_key kept;
+	u64 val = epoch | KEPT_ONE;
 	u32 way;
 
 	if (!key)
@@ -219,16 +299,16 @@ __noinline int keep_free(const struct alloc_key *key, u64 epoch)
 	raise_epoch(&orphan_epoch, epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		kept = orphan_key(key, way);
-		if (bpf_map_update_elem(&orphans, &kept, &epoch, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&orphans, &kept, &val, BPF_NOEXIST) == 0)
 			break;
 	}
-	if (way == ORPHAN_WAYS) {
+	if (way == ORPHAN_WAYS && !join_newest(key, epoch, &kept)) {
 		count(COUNTER_ORPHANS_LOST);
 		return false;
 	}
 	full_barrier();
 	/* The allocation, handed over meanwhile, may have missed it. */
-	return delete_block(key, 0) == 0 && bpf_map_delete_elem(&orphans, &kept) == 0;
+	return delete_block(key, 0) == 0 && take_one(&kept);
 }
 
 /*
@@ -327,32 +407,6 @@ static __always_inline void site_realloc_batched(u64 ptr, u64 epoch, struct thre
 }
 
 /*
- * A realloc whose old block's free was kept aside failed: the block stays,
- * and the kept free goes. If its allocation came meanwhile and took the
- * free, the block is not in the table: counted as lost.
- */
-static __always_inline void realloc_failed_batched(u64 ptr, struct thread_state *ts)
-{
-	struct alloc_key key = block_key(ptr), k;
-	u64 *e;
-	u32 way;
-
-	if (ts->old_gone) {
-		count(COUNTER_ORPHANS_LOST);
-		return;
-	}
-	for (way = 0; way < ORPHAN_WAYS; way++) {
-		k = orphan_key(&key, way);
-		e = bpf_map_lookup_elem(&orphans, &k);
-		if (e && *e == ts->old_epoch && bpf_map_delete_elem(&orphans, &k) == 0) {
-			count_by(COUNTER_UNKNOWN_FREES, -1ULL);
-			return;
-		}
-	}
-	count(COUNTER_ORPHANS_LOST);
-}
-
-/*
  * Whether the allocation of key, written in epoch written, cancels against
  * a kept free: one that came later, the earliest of them (a later one is
  * of a later block at the same address). A global function: its loop over
@@ -362,7 +416,7 @@ static __always_inline void realloc_failed_batched(u64 ptr, struct thread_state 
 __noinline int take_kept_free(const struct alloc_key *key, u64 written)
 {
 	struct alloc_key k, best;
-	u64 *e, first = ~0ULL;
+	u64 *e, v, first = ~0ULL;
 	u32 way;
 
 	if (!key || written >= orphan_epoch)
@@ -370,12 +424,36 @@ __noinline int take_kept_free(const struct alloc_key *key, u64 written)
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		k = orphan_key(key, way);
 		e = bpf_map_lookup_elem(&orphans, &k);
-		if (e && written < *e && *e < first) {
-			first = *e;
+		if (!e)
+			continue;
+		v = kept_value(e);
+		if (v >= KEPT_ONE && written < kept_epoch(v) && kept_epoch(v) < first) {
+			first = kept_epoch(v);
 			best = k;
 		}
 	}
-	return first != ~0ULL && bpf_map_delete_elem(&orphans, &best) == 0;
+	return first != ~0ULL && take_one(&best);
+}
+
+/*
+ * A realloc whose old block's free was kept aside failed: the block stays,
+ * and the kept free goes (its own, or the one it joined: the first at or
+ * after its epoch). If its allocation came meanwhile and took the free,
+ * the block is not in the table: counted as lost.
+ */
+static __always_inline void realloc_failed_batched(u64 ptr, struct thread_state *ts)
+{
+	struct alloc_key key = block_key(ptr);
+
+	if (ts->old_gone) {
+		count(COUNTER_ORPHANS_LOST);
+		return;
+	}
+	if (take_kept_free(&key, ts->old_epoch - 1)) {
+		count_by(COUNTER_UNKNOWN_FREES, -1ULL);
+		return;
+	}
+	count(COUNTER_ORPHANS_LOST);
 }
 
 /*

@@ -265,36 +265,43 @@ func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 }
 
 // keptFrees returns the frees the probes keep aside for the blocks pick
-// picks, with their epochs.
+// picks, with their values: an epoch, and how many frees (abi.KeptOne).
 func (p *Probes) keptFrees(pick func(*bpf.MdtraceAllocKey) bool) ([]bpf.MdtraceAllocKey, []uint64) {
 	var (
-		key    bpf.MdtraceAllocKey
-		epoch  uint64
-		keys   []bpf.MdtraceAllocKey
-		epochs []uint64
-		it     = p.objs.Orphans.Iterate()
+		key  bpf.MdtraceAllocKey
+		val  uint64
+		keys []bpf.MdtraceAllocKey
+		vals []uint64
+		it   = p.objs.Orphans.Iterate()
 	)
-	for it.Next(&key, &epoch) {
+	for it.Next(&key, &val) {
 		if pick(&key) {
 			keys = append(keys, key)
-			epochs = append(epochs, epoch)
+			vals = append(vals, val)
 		}
 	}
-	return keys, epochs
+	return keys, vals
 }
 
 // orphansOf returns the frees the probes keep aside for process tgid, by
 // address, with their epochs.
 func (p *Probes) orphansOf(tgid int) map[uint64][]uint64 {
-	keys, epochs := p.keptFrees(p.blocksOf(tgid))
+	keys, vals := p.keptFrees(p.blocksOf(tgid))
 	out := make(map[uint64][]uint64, len(keys))
 	for i, k := range keys {
 		// A block's kept frees are under its address with a way number
 		// in its low bits (bpf/batch.h, orphan_key).
 		ptr := k.Ptr &^ (abi.OrphanWays - 1)
-		out[ptr] = append(out[ptr], epochs[i])
+		out[ptr] = append(out[ptr], keptEpochs(vals[i])...)
 	}
 	return out
+}
+
+// keptEpochs returns the epochs of the frees a kept entry's value stands
+// for (abi.KeptOne): each of them with the entry's epoch.
+func keptEpochs(v uint64) []uint64 {
+	e := v & (abi.KeptOne - 1)
+	return slices.Repeat([]uint64{e}, int(v/abi.KeptOne))
 }
 
 // dropOrphans deletes the frees kept aside for the blocks drop picks,
@@ -310,10 +317,10 @@ func (p *Probes) dropOrphans(drop func(*bpf.MdtraceAllocKey) bool) {
 // copyOrphans gives process child a copy of the frees kept aside for the
 // blocks parents picks.
 func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int) error {
-	keys, epochs := p.keptFrees(parents)
+	keys, vals := p.keptFrees(parents)
 	for i, k := range keys {
 		k.Tgid = uint32(child)
-		if err := p.objs.Orphans.Put(k, epochs[i]); err != nil {
+		if err := p.objs.Orphans.Put(k, vals[i]); err != nil {
 			return err
 		}
 	}

@@ -77,6 +77,44 @@ func TestHandoffLeaks(t *testing.T) {
 	}
 }
 
+// TestPingPongLeaks: one block at a time passed from main to a second
+// thread, which frees it, so that glibc hands main the same few blocks
+// over and over: in the default mode, each address is freed tens of times
+// in the second thread's batches before main's batch with its allocations
+// comes, more often than the probes have ways to keep a free apart
+// (abi.OrphanWays). Every mode reports the program's own leaks, and no
+// free lost, whether main ends with its batch handed over or not, and
+// whether the blocks are grown at the shim's unbatched realloc site.
+func TestPingPongLeaks(t *testing.T) {
+	needRoot(t)
+	for _, mode := range launchModes {
+		for _, end := range []string{"exit", "_exit", "exit realloc", "_exit realloc"} {
+			t.Run(mode.name+"/"+strings.ReplaceAll(end, " ", "_"), func(t *testing.T) {
+				logPath := filepath.Join(t.TempDir(), "log")
+				args := append([]string{"--", prog("pingpong"), "20000"}, strings.Fields(end)...)
+				r := runMdtrace(t, append([]string{modeFlag(mode.flag), "-o", "backtrace leak_track", "--log", logPath}, args...)...)
+				if r.code != 0 || r.stdout != "pingpong 20000\n" {
+					t.Fatalf("exit status %d, output %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+				}
+				lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+				if len(lines) != 2 || !strings.HasPrefix(lines[0], "mdtrace: tracing process ") ||
+					!strings.HasPrefix(lines[1], "mdtrace: 6000 bytes in 2 leaked allocations (") {
+					t.Errorf("stderr, want the tracing line and 6000 bytes in 2 leaked allocations:\n%s", r.stderr)
+				}
+				log := readFile(t, logPath)
+				for _, want := range []struct {
+					what string
+					n    int
+				}{{"leaked block of size 3000 ", 2}, {"(pingpong_keep+", 2}, {"(pingpong_make+", 0}, {"(pingpong_take+", 0}} {
+					if n := strings.Count(log, want.what); n != want.n {
+						t.Errorf("%d lines with %q, want %d", n, want.what, want.n)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestLaunchLeakReport gives the same report, byte for byte, in both launch
 // modes: every kind of allocation function, a failed realloc and
 // reallocarray, and a leak made by a constructor before main.
