@@ -323,6 +323,7 @@ func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int)
 		if err := p.objs.Orphans.Put(k, vals[i]); err != nil {
 			return err
 		}
+		p.copiedFrees.Add(vals[i] / abi.KeptOne)
 	}
 	return nil
 }

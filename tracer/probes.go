@@ -154,6 +154,11 @@ type Probes struct {
 	// noSessions is set once the kernel refused a uprobe session link
 	// (session.go): the probes are made apart from then on.
 	noSessions atomic.Bool
+	// copiedFrees counts the kept frees a fork child got a copy of
+	// (copyOrphans): each is one of the child's frees of a block the table
+	// does not hold, which the probes take back when the block's
+	// allocation comes (pair_matched), without having counted it.
+	copiedFrees atomic.Uint64
 	// Unguarded says that the stack walks run without preemption turned
 	// off on a preemptible kernel whose verifier refused the guard
 	// (before 6.13): two walks on one CPU at once may mix (rare).
@@ -279,6 +284,7 @@ func (p *Probes) Counters() (Counters, error) {
 	}
 	// The walks mdtrace finished for the probes count as theirs.
 	c := countersOf(&vals)
+	c.UnknownFrees += p.copiedFrees.Load()
 	d := p.DeferredCounts()
 	c.UnwindStopped += d.Stopped + d.Short + d.Gone
 	c.StackTruncated += d.Cut
