@@ -7,14 +7,18 @@
 // main's batch with its allocations comes. Then main allocates two blocks
 // of 3000 bytes it never frees (pingpong_keep), and ends the process by
 // MODE: exit (returning from main) or _exit (calling _exit(0), while its
-// batch still holds its last allocations). With realloc last, the other
+// batch still holds its last allocations), or wait, for a tracer that
+// attaches: it prints "ready" and waits for a line on its standard input
+// before it starts, and once done, for the end of its standard input
+// before it returns from main. With realloc last, the other
 // thread grows each block with realloc before it frees it: realloc goes to
 // the shim's unbatched sites, where the block's allocation may still be in
 // main's batch.
 //
-//   pingpong N exit|_exit [realloc]
+//   pingpong N exit|_exit|wait [realloc]
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,13 +59,22 @@ static void *consume(void *arg)
 int main(int argc, char **argv)
 {
 	pthread_t t;
+	char line[64];
+	bool waiting;
 
 	if ((argc != 3 && !(argc == 4 && strcmp(argv[3], "realloc") == 0)) ||
-	    (strcmp(argv[2], "exit") != 0 && strcmp(argv[2], "_exit") != 0)) {
-		fprintf(stderr, "usage: pingpong N exit|_exit [realloc]\n");
+	    (strcmp(argv[2], "exit") != 0 && strcmp(argv[2], "_exit") != 0 && strcmp(argv[2], "wait") != 0)) {
+		fprintf(stderr, "usage: pingpong N exit|_exit|wait [realloc]\n");
 		return 2;
 	}
 	grow = argc == 4;
+	waiting = strcmp(argv[2], "wait") == 0;
+	if (waiting) {
+		printf("ready\n");
+		fflush(stdout);
+		if (fgets(line, sizeof(line), stdin) == NULL)
+			return 1;
+	}
 	n = atoi(argv[1]);
 	sem_init(&full, 0, 0);
 	sem_init(&empty, 0, 1);
@@ -78,5 +91,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (strcmp(argv[2], "_exit") == 0)
 		_exit(0);
+	while (waiting && fgets(line, sizeof(line), stdin) != NULL)
+		;
 	return 0;
 }

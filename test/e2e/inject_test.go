@@ -420,6 +420,39 @@ func TestInjectFreesBefore(t *testing.T) {
 	}
 }
 
+// TestInjectPingPong: -p --inject on testdata/pingpong, whose blocks pass
+// one at a time from main to a second thread and come back to main's
+// batch at the same few addresses: the frees the probes keep aside for
+// an address outnumber its ways, and join one another. The report has the
+// program's two leaks and none of the passed blocks, no free is lost, and
+// at most one free (of the block in the mailbox at the attach) is of a
+// block from before the attach.
+func TestInjectPingPong(t *testing.T) {
+	needRoot(t)
+	pid, stderr, log := injectAndRun(t, "backtrace leak_track", "pingpong 100000", prog("pingpong"), "100000", "wait")
+	if strings.Contains(stderr, "could not be kept") || strings.Contains(log, "could not be kept") {
+		t.Errorf("frees lost; stderr:\n%s", stderr)
+	}
+	if m := regexp.MustCompile(`--inject: (\d+) frees of blocks allocated before`).FindStringSubmatch(stderr); m != nil && m[1] != "1" {
+		t.Errorf("%s frees of blocks from before the attach, want at most 1; stderr:\n%s", m[1], stderr)
+	}
+	var leaks []string
+	for _, m := range logMessages(t, log, pid) {
+		if strings.Contains(m, "leaked block") {
+			leaks = append(leaks, m)
+		}
+	}
+	if len(leaks) != 2 || !strings.Contains(leaks[0], "leaked block of size 3000 ") || !strings.Contains(leaks[1], "leaked block of size 3000 ") {
+		t.Errorf("leaked blocks %q, want the two of 3000 bytes", leaks)
+	}
+	if n := strings.Count(log, "(pingpong_keep+"); n != 2 {
+		t.Errorf("%d frames in pingpong_keep, want 2", n)
+	}
+	if strings.Contains(log, "(pingpong_make+") {
+		t.Errorf("a passed block reported leaked; log:\n%s", log)
+	}
+}
+
 // TestInjectUnderLoad: pairs_mt's four threads call malloc and free
 // without a pause while --inject routes them: the switch is made at a stop
 // where no thread is inside a probed call of the allocator (whose return
