@@ -83,12 +83,21 @@ const struct batch_thread unused_batch_thread __attribute__((unused)) = {};
  * value holds, above KEPT_ONE, how many frees it stands for.
  */
 #define MAX_ORPHANS 16384
+struct kept_free {
+	u64 val;
+	/*
+	 * The entry's own key: an entry deleted while another CPU held a
+	 * pointer to it may come back as another key's, and a change made
+	 * through that pointer is undone.
+	 */
+	struct alloc_key key;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MAX_ORPHANS);
 	__type(key, struct alloc_key);
-	__type(value, u64);
+	__type(value, struct kept_free);
 } orphans SEC(".maps");
 
 /*
@@ -209,9 +218,16 @@ static __always_inline u64 kept_epoch(u64 v)
 	return v & (KEPT_ONE - 1);
 }
 
-static __always_inline u64 kept_value(const u64 *v)
+static __always_inline u64 kept_value(const struct kept_free *v)
 {
-	return *(volatile const u64 *)v;
+	return *(volatile const u64 *)&v->val;
+}
+
+/* Whether entry v is still k's. */
+static __always_inline bool kept_is(const struct kept_free *v, const struct alloc_key *k)
+{
+	return *(volatile const u64 *)&v->key.ptr == k->ptr && *(volatile const u32 *)&v->key.tgid == k->tgid &&
+	       *(volatile const u32 *)&v->key.gen == k->gen;
 }
 
 /*
@@ -220,22 +236,32 @@ static __always_inline u64 kept_value(const u64 *v)
  */
 static __always_inline bool take_one(const struct alloc_key *k)
 {
-	u64 *v = bpf_map_lookup_elem(&orphans, k), old, left;
+	struct kept_free *v;
+	u64 old, left;
 	int i;
 
-	if (!v)
-		return false;
 	for (i = 0; i < 8; i++) {
+		v = bpf_map_lookup_elem(&orphans, k);
+		if (!v || !kept_is(v, k))
+			return false;
 		old = kept_value(v);
 		if (old < KEPT_ONE)
 			return false;
 		left = old < 2 * KEPT_ONE ? 0 : old - KEPT_ONE;
-		if (__sync_val_compare_and_swap(v, old, left) == old) {
-			/* Marked gone first: nothing joins it any more. */
+		if (__sync_val_compare_and_swap(&v->val, old, left) != old)
+			continue;
+		if (!kept_is(v, k)) {
+			/* Another key's entry now: what was taken goes back. */
 			if (left == 0)
-				bpf_map_delete_elem(&orphans, k);
-			return true;
+				__sync_val_compare_and_swap(&v->val, 0, old);
+			else
+				__sync_fetch_and_add(&v->val, KEPT_ONE);
+			continue;
 		}
+		/* Marked gone first: nothing joins it any more. */
+		if (left == 0)
+			bpf_map_delete_elem(&orphans, k);
+		return true;
 	}
 	return false;
 }
@@ -248,7 +274,8 @@ static __always_inline bool take_one(const struct alloc_key *k)
 static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, struct alloc_key *out)
 {
 	struct alloc_key k;
-	u64 *v, old, newest = 0;
+	struct kept_free *v;
+	u64 old, newest = 0;
 	u32 way, best = ORPHAN_WAYS;
 	int i;
 
@@ -266,17 +293,25 @@ static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, 
 	if (best == ORPHAN_WAYS)
 		return false;
 	*out = orphan_key(key, best);
-	v = bpf_map_lookup_elem(&orphans, out);
-	if (!v)
-		return false;
 	for (i = 0; i < 8; i++) {
+		v = bpf_map_lookup_elem(&orphans, out);
+		if (!v || !kept_is(v, out))
+			return false;
 		old = kept_value(v);
 		/* Gone meanwhile, or standing for as many frees as it can. */
 		if (old < KEPT_ONE || old >> 48 == 0xffff)
 			return false;
 		newest = kept_epoch(old) > epoch ? kept_epoch(old) : epoch;
-		if (__sync_val_compare_and_swap(v, old, (old - kept_epoch(old) + KEPT_ONE) | newest) == old)
+		if (__sync_val_compare_and_swap(&v->val, old, (old - kept_epoch(old) + KEPT_ONE) | newest) != old)
+			continue;
+		if (kept_is(v, out))
 			return true;
+		/*
+		 * Another key's entry now: the free it was given goes back
+		 * (the later epoch stays, which lets an earlier allocation of
+		 * that address take it: the entry's own frees are all later).
+		 */
+		__sync_fetch_and_add(&v->val, -KEPT_ONE);
 	}
 	return false;
 }
@@ -290,8 +325,8 @@ static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, 
  */
 __noinline int keep_free(const struct alloc_key *key, u64 epoch)
 {
+	struct kept_free val = { .val = epoch | KEPT_ONE };
 	struct alloc_key kept;
-	u64 val = epoch | KEPT_ONE;
 	u32 way;
 
 	if (!key)
@@ -299,6 +334,7 @@ __noinline int keep_free(const struct alloc_key *key, u64 epoch)
 	raise_epoch(&orphan_epoch, epoch);
 	for (way = 0; way < ORPHAN_WAYS; way++) {
 		kept = orphan_key(key, way);
+		val.key = kept;
 		if (bpf_map_update_elem(&orphans, &kept, &val, BPF_NOEXIST) == 0)
 			break;
 	}
@@ -416,7 +452,8 @@ static __always_inline void site_realloc_batched(u64 ptr, u64 epoch, struct thre
 __noinline int take_kept_free(const struct alloc_key *key, u64 written)
 {
 	struct alloc_key k, best;
-	u64 *e, v, first = ~0ULL;
+	struct kept_free *e;
+	u64 v, first = ~0ULL;
 	u32 way;
 
 	if (!key || written >= orphan_epoch)

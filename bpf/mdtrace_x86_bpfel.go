@@ -100,6 +100,12 @@ type MdtraceExecName struct {
 	Path   [128]int8
 }
 
+type MdtraceKeptFree struct {
+	_   structs.HostLayout
+	Val uint64
+	Key MdtraceAllocKey
+}
+
 type MdtraceLibEvent struct {
 	_    structs.HostLayout
 	Tgid uint32

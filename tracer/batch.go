@@ -265,13 +265,13 @@ func (p *Probes) addPending(snap *leak.Snapshot, pending pendingCalls) {
 }
 
 // keptFrees returns the frees the probes keep aside for the blocks pick
-// picks, with their values: an epoch, and how many frees (abi.KeptOne).
-func (p *Probes) keptFrees(pick func(*bpf.MdtraceAllocKey) bool) ([]bpf.MdtraceAllocKey, []uint64) {
+// picks, with their entries: an epoch, and how many frees (abi.KeptOne).
+func (p *Probes) keptFrees(pick func(*bpf.MdtraceAllocKey) bool) ([]bpf.MdtraceAllocKey, []bpf.MdtraceKeptFree) {
 	var (
 		key  bpf.MdtraceAllocKey
-		val  uint64
+		val  bpf.MdtraceKeptFree
 		keys []bpf.MdtraceAllocKey
-		vals []uint64
+		vals []bpf.MdtraceKeptFree
 		it   = p.objs.Orphans.Iterate()
 	)
 	for it.Next(&key, &val) {
@@ -292,7 +292,7 @@ func (p *Probes) orphansOf(tgid int) map[uint64][]uint64 {
 		// A block's kept frees are under its address with a way number
 		// in its low bits (bpf/batch.h, orphan_key).
 		ptr := k.Ptr &^ (abi.OrphanWays - 1)
-		out[ptr] = append(out[ptr], keptEpochs(vals[i])...)
+		out[ptr] = append(out[ptr], keptEpochs(vals[i].Val)...)
 	}
 	return out
 }
@@ -320,10 +320,12 @@ func (p *Probes) copyOrphans(parents func(*bpf.MdtraceAllocKey) bool, child int)
 	keys, vals := p.keptFrees(parents)
 	for i, k := range keys {
 		k.Tgid = uint32(child)
-		if err := p.objs.Orphans.Put(k, vals[i]); err != nil {
+		v := vals[i]
+		v.Key = k
+		if err := p.objs.Orphans.Put(k, v); err != nil {
 			return err
 		}
-		p.copiedFrees.Add(vals[i] / abi.KeptOne)
+		p.copiedFrees.Add(v.Val / abi.KeptOne)
 	}
 	return nil
 }
