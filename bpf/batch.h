@@ -275,7 +275,7 @@ static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, 
 {
 	struct alloc_key k;
 	struct kept_free *v;
-	u64 old, newest = 0;
+	u64 old, joined, newest = 0;
 	u32 way, best = ORPHAN_WAYS;
 	int i;
 
@@ -302,16 +302,19 @@ static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, 
 		if (old < KEPT_ONE || old >> 48 == 0xffff)
 			return false;
 		newest = kept_epoch(old) > epoch ? kept_epoch(old) : epoch;
-		if (__sync_val_compare_and_swap(&v->val, old, (old - kept_epoch(old) + KEPT_ONE) | newest) != old)
+		joined = (old - kept_epoch(old) + KEPT_ONE) | newest;
+		if (__sync_val_compare_and_swap(&v->val, old, joined) != old)
 			continue;
 		if (kept_is(v, out))
 			return true;
 		/*
-		 * Another key's entry now: the free it was given goes back
-		 * (the later epoch stays, which lets an earlier allocation of
-		 * that address take it: the entry's own frees are all later).
+		 * Another key's entry now: it gets back its value or, changed
+		 * meanwhile too, its count. The later epoch then stays: an
+		 * allocation of that address written before it, of a later
+		 * block, could take one of its frees (two races at once).
 		 */
-		__sync_fetch_and_add(&v->val, -KEPT_ONE);
+		if (__sync_val_compare_and_swap(&v->val, joined, old) != joined)
+			__sync_fetch_and_add(&v->val, -KEPT_ONE);
 	}
 	return false;
 }
