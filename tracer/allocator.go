@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -343,11 +344,50 @@ func ProgramFiles(path string, env []string) []string {
 	return files
 }
 
+// programLists are the lists of a program's files being made: callers
+// that ask for the same program's, with the same environment, at once
+// share one run of the loader. A launch asks twice as it starts: the parse
+// ahead of its unwind tables (ProgramFiles) and the check that the shim
+// can be preloaded (AllocatorOfFile).
+var programLists = struct {
+	mu sync.Mutex
+	m  map[string]*programList
+}{m: map[string]*programList{}}
+
+// programList is one list being made; done is closed once it is.
+type programList struct {
+	done chan struct{}
+	exe  stacks.File
+	libs []stacks.File
+	err  error
+}
+
 // filesOfProgram returns the executable at path and the libraries its
 // loader lists, run with the environment env (none for a program without
 // a loader). exe is zero when its interpreter cannot be read; it is set,
 // without libs, when the loader's list fails (err).
-func filesOfProgram(path string, env []string) (exe stacks.File, libs []stacks.File, err error) {
+func filesOfProgram(path string, env []string) (stacks.File, []stacks.File, error) {
+	key := path + "\x00" + strings.Join(env, "\x00")
+	programLists.mu.Lock()
+	l := programLists.m[key]
+	if l != nil {
+		programLists.mu.Unlock()
+		<-l.done
+		return l.exe, slices.Clone(l.libs), l.err
+	}
+	l = &programList{done: make(chan struct{})}
+	programLists.m[key] = l
+	programLists.mu.Unlock()
+	l.exe, l.libs, l.err = listProgram(path, env)
+	programLists.mu.Lock()
+	delete(programLists.m, key)
+	programLists.mu.Unlock()
+	close(l.done)
+	return l.exe, slices.Clone(l.libs), l.err
+}
+
+// listProgram is filesOfProgram's loader run.
+func listProgram(path string, env []string) (exe stacks.File, libs []stacks.File, err error) {
 	interp, err := interpreter(path, path)
 	if err != nil {
 		return stacks.File{}, nil, err

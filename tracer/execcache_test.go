@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,38 @@ func TestFromFile(t *testing.T) {
 	}
 	if _, id, err := fromFile(c, missing, byID, readMissing); err == nil || id != (fileID{}) {
 		t.Errorf("missing file: identity %+v, error %v", id, err)
+	}
+}
+
+// TestFilesOfProgramShared: a caller that asks for a program's files while
+// another's loader run for the same program and environment is under way
+// waits for it and gets its answer; once it is made, the next runs anew.
+func TestFilesOfProgramShared(t *testing.T) {
+	const path = "/usr/bin/true"
+	env := []string{"A=1"}
+	key := path + "\x00" + strings.Join(env, "\x00")
+	// A run under way, whose answer no loader would give.
+	l := &programList{done: make(chan struct{}), exe: stacks.File{Name: "shared", Path: "/shared"},
+		libs: []stacks.File{{Name: "libshared.so", Path: "/libshared.so"}}}
+	programLists.mu.Lock()
+	programLists.m[key] = l
+	programLists.mu.Unlock()
+	got := make(chan []string, 1)
+	go func() { got <- ProgramFiles(path, env) }()
+	select {
+	case files := <-got:
+		t.Fatalf("answered %v before the run under way ended", files)
+	case <-time.After(50 * time.Millisecond):
+	}
+	programLists.mu.Lock()
+	delete(programLists.m, key)
+	programLists.mu.Unlock()
+	close(l.done)
+	if files := <-got; strings.Join(files, " ") != "/shared /libshared.so" {
+		t.Errorf("files %v, want the shared run's: /shared /libshared.so", files)
+	}
+	// No run under way: the loader lists the program's own.
+	if files := ProgramFiles(path, env); len(files) < 2 || files[0] != path || !slices.ContainsFunc(files, func(f string) bool { return strings.Contains(f, "libc.so") }) {
+		t.Errorf("files %v, want %s and its C library", files, path)
 	}
 }
