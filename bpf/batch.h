@@ -299,7 +299,7 @@ static __always_inline bool join_newest(const struct alloc_key *key, u64 epoch, 
 			return false;
 		old = kept_value(v);
 		/* Gone meanwhile, or standing for as many frees as it can. */
-		if (old < KEPT_ONE || old >> 48 == 0xffff)
+		if (old < KEPT_ONE || old >= 0xffff * KEPT_ONE)
 			return false;
 		newest = kept_epoch(old) > epoch ? kept_epoch(old) : epoch;
 		joined = (old - kept_epoch(old) + KEPT_ONE) | newest;
