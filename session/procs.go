@@ -50,6 +50,12 @@ func (s *session) ready(pid int) error {
 		// loader allocates for it is not the program's.
 		in, err = s.injectLoad(p, lib)
 	}
+	if s.flags.PID != 0 {
+		// A running process allocates as soon as the allocator is
+		// probed: its backtraces need its tables by then, or they stop
+		// at the first frame without a frame pointer.
+		<-unwound
+	}
 	if err == nil {
 		err = s.attach(p, lib)
 	}

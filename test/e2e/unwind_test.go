@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // programChain returns, for each leaked block of size in a malloc_debug
@@ -263,8 +264,18 @@ os._exit(0)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	msgs := logMessages(t, readFile(t, dir+"/log"), pid)
-	arrays, reached := 0, 0
+	arrays, reached := pythonArrays(t, readFile(t, dir+"/log"), pid)
+	if arrays != 20 || reached != 20 {
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, readFile(t, dir+"/log"))
+	}
+}
+
+// pythonArrays counts the blocks of 1001 to 1020 bytes (bytearrays of
+// 1000 to 1019) in leak log of process pid, and those among them whose
+// backtrace reaches Py_BytesMain.
+func pythonArrays(t *testing.T, log, pid string) (arrays, reached int) {
+	t.Helper()
+	msgs := logMessages(t, log, pid)
 	for i, msg := range msgs {
 		var size int
 		if _, err := fmt.Sscanf(msg[strings.Index(msg, "leaked block of size ")+len("leaked block of size "):], "%d", &size); err != nil || !strings.Contains(msg, "leaked block") {
@@ -286,8 +297,58 @@ os._exit(0)
 			}
 		}
 	}
-	if arrays != 20 || reached != 20 {
-		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, readFile(t, dir+"/log"))
+	return arrays, reached
+}
+
+// TestUnwindAttachedPythonBusy: attached to Debian's python3 while it
+// allocates without a pause, even the blocks allocated as the probes go
+// in have backtraces through the interpreter to Py_BytesMain (its
+// unwind tables are in place before its allocator is probed): the
+// interpreter has no frame pointers, and a walk without its tables ends
+// at the first frame.
+func TestUnwindAttachedPythonBusy(t *testing.T) {
+	needRoot(t)
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s is not installed", python)
+	}
+	// A bytearray every 0.2 ms until a line comes on standard input:
+	// thousands of them while mdtrace attaches. os._exit: the
+	// interpreter's finalization would free them.
+	script := `import os, select, sys, time
+kept = []
+print("ready", flush=True)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    kept.append(bytearray(1000 + len(kept) % 20))
+    time.sleep(0.0002)
+sys.stdin.readline()
+print("py: done", flush=True)
+sys.stdin.read()
+os._exit(0)
+`
+	dir := t.TempDir()
+	target := startEnv(t, nil, python, "-c", script)
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=256 leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	time.Sleep(100 * time.Millisecond)
+	target.stdin.Write([]byte("go\n"))
+	target.expectLine(t, "py: done")
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("python exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := readFile(t, dir+"/log")
+	arrays, reached := pythonArrays(t, log, pid)
+	if arrays < 100 || reached != arrays {
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 100 or more, all of them; stderr:\n%s", arrays, reached, m.stderr.String())
+	}
+	if strings.Contains(m.stderr.String(), "backtraces end before") {
+		t.Errorf("walks stopped short:\n%s", m.stderr.String())
 	}
 }
 
