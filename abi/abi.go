@@ -91,7 +91,8 @@ const (
 	CounterUnsampled       = 25 // allocations the probes' sampling passed over (not a loss)
 	CounterUnsampledFrees  = 26 // frees of blocks not in the table while the probes sample: not sampled, or from before
 	CounterCallsUncounted  = 27 // --all --inject: allocator calls of processes not counted, the table of counts full
-	CounterMax             = 28
+	CounterUnwindNoList    = 28 // backtraces taken by frame pointers alone, before the process's unwind tables were in place
+	CounterMax             = 29
 )
 
 // The kinds of record_allocs records, as in Android's record_allocs file:

@@ -124,6 +124,7 @@ enum counter {
 	COUNTER_UNSAMPLED,	   /* allocations the probes' sampling passed over (not a loss) */
 	COUNTER_UNSAMPLED_FREES,   /* frees of blocks not in the table while the probes sample: not sampled, or from before */
 	COUNTER_CALLS_UNCOUNTED,   /* --all --inject: allocator calls of processes not counted, the table of counts full */
+	COUNTER_UNWIND_NO_LIST,	   /* backtraces taken by frame pointers alone, before the process's unwind tables were in place */
 	COUNTER_MAX,
 };
 

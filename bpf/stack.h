@@ -367,6 +367,13 @@ static long walk_step(u64 i, void *data)
 		 */
 		if (unknown && !full)
 			count(COUNTER_UNWIND_STOPPED);
+		/*
+		 * Without the process's tables, whether the chain ended at the
+		 * outermost frame or at code without frame pointers is not
+		 * known: rbp, a register like any other there, may hold 0.
+		 */
+		else if (!c->up && !full)
+			count(COUNTER_UNWIND_NO_LIST);
 		return 1;
 	}
 found:

@@ -10,7 +10,7 @@ import (
 )
 
 func TestLossLines(t *testing.T) {
-	got := lossLines(tracer.Counters{TableFull: 3, StackFull: 2, StackCollision: 1, StackError: 4, StateError: 5, MissedReturn: 6, StackTruncated: 7, CallsUncounted: 8, Allocs: 99}, 1000, 16)
+	got := lossLines(tracer.Counters{TableFull: 3, StackFull: 2, StackCollision: 1, StackError: 4, StateError: 5, MissedReturn: 6, StackTruncated: 7, CallsUncounted: 8, UnwindNoList: 9, Allocs: 99}, 1000, 16)
 	want := []string{
 		"3 allocations were not tracked: the live table was full (--max-allocs 1000)",
 		"2 backtraces were lost: the stack table was full",
@@ -20,6 +20,7 @@ func TestLossLines(t *testing.T) {
 		"6 allocator calls were missed: their return was not seen",
 		"7 backtraces were cut at 16 frames with frames left (backtrace=16, up to 256, for more; marked [truncated] in --folded)",
 		"8 allocator calls were not counted: the table of the processes' counts (16384) was full, and their processes were not given the shim",
+		"9 backtraces may end before the outermost frame: taken before their process's unwind tables were in place, they followed frame pointers alone",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

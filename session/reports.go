@@ -318,6 +318,7 @@ func lossLines(c tracer.Counters, maxAllocs uint32, depth int) []string {
 	add(c.StackTruncated, "backtraces were cut at %d frames with frames left (backtrace=%d, up to 256, for more; marked [truncated] in --folded)", depth, depth)
 	add(c.CallsUncounted, "allocator calls were not counted: the table of the processes' counts (16384) was full, and their processes were not given the shim")
 	add(c.UnwindStopped, "backtraces end before the outermost frame: a frame the unwind tables could not go past (code outside the files mapped, or a rule mdtrace does not follow)")
+	add(c.UnwindNoList, "backtraces may end before the outermost frame: taken before their process's unwind tables were in place, they followed frame pointers alone")
 	return out
 }
 

@@ -62,6 +62,7 @@ type Counters struct {
 	Unsampled      uint64 // allocations the probes' sampling passed over (not a loss)
 	UnsampledFrees uint64 // frees of blocks the table did not hold while the probes sample (not a loss)
 	CallsUncounted uint64 // --all --inject: allocator calls of processes the table of counts had no room for
+	UnwindNoList   uint64 // backtraces taken by frame pointers alone, before the process's unwind tables were in place
 }
 
 // MaxStackDepth is the most frames a backtrace the probes take can have
@@ -322,6 +323,7 @@ func countersOf(vals *[abi.CounterMax]uint64) Counters {
 		Unsampled:      vals[abi.CounterUnsampled],
 		UnsampledFrees: vals[abi.CounterUnsampledFrees],
 		CallsUncounted: vals[abi.CounterCallsUncounted],
+		UnwindNoList:   vals[abi.CounterUnwindNoList],
 	}
 }
 

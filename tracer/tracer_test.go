@@ -51,6 +51,10 @@ func exitSnapshot(t *testing.T, cfg ProbeConfig, argv ...string) (*leak.Snapshot
 // before exitSnapshot reads the live table.
 var exitHook func(*Probes)
 
+// readyHook, when set, is called with the probes and the process once its
+// allocator is probed, before it runs.
+var readyHook func(*Probes, int) error
+
 // exitSnapshotEnv is exitSnapshot with the environment env (nil: the
 // test's own).
 func exitSnapshotEnv(t *testing.T, cfg ProbeConfig, env []string, argv ...string) (*leak.Snapshot, map[uint64][]string, Counters, ExitStatus) {
@@ -71,7 +75,13 @@ func exitSnapshotEnv(t *testing.T, cfg ProbeConfig, env []string, argv ...string
 			if err != nil {
 				return err
 			}
-			return probes.Attach(pid, lib)
+			if err := probes.Attach(pid, lib); err != nil {
+				return err
+			}
+			if readyHook != nil {
+				return readyHook(probes, pid)
+			}
+			return nil
 		},
 		Exit: func(pid int) {
 			if exitHook != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,45 @@ func TestUnwindTablesRoom(t *testing.T) {
 			t.Errorf("room %d: %d tables made, %d lost; want %d and %d", tc.room, p.unwind.made, p.UnwindTablesLost(), tc.made, tc.lost)
 		}
 		p.Close()
+	}
+}
+
+// TestWalksWithoutList: a backtrace taken before the process's unwind
+// tables are in place follows frame pointers alone, and is counted as one
+// that may end early: in code built -O2 without frame pointers it does
+// not get past the first frame, but to what rbp holds. With the tables, the same chain reaches main, and
+// nothing is counted.
+func TestWalksWithoutList(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "chain_gcc_o2")
+	for _, tables := range []bool{false, true} {
+		if tables {
+			readyHook = func(p *Probes, pid int) error { return p.LoadUnwind(pid) }
+		}
+		snap, names, c, st := exitSnapshot(t, ProbeConfig{StackDepth: 32}, prog, "100")
+		readyHook = nil
+		if !st.Known || st.Code != 0 {
+			t.Errorf("tables %v: exit status = %+v, want code 0", tables, st)
+		}
+		var frames []string
+		for _, a := range snap.Allocs {
+			if a.Size == 4321 {
+				frames = names[a.StackID]
+			}
+		}
+		// 100 pairs and the leak, and chain's printf buffer.
+		walked := c.Allocs
+		if c.Allocs < 101 {
+			t.Errorf("tables %v: %d allocations, want 101 or more", tables, c.Allocs)
+		}
+		if !tables {
+			if len(frames) == 0 || frames[0] != "chain_12" || slices.Contains(frames, "chain_11") || c.UnwindNoList != walked {
+				t.Errorf("without tables: leak's frames %q, %d walks counted without a list of %d; want chain_12 and not its caller, all of them", frames, c.UnwindNoList, walked)
+			}
+			continue
+		}
+		if len(frames) < 13 || frames[0] != "chain_12" || frames[12] != "main" || c.UnwindNoList != 0 {
+			t.Errorf("with tables: leak's frames %q, %d walks counted without a list; want chain_12 to main, none", frames, c.UnwindNoList)
+		}
 	}
 }
