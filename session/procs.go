@@ -196,8 +196,13 @@ func (s *session) forked(parent, child int, vfork bool) {
 		}
 	}
 	// A vfork child runs in its parent's memory, with its parent's maps
-	// and libraries, until it executes a program (watched then) or exits.
-	if !vfork {
+	// and libraries, until it executes a program (watched then) or exits:
+	// its walks go through its parent's list.
+	if vfork {
+		if err := s.probes.ShareUnwind(parent, child); err != nil {
+			s.notice("%v: backtraces of process %d follow frame pointers only", err, child)
+		}
+	} else {
 		s.watchImage(c)
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)

@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -125,6 +126,30 @@ func (p *Probes) LoadUnwind(pid int) error {
 			return nil
 		}
 	}
+}
+
+// ShareUnwind gives vfork child the unwind list of its parent, whose
+// memory and mappings it runs in until it executes a program or exits:
+// without a list, its walks would follow frame pointers alone.
+func (p *Probes) ShareUnwind(parent, child int) error {
+	if p.unwind == nil || p.stackDepth == 0 {
+		return nil
+	}
+	p.unwind.mu.Lock()
+	defer p.unwind.mu.Unlock()
+	var up bpf.MdtraceUnwindProc
+	if err := p.unwind.procs.Lookup(uint32(parent), &up); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		return fmt.Errorf("unwind tables of process %d: %w", parent, err)
+	}
+	// Its own count of the loader's notices, none yet.
+	up.Notices = 0
+	if err := p.unwind.procs.Put(uint32(child), &up); err != nil {
+		return fmt.Errorf("unwind tables of process %d, vforked from %d: %w", child, parent, err)
+	}
+	return nil
 }
 
 // noticeCount is the number of the loader's notices that rewrote process
