@@ -206,11 +206,13 @@ type MdtraceUnwindFile struct {
 }
 
 type MdtraceUnwindProc struct {
-	_        structs.HostLayout
-	N        uint32
-	Unsorted uint32
-	Notices  uint64
-	M        [128]struct {
+	_           structs.HostLayout
+	N           uint32
+	Unsorted    uint32
+	Notices     uint64
+	StaleSecond uint32
+	StaleWalks  uint32
+	M           [128]struct {
 		_      structs.HostLayout
 		Start  uint64
 		End    uint64

@@ -188,6 +188,14 @@ struct {
  * hearing of the first.
  */
 #define DEFER_NEW 32
+
+/*
+ * Under --all, the walks a second of a process with a list that stop
+ * outside it and are left to mdtrace: the list, made when mdtrace heard of
+ * the process, may be of its moment of exec, before the loader mapped its
+ * libraries, or before a dlopen since (no loader is watched there).
+ */
+#define DEFER_STALE 4
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -203,13 +211,14 @@ u64 defer_seq = 0;
  * process's list may lack the library the stop is in (the loader's notice
  * rewrote it since mdtrace did), or, under --all, the process has no list
  * yet (it started a moment ago: mdtrace makes its list when it hears of
- * the walk); and this CPU's budget has room left. Only at a stop: the
- * walks that go on pay nothing.
+ * the walk), or, under --all, the list may be older than the process's
+ * libraries (DEFER_STALE); and this CPU's budget has room left. Only at
+ * a stop: the walks that go on pay nothing.
  */
 static __noinline bool may_defer(struct unwind_proc *up)
 {
 	struct defer_budget *b;
-	u32 zero = 0, tgid, *n, one = 1;
+	u32 zero = 0, tgid, *n, one = 1, second;
 	u64 now, *notices;
 
 	if (up && !up->unsorted) {
@@ -220,8 +229,18 @@ static __noinline bool may_defer(struct unwind_proc *up)
 		 */
 		tgid = bpf_get_current_pid_tgid() >> 32;
 		notices = bpf_map_lookup_elem(&unwind_notices, &tgid);
-		if (!notices || *notices == up->notices)
-			return false;
+		if (!notices || *notices == up->notices) {
+			if (!gens_all)
+				return false;
+			second = (u32)(bpf_ktime_get_ns() >> 30);
+			if (up->stale_second != second) {
+				up->stale_second = second;
+				up->stale_walks = 0;
+			}
+			if (up->stale_walks >= DEFER_STALE)
+				return false;
+			__sync_fetch_and_add(&up->stale_walks, 1);
+		}
 	} else if (!up && !gens_all) {
 		return false;
 	}
@@ -371,8 +390,10 @@ static long walk_step(u64 i, void *data)
 		 * Without the process's tables, whether the chain ended at the
 		 * outermost frame or at code without frame pointers is not
 		 * known: rbp, a register like any other there, may hold 0.
+		 * Under --all such a walk is one past the bounds of those left
+		 * to mdtrace, counted as such (may_defer).
 		 */
-		else if (!c->up && !full)
+		else if (!c->up && !full && !gens_all)
 			count(COUNTER_UNWIND_NO_LIST);
 		return 1;
 	}

@@ -85,12 +85,16 @@ struct unwind_mapping {
  * has read the notice. notices is the process's count of the loader's
  * notices (unwind_notices) when user space read the maps it wrote the list
  * from: a notice since, whose list user space's write replaced, may have
- * a library the list lacks (may_defer).
+ * a library the list lacks (may_defer). Under --all, which watches no
+ * loader, stale_second and stale_walks bound the walks a second that stop
+ * outside the list and are left to mdtrace, which writes it again.
  */
 struct unwind_proc {
 	u32 n;
 	u32 unsorted;
 	u64 notices;
+	u32 stale_second;
+	u32 stale_walks;
 	struct unwind_mapping m[MAX_UNWIND_MAPPINGS];
 };
 

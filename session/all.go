@@ -243,7 +243,7 @@ func auditDeferLines(c tracer.Counters, d tracer.DeferCounts) []string {
 		out = append(out, fmt.Sprintf("%d backtraces of processes mdtrace had no unwind tables of yet (in their first moments) were walked by frame pointers alone, past the bounds of the walks left to mdtrace (32 a process, 256 a CPU a second): they may end early", c.DeferLost))
 	}
 	if n := d.Short + d.Gone + d.Stopped; n > 0 {
-		out = append(out, fmt.Sprintf("%d backtraces of processes mdtrace had no unwind tables of yet were left to mdtrace and not finished (%d past the stack kept, %d of processes gone before their maps were read, %d stopped by a rule): they end early", n, d.Short, d.Gone, d.Stopped))
+		out = append(out, fmt.Sprintf("%d backtraces of processes mdtrace had no unwind tables of yet, or not of all their libraries, were left to mdtrace and not finished (%d past the stack kept, %d of processes gone before their maps were read, %d stopped by a rule): they end early", n, d.Short, d.Gone, d.Stopped))
 	}
 	return out
 }

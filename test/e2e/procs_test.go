@@ -726,3 +726,47 @@ func TestAllAudit(t *testing.T) {
 		je.wait(t)
 	}
 }
+
+// TestAllAuditLibraryLoaded: under --all no loader is watched, so the list
+// of mappings mdtrace makes of a process, when it first sees it, lacks the
+// libraries it loads later. A walk that stops in one is left to mdtrace,
+// which makes the list again from the process's maps and finishes it:
+// dlnofp, seen by a scan of the audit before it dlopens libdlnofp.so (both
+// built without frame pointers), has its two leaks' sites whole, from the
+// library's dlnofp_leaf to main, and no walk stopped.
+func TestAllAuditLibraryLoaded(t *testing.T) {
+	needRoot(t)
+	prog("libdlnofp.so")
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--all", "--sample-bytes", "0", "--backtrace=32", "--format", "json", "--duration", "4s", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	target := start(t, prog("dlnofp"), "wait")
+	// Two scans of the audit (one a second) see it and make its list.
+	time.Sleep(2200 * time.Millisecond)
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "dlnofp: done")
+	out, _ := io.ReadAll(m.stdout)
+	if code := m.wait(t); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	target.stdin.Close()
+	target.wait(t)
+	a, last := lastSummary(t, out)
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == target.cmd.Process.Pid })
+	if i < 0 {
+		t.Fatalf("dlnofp (%d) is not in the ranking:\n%s", target.cmd.Process.Pid, last)
+	}
+	whole := 0
+	for _, s := range a.Ranking[i].Sites {
+		fns := s.functions()
+		if (s.Bytes == 3001 || s.Bytes == 3002) && len(fns) > 4 && fns[0] == "dlnofp_leaf" && slices.Contains(fns, "main") {
+			whole++
+		}
+	}
+	if whole != 2 {
+		t.Errorf("%d of dlnofp's two leaks have a site from dlnofp_leaf to main:\n%s", whole, last)
+	}
+	if strings.Contains(m.stderr.String(), "backtraces end before") {
+		t.Errorf("walks stopped short:\n%s", m.stderr.String())
+	}
+}
