@@ -249,12 +249,26 @@ print("py: done", flush=True)
 sys.stdin.read()
 os._exit(0)
 `
+	log, _, pid := attachPython(t, python, script, 0)
+	arrays, reached := pythonArrays(t, log, pid)
+	if arrays != 20 || reached != 20 {
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, log)
+	}
+}
+
+// attachPython runs script in python, which prints "ready", then "py:
+// done" once it has read a line; mdtrace attaches with leak_track in
+// between, and the line comes pause after it is ready. It returns
+// mdtrace's log and standard error, and python's pid.
+func attachPython(t *testing.T, python, script string, pause time.Duration) (log, stderr, pid string) {
+	t.Helper()
 	dir := t.TempDir()
 	target := startEnv(t, nil, python, "-c", script)
 	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
+	pid = fmt.Sprint(target.cmd.Process.Pid)
 	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=256 leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
+	time.Sleep(pause)
 	target.stdin.Write([]byte("go\n"))
 	target.expectLine(t, "py: done")
 	target.stdin.Close()
@@ -264,10 +278,7 @@ os._exit(0)
 	if code := m.wait(t); code != 0 {
 		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
 	}
-	arrays, reached := pythonArrays(t, readFile(t, dir+"/log"), pid)
-	if arrays != 20 || reached != 20 {
-		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 20 and 20; log:\n%s", arrays, reached, readFile(t, dir+"/log"))
-	}
+	return readFile(t, dir+"/log"), m.stderr.String(), pid
 }
 
 // pythonArrays counts the blocks of 1001 to 1020 bytes (bytearrays of
@@ -326,29 +337,13 @@ print("py: done", flush=True)
 sys.stdin.read()
 os._exit(0)
 `
-	dir := t.TempDir()
-	target := startEnv(t, nil, python, "-c", script)
-	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
-	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace=256 leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
-	waitFile(t, dir+"/ready")
-	time.Sleep(100 * time.Millisecond)
-	target.stdin.Write([]byte("go\n"))
-	target.expectLine(t, "py: done")
-	target.stdin.Close()
-	if code := target.wait(t); code != 0 {
-		t.Errorf("python exit status %d", code)
-	}
-	if code := m.wait(t); code != 0 {
-		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
-	}
-	log := readFile(t, dir+"/log")
+	log, stderr, pid := attachPython(t, python, script, 100*time.Millisecond)
 	arrays, reached := pythonArrays(t, log, pid)
 	if arrays < 100 || reached != arrays {
-		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 100 or more, all of them; stderr:\n%s", arrays, reached, m.stderr.String())
+		t.Errorf("%d bytearrays leaked, %d with a backtrace to Py_BytesMain; want 100 or more, all of them; stderr:\n%s", arrays, reached, stderr)
 	}
-	if strings.Contains(m.stderr.String(), "backtraces end before") {
-		t.Errorf("walks stopped short:\n%s", m.stderr.String())
+	if strings.Contains(stderr, "backtraces end before") {
+		t.Errorf("walks stopped short:\n%s", stderr)
 	}
 }
 
