@@ -268,8 +268,7 @@ func auditWalks(probes *tracer.Probes, walks *tracer.DeferReader, fresh chan<- f
 		}
 		// A process that ended already has no maps: the walk keeps
 		// its first frame, counted.
-		maps, _ := stacks.ReadMaps(w.PID)
-		probes.LoadUnwind(w.PID)
+		maps, _ := probes.LoadUnwindMaps(w.PID)
 		probes.FinishWalk(w, true)
 		select {
 		case fresh <- freshProc{w.PID, maps}:

@@ -91,8 +91,9 @@ func newAuditor(probes *tracer.Probes, flags *options.Flags, depth int) *auditor
 func (a *auditor) seen(pid int) { a.seenWith(pid, nil) }
 
 // seenWith is seen with the process's maps read already (maps, if not
-// nil): those of a process heard of by its first walk, which may have
-// ended since. It keeps its maps to name its frames.
+// nil), and its unwind list placed from them: those of a process heard of
+// by its first walk, which may have ended since. It keeps its maps to name
+// its frames.
 func (a *auditor) seenWith(pid int, maps *stacks.Maps) {
 	if maps == nil && !processAlive(pid) {
 		// Nothing left to know of it.
@@ -106,15 +107,14 @@ func (a *auditor) seenWith(pid int, maps *stacks.Maps) {
 	}
 	if a.depth > 0 {
 		if maps == nil {
-			maps, _ = stacks.ReadMaps(pid)
+			// Its stacks go through code without frame pointers; a
+			// process gone meanwhile has nothing to walk.
+			maps, _ = a.probes.LoadUnwindMaps(pid)
 		}
 		if maps != nil {
 			p.maps = maps
 			p.hist.Add(maps)
 		}
-		// Its stacks go through code without frame pointers; a process
-		// gone meanwhile has nothing to walk.
-		a.probes.LoadUnwind(pid)
 	}
 	a.procs[pid] = p
 }

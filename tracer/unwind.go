@@ -110,8 +110,15 @@ type unwindTables struct {
 // process is traced, after each change of its libraries and after an
 // exec.
 func (p *Probes) LoadUnwind(pid int) error {
+	_, err := p.LoadUnwindMaps(pid)
+	return err
+}
+
+// LoadUnwindMaps is LoadUnwind, and returns the maps of process pid it
+// read (read alone where the probes walk no stacks): nil if it read none.
+func (p *Probes) LoadUnwindMaps(pid int) (*stacks.Maps, error) {
 	if p.unwind == nil || p.stackDepth == 0 {
-		return nil
+		return stacks.ReadMaps(pid)
 	}
 	// The loader's notice may rewrite the list (a library dlopen'ed)
 	// between the read of the maps and the write of the list from them,
@@ -119,11 +126,9 @@ func (p *Probes) LoadUnwind(pid int) error {
 	// again, from maps that hold it.
 	for try := 0; ; try++ {
 		before := p.unwind.noticeCount(pid)
-		if err := p.loadUnwind(pid, before); err != nil {
-			return err
-		}
-		if p.unwind.noticeCount(pid) == before || try == 3 {
-			return nil
+		maps, err := p.loadUnwind(pid, before)
+		if err != nil || p.unwind.noticeCount(pid) == before || try == 3 {
+			return maps, err
 		}
 	}
 }
@@ -163,15 +168,15 @@ func (t *unwindTables) noticeCount(pid int) uint64 {
 }
 
 // loadUnwind is LoadUnwind once, with notices the process's count of the
-// loader's notices before its maps are read.
-func (p *Probes) loadUnwind(pid int, notices uint64) error {
+// loader's notices before its maps are read; it returns those maps.
+func (p *Probes) loadUnwind(pid int, notices uint64) (*stacks.Maps, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
-		return procErr(pid, err)
+		return nil, procErr(pid, err)
 	}
 	maps, err := stacks.ParseMaps(data)
 	if err != nil {
-		return fmt.Errorf("process %d: %w", pid, err)
+		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()
@@ -232,9 +237,9 @@ func (p *Probes) loadUnwind(pid int, notices uint64) error {
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
-		return fmt.Errorf("unwind tables of process %d: %w", pid, err)
+		return maps, fmt.Errorf("unwind tables of process %d: %w", pid, err)
 	}
-	return nil
+	return maps, nil
 }
 
 // unwindFile is a file's table and what is needed to place it.
