@@ -69,7 +69,11 @@ type LiveSites struct {
 func WriteLiveSites(w io.Writer, v LiveSites, frames func([]uint64) []stacks.Frame) error {
 	top := v.Sites[:min(v.N, len(v.Sites))]
 	var b strings.Builder
-	fmt.Fprintf(&b, "mdtrace: process %d (%s): blocks live %s, the %d backtraces with the most bytes of %d:\n", v.PID, v.Prog, v.Since, len(top), len(v.Sites))
+	// Without a block, the bottom line alone: a heading with no site
+	// under it would read as a list cut short.
+	if len(top) > 0 {
+		fmt.Fprintf(&b, "mdtrace: process %d (%s): blocks live %s, the %d backtraces with the most bytes of %d:\n", v.PID, v.Prog, v.Since, len(top), len(v.Sites))
+	}
 	for _, s := range top {
 		fmt.Fprintf(&b, "%d bytes in %d allocations:\n", s.Bytes, s.Blocks)
 		if len(s.Frames) == 0 {

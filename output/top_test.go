@@ -42,3 +42,25 @@ func TestWriteTopSites(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestWriteLiveSitesEmpty: a process with no block live has its bottom
+// line alone, not a heading over an empty list.
+func TestWriteLiveSitesEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		v    LiveSites
+		want string
+	}{
+		{LiveSites{PID: 7, Prog: "/bin/true", Since: "since tracing began", N: 8},
+			"mdtrace: process 7 (/bin/true): 0 bytes in 0 allocations live since tracing began\n"},
+		{LiveSites{PID: 7, Prog: "true", Since: "at exit", N: 8, Suppressed: leak.Site{Bytes: 96, Blocks: 2}},
+			"mdtrace: process 7 (true): 0 bytes in 0 allocations live at exit (2 suppressed, 96 bytes)\n"},
+	} {
+		var b strings.Builder
+		if err := WriteLiveSites(&b, tc.v, nil); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tc.want {
+			t.Errorf("got:\n%s\nwant:\n%s", b.String(), tc.want)
+		}
+	}
+}
