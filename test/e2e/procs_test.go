@@ -261,6 +261,46 @@ func TestFollowForksAttach(t *testing.T) {
 	}
 }
 
+// TestFollowForksAttachVfork: a process attached with -p --follow-forks
+// whose vfork child allocates in its memory before it executes /bin/true, as
+// dash does, built as distributions build code (vforker_o2). The child walks
+// through its parent's unwind list: the leak's backtrace goes from the
+// child's function to main, and no walk is left to frame pointers alone. The
+// child, followed, ends with one line: it has no block left.
+func TestFollowForksAttachVfork(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("vforker_o2"), "wait")
+	target.expectLine(t, "ready")
+	m := attachGo(t, target, dir, "--follow-forks", "--backtrace")
+	pid := target.cmd.Process.Pid
+	var child, parent int
+	for _, line := range strings.Split(m.stderr.String(), "\n") {
+		if k, _ := fmt.Sscanf(line, "mdtrace: tracing process %d, forked from %d", &child, &parent); k == 2 {
+			break
+		}
+	}
+	self := prog("vforker_o2")
+	got := regexp.MustCompile(`pc [0-9a-f]{16}`).ReplaceAllString(m.stderr.String(), "pc PC")
+	got = regexp.MustCompile(`\+[0-9]+\)`).ReplaceAllString(got, "+OFF)")
+	want := fmt.Sprintf("mdtrace: holding process %d with ptrace for --follow-forks (its children are followed from their fork): debuggers and profilers cannot attach to it while mdtrace runs\n", pid) +
+		fmt.Sprintf("mdtrace: tracing process %d (%s): malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /usr/lib/x86_64-linux-gnu/libc.so.6\n", pid, self) +
+		fmt.Sprintf("mdtrace: tracing process %d, forked from %d\n", child, pid) +
+		fmt.Sprintf("mdtrace: process %d (true): 0 bytes in 0 allocations live since tracing began\n", child) +
+		fmt.Sprintf("mdtrace: process %d (%s): blocks live since tracing began, the 1 backtraces with the most bytes of 1:\n", pid, self) +
+		"3333 bytes in 1 allocations:\n" +
+		fmt.Sprintf("          #00  pc PC  %s (in_vfork_child+OFF)\n", self) +
+		fmt.Sprintf("          #01  pc PC  %s (main+OFF)\n", self) +
+		"          #02  pc PC  /usr/lib/x86_64-linux-gnu/libc.so.6 (__libc_start_call_main+OFF)\n" +
+		"          #03  pc PC  /usr/lib/x86_64-linux-gnu/libc.so.6 (__libc_start_main+OFF)\n" +
+		fmt.Sprintf("          #04  pc PC  %s (_start+OFF)\n", self) +
+		fmt.Sprintf("mdtrace: process %d (%s): 3333 bytes in 1 allocations live since tracing began\n", pid, self) +
+		fmt.Sprintf("mdtrace: process %d (%s) exited with status 0\n", pid, self)
+	if got != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestShimLeakInfo: get_malloc_leak_info in a shimmed process answers from
 // mdtrace's table, in Android's format, sorted by size with equal stacks
 // merged.
