@@ -144,6 +144,12 @@ func (s *session) keepMaps() (stop func()) {
 // rememberMaps adds the process's current maps to the history and parses
 // the files of new mappings while they are mapped.
 func (s *session) rememberMaps(p *proc) {
+	s.rememberMapsFrom(p, nil)
+}
+
+// rememberMapsFrom is rememberMaps given the process's maps, read already;
+// nil has them read.
+func (s *session) rememberMapsFrom(p *proc, maps *stacks.Maps) {
 	s.pmu.Lock()
 	gone := p.gone
 	s.pmu.Unlock()
@@ -151,9 +157,11 @@ func (s *session) rememberMaps(p *proc) {
 		// Its PID may be another process's now.
 		return
 	}
-	maps, err := stacks.ReadMaps(p.pid)
-	if err != nil {
-		return
+	if maps == nil {
+		var err error
+		if maps, err = stacks.ReadMaps(p.pid); err != nil {
+			return
+		}
 	}
 	s.pmu.Lock()
 	p.lastMaps = maps

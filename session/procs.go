@@ -63,7 +63,7 @@ func (s *session) ready(pid int) error {
 		s.probeRuntime(p, runtime)
 		// The loader's notices watched, and the files mapped parsed
 		// for names, while the tables are placed.
-		s.watchLoader(p)
+		s.watchLoader(p, nil)
 	}
 	<-unwound
 	if s.aheadc != nil {
@@ -104,29 +104,41 @@ func (s *session) ready(pid int) error {
 }
 
 // watchImage follows the libraries of the process's current program: its
-// loader's changes from now on, and its maps as they are.
-func (s *session) watchImage(p *proc) {
-	s.watchLoader(p)
-	s.loadUnwind(p.pid)
+// loader's changes from now on, and its maps as they are. A process held
+// (at its exec, or before a forked child's first instruction) maps nothing
+// meanwhile: its maps are read once, for its unwind tables, its loader and
+// its names. One that runs has its loader watched before its maps are
+// read, so that a library loaded between the two is in one or the other.
+func (s *session) watchImage(p *proc, held bool) {
+	if !held {
+		s.watchLoader(p, nil)
+		s.loadUnwind(p.pid)
+		return
+	}
+	s.watchLoader(p, s.loadUnwind(p.pid))
 }
 
-// watchLoader is watchImage but for the unwind tables.
-func (s *session) watchLoader(p *proc) {
-	if loader, err := tracer.LoaderOf(p.pid); err == nil && loader.Name != "" {
+// watchLoader is watchImage but for the unwind tables; maps are the
+// process's maps, read already, or nil to read them.
+func (s *session) watchLoader(p *proc, maps *stacks.Maps) {
+	if loader, err := tracer.LoaderIn(p.pid, maps); err == nil && loader.Name != "" {
 		if err := s.probes.WatchLibraries(p.pid, loader); err != nil {
 			s.notice("%v; frames of libraries unloaded with dlclose may stay unnamed", err)
 		}
 	}
-	s.rememberMaps(p)
+	s.rememberMapsFrom(p, maps)
 }
 
 // loadUnwind gives the stack walk of process pid the unwind tables of the
-// files it maps now.
-func (s *session) loadUnwind(pid int) {
+// files it maps now; it returns the maps they were made from, nil if none
+// could be read.
+func (s *session) loadUnwind(pid int) *stacks.Maps {
+	maps, err := s.probes.LoadUnwindMaps(pid)
 	// A process gone meanwhile has no more backtraces to take.
-	if err := s.probes.LoadUnwind(pid); err != nil && !errors.Is(err, tracer.ErrProcessGone) {
+	if err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("%v: backtraces of process %d follow frame pointers only", err, pid)
 	}
+	return maps
 }
 
 // execed follows the process into a new program: the old image's blocks
@@ -164,7 +176,7 @@ func (s *session) execed(pid int) {
 		}
 	}
 	s.probeRuntime(p, runtime)
-	s.watchImage(p)
+	s.watchImage(p, !s.unheld)
 }
 
 // forked follows a child of a traced process, held before it runs: the
@@ -203,7 +215,7 @@ func (s *session) forked(parent, child int, vfork bool) {
 			s.notice("%v: backtraces of process %d follow frame pointers only", err, child)
 		}
 	} else {
-		s.watchImage(c)
+		s.watchImage(c, true)
 	}
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d, forked from %d\n", child, parent)
 }

@@ -225,7 +225,7 @@ func (s *session) readyProgram(pid int) error {
 	if err := s.attach(p, lib); err != nil {
 		return err
 	}
-	s.watchImage(p)
+	s.watchImage(p, false)
 	fmt.Fprintf(s.stderr, "mdtrace: tracing process %d (%s)\n", pid, prog)
 	s.logVerbose(p)
 	return nil

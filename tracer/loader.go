@@ -23,6 +23,12 @@ const loaderHook = "_dl_debug_state"
 // auxiliary vector's AT_BASE), or by its path in the process's root if it
 // is not mapped; a zero File for a static program.
 func LoaderOf(pid int) (stacks.File, error) {
+	return LoaderIn(pid, nil)
+}
+
+// LoaderIn is LoaderOf given the maps of process pid, read already; nil
+// has them read when they are needed.
+func LoaderIn(pid int, maps *stacks.Maps) (stacks.File, error) {
 	exe, err := procExe(pid)
 	if err != nil {
 		return stacks.File{}, err
@@ -37,9 +43,10 @@ func LoaderOf(pid int) (stacks.File, error) {
 		return stacks.File{}, err
 	}
 	if base != 0 {
-		maps, err := stacks.ReadMaps(pid)
-		if err != nil {
-			return stacks.File{}, procErr(pid, err)
+		if maps == nil {
+			if maps, err = stacks.ReadMaps(pid); err != nil {
+				return stacks.File{}, procErr(pid, err)
+			}
 		}
 		if m := maps.Find(base); m != nil && m.Inode != 0 && strings.HasPrefix(m.Path, "/") {
 			// Named as the program names it, as the loader names
