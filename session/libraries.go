@@ -32,11 +32,13 @@ func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
 				return lib, err
 			}
 			for pid := range changed {
-				s.loadUnwind(pid)
+				maps := s.loadUnwind(pid)
 				if p := s.traced(pid); p != nil && s.unheld {
 					// Kept for the reports once the process is
-					// gone, its maps with it.
-					s.rememberMaps(p)
+					// gone, its maps with it: those the list was
+					// made from (a library mapped since has its
+					// own notice).
+					s.rememberMapsFrom(p, maps)
 				}
 			}
 			clear(changed)
