@@ -281,7 +281,7 @@ func TestFollowForksAttachVfork(t *testing.T) {
 		}
 	}
 	self := prog("vforker_o2")
-	got := regexp.MustCompile(`pc [0-9a-f]{16}`).ReplaceAllString(m.stderr.String(), "pc PC")
+	got := pcRe.ReplaceAllString(m.stderr.String(), "pc PC")
 	got = regexp.MustCompile(`\+[0-9]+\)`).ReplaceAllString(got, "+OFF)")
 	want := fmt.Sprintf("mdtrace: holding process %d with ptrace for --follow-forks (its children are followed from their fork): debuggers and profilers cannot attach to it while mdtrace runs\n", pid) +
 		fmt.Sprintf("mdtrace: tracing process %d (%s): malloc free calloc realloc reallocarray posix_memalign memalign aligned_alloc valloc pvalloc in /usr/lib/x86_64-linux-gnu/libc.so.6\n", pid, self) +
