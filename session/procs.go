@@ -303,6 +303,10 @@ func (s *session) exiting(pid int) {
 		// The first process's exit ends the run: its probes, which
 		// can fire no more, are closed while its reports are written.
 		s.probes.CloseLinks(pid)
+		// Its reports come after those of the processes that ended
+		// before it, whose reports waited for their end: none of
+		// those needs this loop (exitLater).
+		s.flushExits()
 	}
 	if s.unheld {
 		// Gone already: its reports use the maps kept, and its PID,
