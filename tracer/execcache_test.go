@@ -99,8 +99,12 @@ func TestRDebugAddress(t *testing.T) {
 	pid := cmd.Process.Pid
 	var loader stacks.File
 	for range 100 {
-		// The loader is mapped once sleep runs its own program.
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); strings.HasSuffix(exe, "sleep") {
+		// The loader is mapped once sleep runs its own program, and
+		// the auxiliary vector names where: /proc/PID/exe names the
+		// program a moment before (LoaderOf would find the loader by
+		// its path then, and by its mapping the second time).
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if base, err := loaderBase(pid); err == nil && base != 0 && strings.HasSuffix(exe, "sleep") {
 			if l, err := LoaderOf(pid); err == nil && l.Name != "" {
 				if _, err := rDebugAddress(pid, l); err == nil {
 					loader = l
