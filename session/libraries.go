@@ -32,7 +32,7 @@ func (s *session) watchLibraries(n *tracer.NoticeReader) (sync, stop func()) {
 				return lib, err
 			}
 			for pid := range changed {
-				maps := s.loadUnwind(pid)
+				maps := s.reloadUnwind(pid)
 				if p := s.traced(pid); p != nil && s.unheld {
 					// Kept for the reports once the process is
 					// gone, its maps with it: those the list was
@@ -77,12 +77,19 @@ func (s *session) rememberLibrary(lib tracer.Library) bool {
 	if p == nil {
 		return false
 	}
-	p.hist.AddLibrary(path, lib.Base)
+	if !p.hist.HasLibrary(path, lib.Base) {
+		// The loader names it in the process's root. Once the process
+		// is gone that root is too: the file is then read at its path.
+		open := ""
+		if f, err := stacks.ResolveFile(lib.PID, path); err == nil {
+			open = f.Path
+		}
+		p.hist.AddLibrary(path, lib.Base, open)
+	}
 	if s.shim != "" && filepath.Base(path) == filepath.Base(s.shim) {
 		s.shimLoaded(p)
 	}
 	if tracer.MaybeCxxRuntime(path) {
-		// The loader names it in the process's root.
 		if f, err := stacks.ResolveFile(lib.PID, path); err == nil {
 			s.probeRuntime(p, f)
 		}

@@ -133,7 +133,16 @@ func (s *session) watchLoader(p *proc, maps *stacks.Maps) {
 // files it maps now; it returns the maps they were made from, nil if none
 // could be read.
 func (s *session) loadUnwind(pid int) *stacks.Maps {
-	maps, err := s.probes.LoadUnwindMaps(pid)
+	return s.unwindFrom(pid, s.probes.LoadUnwindMaps)
+}
+
+// reloadUnwind is loadUnwind after the loader's notice (tracer.ReloadUnwind).
+func (s *session) reloadUnwind(pid int) *stacks.Maps {
+	return s.unwindFrom(pid, s.probes.ReloadUnwind)
+}
+
+func (s *session) unwindFrom(pid int, load func(int) (*stacks.Maps, error)) *stacks.Maps {
+	maps, err := load(pid)
 	// A process gone meanwhile has no more backtraces to take.
 	if err != nil && !errors.Is(err, tracer.ErrProcessGone) {
 		s.notice("%v: backtraces of process %d follow frame pointers only", err, pid)

@@ -2,8 +2,10 @@ package stacks
 
 import (
 	"debug/elf"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // MapsHistory remembers every file mapping a process has had, so that pcs
@@ -47,11 +49,22 @@ func (h *MapsHistory) Add(m *Maps) []Mapping {
 
 func executable(m *Mapping) bool { return len(m.Perms) >= 3 && m.Perms[2] == 'x' }
 
+// HasLibrary reports whether the library at path, loaded with load bias
+// base, was added already (AddLibrary).
+func (h *MapsHistory) HasLibrary(path string, base uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.libs[libraryKey{path, base}]
+}
+
 // AddLibrary remembers the executable segments of the ELF file at path,
 // loaded with load bias base (the dynamic loader's l_addr), as mappings,
 // and returns the ones not seen before. It lets the frames of a library
-// resolve even when it was unloaded before its maps could be read.
-func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
+// resolve even when it was unloaded before its maps could be read. The
+// file is read at open, the path as mdtrace reaches it (a process in
+// another mount namespace names its files in its own root, ResolveFile);
+// "" reads it at path.
+func (h *MapsHistory) AddLibrary(path string, base uint64, open string) ([]Mapping, error) {
 	// The loader reports its whole list at every change: read each file
 	// once per load address.
 	key := libraryKey{path, base}
@@ -65,17 +78,16 @@ func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
 	if known {
 		return nil, nil
 	}
-	// Only the segments: the symbols are read when a frame is named.
-	f, err := openELF(path, false)
+	if open == "" {
+		open = path
+	}
+	segs, err := executableSegments(open)
 	if err != nil {
 		return nil, err
 	}
 	const page = 4096
 	var m Maps
-	for _, seg := range f.Loads {
-		if seg.Flags&elf.PF_X == 0 || seg.MemSize == 0 {
-			continue
-		}
+	for _, seg := range segs {
 		start := (base + seg.VAddr) &^ (page - 1)
 		m.Mappings = append(m.Mappings, Mapping{
 			Start:  start,
@@ -86,6 +98,64 @@ func (h *MapsHistory) AddLibrary(path string, base uint64) ([]Mapping, error) {
 		})
 	}
 	return h.Add(&m), nil
+}
+
+// segmentsKey identifies a file's contents as stat gives them.
+type segmentsKey struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// maxSegmentFiles bounds the files whose segments are kept.
+const maxSegmentFiles = 4096
+
+// segmentFiles keeps the executable segments of the libraries read by
+// AddLibrary: every process of a build loads the same few, each with its
+// own load address.
+var segmentFiles struct {
+	mu    sync.Mutex
+	files map[segmentsKey][]Segment
+}
+
+// executableSegments returns the loadable executable segments of the ELF
+// file at path (only its headers read), parsed once per file.
+func executableSegments(path string) ([]Segment, error) {
+	var key segmentsKey
+	keyed := false
+	if st, err := os.Stat(path); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode().IsRegular() {
+			key = segmentsKey{dev: uint64(sys.Dev), ino: sys.Ino, size: sys.Size, mtime: sys.Mtim.Nano()}
+			keyed = true
+		}
+	}
+	if keyed {
+		segmentFiles.mu.Lock()
+		segs, ok := segmentFiles.files[key]
+		segmentFiles.mu.Unlock()
+		if ok {
+			return segs, nil
+		}
+	}
+	f, err := openELF(path, false)
+	if err != nil {
+		return nil, err
+	}
+	var segs []Segment
+	for _, seg := range f.Loads {
+		if seg.Flags&elf.PF_X != 0 && seg.MemSize != 0 {
+			segs = append(segs, seg)
+		}
+	}
+	if keyed {
+		segmentFiles.mu.Lock()
+		if segmentFiles.files == nil || len(segmentFiles.files) >= maxSegmentFiles {
+			segmentFiles.files = map[segmentsKey][]Segment{}
+		}
+		segmentFiles.files[key] = segs
+		segmentFiles.mu.Unlock()
+	}
+	return segs, nil
 }
 
 // Reset forgets every mapping, when the process executes a new program.

@@ -1,7 +1,9 @@
 package stacks
 
 import (
+	"debug/elf"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -41,11 +43,11 @@ func TestAddLibraryOncePerBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	var h MapsHistory
-	first, err := h.AddLibrary(exe, 0x10000000)
+	first, err := h.AddLibrary(exe, 0x10000000, "")
 	if err != nil || len(first) == 0 {
 		t.Fatalf("AddLibrary: %v %v", first, err)
 	}
-	if again, err := h.AddLibrary(exe, 0x10000000); err != nil || len(again) != 0 {
+	if again, err := h.AddLibrary(exe, 0x10000000, ""); err != nil || len(again) != 0 {
 		t.Errorf("the same library at the same base added %v, %v", again, err)
 	}
 	if m := h.Find(first[0].Start); m == nil || m.Path != exe {
@@ -54,5 +56,80 @@ func TestAddLibraryOncePerBase(t *testing.T) {
 	h.Reset()
 	if m := h.Find(first[0].Start); m != nil {
 		t.Errorf("Find after Reset = %v", m)
+	}
+}
+
+// A library named as its process sees it is read where mdtrace reaches it
+// (open), and keeps its name.
+func TestAddLibraryOpensGivenFile(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "/no/such/dir/libnamed.so"
+	var h MapsHistory
+	if _, err := h.AddLibrary(name, 0x20000000, ""); err == nil {
+		t.Fatalf("AddLibrary of %s read at its name: no error", name)
+	}
+	var h2 MapsHistory
+	got, err := h2.AddLibrary(name, 0x20000000, exe)
+	if err != nil || len(got) == 0 {
+		t.Fatalf("AddLibrary read at %s: %v %v", exe, got, err)
+	}
+	var h3 MapsHistory
+	want, err := h3.AddLibrary(exe, 0x20000000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("mappings %v, want those of %s: %v", got, exe, want)
+	}
+	for i := range got {
+		if got[i].Path != name {
+			t.Errorf("mapping %d is named %q, want %q", i, got[i].Path, name)
+		}
+		got[i].Path = exe
+		if got[i] != want[i] {
+			t.Errorf("mapping %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// The segments kept for a file are those of its contents: a file written
+// again at the same path is read again.
+func TestExecutableSegmentsFileReplaced(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/lib.so"
+	for _, src := range []string{exe, "/bin/true", exe} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Skipf("no %s: %v", src, err)
+		}
+		if err := os.WriteFile(path+".new", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := executableSegments(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := openELF(src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []Segment
+		for _, s := range f.Loads {
+			if s.Flags&elf.PF_X != 0 && s.MemSize != 0 {
+				want = append(want, s)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("segments of %s copied to %s = %+v, want %+v", src, path, got, want)
+		}
 	}
 }

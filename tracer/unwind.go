@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -117,6 +118,19 @@ func (p *Probes) LoadUnwind(pid int) error {
 // LoadUnwindMaps is LoadUnwind, and returns the maps of process pid it
 // read (read alone where the probes walk no stacks): nil if it read none.
 func (p *Probes) LoadUnwindMaps(pid int) (*stacks.Maps, error) {
+	return p.loadUnwindMaps(pid, true)
+}
+
+// ReloadUnwind is LoadUnwindMaps after the loader's notice that process
+// pid loaded or unloaded libraries: the libraries it loads at its start are
+// mapped by then, so none is foretold (loadedLibraries, which reads the
+// process's environment and the loader's cache), and the table the
+// executable has, given at the process's first list, stays.
+func (p *Probes) ReloadUnwind(pid int) (*stacks.Maps, error) {
+	return p.loadUnwindMaps(pid, false)
+}
+
+func (p *Probes) loadUnwindMaps(pid int, foretell bool) (*stacks.Maps, error) {
 	if p.unwind == nil || p.stackDepth == 0 {
 		return stacks.ReadMaps(pid)
 	}
@@ -126,7 +140,7 @@ func (p *Probes) LoadUnwindMaps(pid int) (*stacks.Maps, error) {
 	// again, from maps that hold it.
 	for try := 0; ; try++ {
 		before := p.unwind.noticeCount(pid)
-		maps, err := p.loadUnwind(pid, before)
+		maps, err := p.loadUnwind(pid, before, foretell)
 		if err != nil || p.unwind.noticeCount(pid) == before || try == 3 {
 			return maps, err
 		}
@@ -169,7 +183,7 @@ func (t *unwindTables) noticeCount(pid int) uint64 {
 
 // loadUnwind is LoadUnwind once, with notices the process's count of the
 // loader's notices before its maps are read; it returns those maps.
-func (p *Probes) loadUnwind(pid int, notices uint64) (*stacks.Maps, error) {
+func (p *Probes) loadUnwind(pid int, notices uint64, foretell bool) (*stacks.Maps, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return nil, procErr(pid, err)
@@ -180,23 +194,28 @@ func (p *Probes) loadUnwind(pid int, notices uint64) (*stacks.Maps, error) {
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()
-	exe, exeErr := procExe(pid)
-	var libs []stacks.File
-	if exeErr == nil {
-		libs = loadedLibraries(pid, exe)
+	// The files of the executable mappings, each stat'ed once.
+	var mapped []unwindPath
+	var exec []*stacks.Mapping
+	for i := range maps.Mappings {
+		if m := &maps.Mappings[i]; len(m.Perms) >= 3 && m.Perms[2] == 'x' && strings.HasPrefix(m.Path, "/") {
+			mapped = append(mapped, statPath(stacks.MappedFile(pid, m).Path))
+			exec = append(exec, m)
+		}
 	}
 	// Every table this process needs made at once, before they are
 	// placed one by one below.
-	var paths []string
-	for i := range maps.Mappings {
-		if m := &maps.Mappings[i]; len(m.Perms) >= 3 && m.Perms[2] == 'x' && strings.HasPrefix(m.Path, "/") {
-			paths = append(paths, stacks.MappedFile(pid, m).Path)
-		}
-	}
-	if exeErr == nil {
-		paths = append(paths, fmt.Sprintf("/proc/%d/exe", pid))
-		for _, lib := range libs {
-			paths = append(paths, lib.Path)
+	paths := slices.Clone(mapped)
+	var exe unwindPath
+	var libs []stacks.File
+	if foretell {
+		if name, err := procExe(pid); err == nil {
+			exe = statPath(fmt.Sprintf("/proc/%d/exe", pid))
+			libs = loadedLibraries(pid, name)
+			paths = append(paths, exe)
+			for _, lib := range libs {
+				paths = append(paths, statPath(lib.Path))
+			}
 		}
 	}
 	p.unwind.prefetch(paths)
@@ -205,17 +224,13 @@ func (p *Probes) loadUnwind(pid int, notices uint64) (*stacks.Maps, error) {
 	// in bpf/stack.h): its library may be mapped, and not in the list.
 	up := bpf.MdtraceUnwindProc{Notices: notices}
 	n := 0
-	for i := range maps.Mappings {
-		m := &maps.Mappings[i]
-		if len(m.Perms) < 3 || m.Perms[2] != 'x' || !strings.HasPrefix(m.Path, "/") {
-			continue
-		}
+	for i, m := range exec {
 		if n == maxUnwindMappings {
 			break
 		}
 		// The file as this process maps it, even deleted, replaced or
 		// in another mount namespace.
-		f := p.unwind.file(stacks.MappedFile(pid, m).Path)
+		f := p.unwind.fileAt(mapped[i])
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
 		e.Table, e.Count = f.table, f.count
@@ -230,10 +245,10 @@ func (p *Probes) loadUnwind(pid int, notices uint64) (*stacks.Maps, error) {
 	// The executable, and the libraries the loader will load, for its
 	// notice to place at once (launch mode: only the executable and the
 	// loader are mapped yet).
-	if exeErr == nil {
-		p.unwind.register(pid, "", p.unwind.file(fmt.Sprintf("/proc/%d/exe", pid)))
-		for _, lib := range libs {
-			p.unwind.register(pid, lib.Name, p.unwind.file(lib.Path))
+	if exe.path != "" {
+		p.unwind.register(pid, "", p.unwind.fileAt(exe))
+		for i, lib := range libs {
+			p.unwind.register(pid, lib.Name, p.unwind.fileAt(paths[len(mapped)+1+i]))
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
@@ -268,17 +283,34 @@ func (f *unwindFile) bias(m *stacks.Mapping) uint64 {
 	return 0
 }
 
+// unwindPath is a file's path and its identity, stat'ed once: ok is false
+// when it cannot be.
+type unwindPath struct {
+	path string
+	id   fileID
+	ok   bool
+}
+
+func statPath(path string) unwindPath {
+	id, ok := statID(path)
+	return unwindPath{path, id, ok}
+}
+
 // file returns the table of the file at path, loading it the first time.
 func (t *unwindTables) file(path string) *unwindFile {
-	id, ok := statID(path)
-	if ok {
-		if f, seen := t.files[id]; seen {
+	return t.fileAt(statPath(path))
+}
+
+// fileAt is file for a path stat'ed already.
+func (t *unwindTables) fileAt(u unwindPath) *unwindFile {
+	if u.ok {
+		if f, seen := t.files[u.id]; seen {
 			return f
 		}
 	}
-	f := t.open(path, id, ok)
-	if ok && !f.unread {
-		t.files[id] = f
+	f := t.open(u.path, u.id, u.ok)
+	if u.ok && !f.unread {
+		t.files[u.id] = f
 	}
 	return f
 }
@@ -288,7 +320,7 @@ func (t *unwindTables) file(path string) *unwindFile {
 // RCU grace period, 10 to 20 ms here: one after the other, the tables of a
 // launched command's program, loader, shim and libc had been most of the
 // time before its first instruction. Called with t.mu held.
-func (t *unwindTables) prefetch(paths []string) {
+func (t *unwindTables) prefetch(paths []unwindPath) {
 	type job struct {
 		id   fileID
 		path string
@@ -296,16 +328,15 @@ func (t *unwindTables) prefetch(paths []string) {
 	}
 	var jobs []job
 	seen := map[fileID]bool{}
-	for _, path := range paths {
-		id, ok := statID(path)
-		if !ok || seen[id] {
+	for _, u := range paths {
+		if !u.ok || seen[u.id] {
 			continue
 		}
-		if _, done := t.files[id]; done {
+		if _, done := t.files[u.id]; done {
 			continue
 		}
-		seen[id] = true
-		jobs = append(jobs, job{id: id, path: path})
+		seen[u.id] = true
+		jobs = append(jobs, job{id: u.id, path: u.path})
 	}
 	var wg sync.WaitGroup
 	for i := range jobs {
