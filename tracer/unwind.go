@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 
@@ -194,43 +193,48 @@ func (p *Probes) loadUnwind(pid int, notices uint64, foretell bool) (*stacks.Map
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()
-	// The files of the executable mappings, each stat'ed once.
-	var mapped []unwindPath
-	var exec []*stacks.Mapping
+	// The executable mappings and their files, each stat'ed once.
+	type mapping struct {
+		m    *stacks.Mapping
+		file unwindPath
+	}
+	var mapped []mapping
+	var paths []unwindPath
 	for i := range maps.Mappings {
 		if m := &maps.Mappings[i]; len(m.Perms) >= 3 && m.Perms[2] == 'x' && strings.HasPrefix(m.Path, "/") {
-			mapped = append(mapped, statPath(stacks.MappedFile(pid, m).Path))
-			exec = append(exec, m)
+			u := statPath(stacks.MappedFile(pid, m).Path)
+			mapped = append(mapped, mapping{m, u})
+			paths = append(paths, u)
 		}
 	}
-	// Every table this process needs made at once, before they are
-	// placed one by one below.
-	paths := slices.Clone(mapped)
 	var exe unwindPath
 	var libs []stacks.File
+	var libPaths []unwindPath
 	if foretell {
 		if name, err := procExe(pid); err == nil {
 			exe = statPath(fmt.Sprintf("/proc/%d/exe", pid))
 			libs = loadedLibraries(pid, name)
-			paths = append(paths, exe)
 			for _, lib := range libs {
-				paths = append(paths, statPath(lib.Path))
+				libPaths = append(libPaths, statPath(lib.Path))
 			}
+			paths = append(append(paths, exe), libPaths...)
 		}
 	}
+	// Every table this process needs made at once, before they are
+	// placed one by one below.
 	p.unwind.prefetch(paths)
 	// Until the list is written again, a walk that stops in code of no
 	// mapping of it is left to mdtrace if a notice came since (may_defer
 	// in bpf/stack.h): its library may be mapped, and not in the list.
 	up := bpf.MdtraceUnwindProc{Notices: notices}
 	n := 0
-	for i, m := range exec {
+	for _, mf := range mapped {
 		if n == maxUnwindMappings {
 			break
 		}
 		// The file as this process maps it, even deleted, replaced or
 		// in another mount namespace.
-		f := p.unwind.fileAt(mapped[i])
+		m, f := mf.m, p.unwind.fileAt(mf.file)
 		e := &up.M[n]
 		e.Start, e.End, e.Bias = m.Start, m.End, f.bias(m)
 		e.Table, e.Count = f.table, f.count
@@ -248,7 +252,7 @@ func (p *Probes) loadUnwind(pid int, notices uint64, foretell bool) (*stacks.Map
 	if exe.path != "" {
 		p.unwind.register(pid, "", p.unwind.fileAt(exe))
 		for i, lib := range libs {
-			p.unwind.register(pid, lib.Name, p.unwind.fileAt(paths[len(mapped)+1+i]))
+			p.unwind.register(pid, lib.Name, p.unwind.fileAt(libPaths[i]))
 		}
 	}
 	if err := p.unwind.procs.Put(uint32(pid), &up); err != nil {
