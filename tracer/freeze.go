@@ -355,13 +355,13 @@ func (p *Process) Freeze(pid int, fn func(*Frozen) error) (time.Duration, error)
 		return d, err
 	}
 	r := freezeRequest{pid, fn, make(chan freezeReply, 1)}
-	select {
-	case p.freezeq <- r:
+	switch err := send(p, p.freezeq, r, time.After(freezeQueueWait)); err {
+	case nil:
 		rep := <-r.reply
 		return rep.d, rep.err
-	case <-p.done:
+	case ErrProcessGone:
 		return Freeze(pid, fn)
-	case <-time.After(freezeQueueWait):
+	default:
 		// The tracer is in a hook (a process's exit) that waits for
 		// what the caller holds.
 		return 0, fmt.Errorf("process %d: its tracer is busy with a process's exit", pid)

@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -100,6 +102,8 @@ type Process struct {
 	// 0 if none. lingering are threads a freeze seized that had not
 	// stopped, detached by the loop as they stop.
 	tracerTID int
+	// waiting is set while the tracer waits in waitAny, to be rung.
+	waiting   atomic.Bool
 	atStop    int
 	lingering *freezer
 	done      chan struct{}
@@ -215,12 +219,10 @@ func (p *Process) Adopt(parent, child int) error {
 		return errors.New("forks are not followed")
 	}
 	a := adoption{parent, child, make(chan error, 1)}
-	select {
-	case p.adoptq <- a:
-		return <-a.reply
-	case <-p.done:
-		return ErrProcessGone
+	if err := send(p, p.adoptq, a, nil); err != nil {
+		return err
 	}
+	return <-a.reply
 }
 
 // adopt carries out an adoption on the control goroutine.
@@ -270,12 +272,10 @@ func (p *Process) Wait() (ExitStatus, error) {
 // the process has exited.
 func (p *Process) Detach() error {
 	reply := make(chan error, 1)
-	select {
-	case p.detachq <- reply:
-		return <-reply
-	case <-p.done:
+	if send(p, p.detachq, reply, nil) != nil {
 		return nil
 	}
+	return <-reply
 }
 
 // control runs on a locked OS thread: it starts tracing, then handles the
@@ -284,9 +284,13 @@ func (p *Process) control(start func() error, started chan<- error) {
 	// The thread stays locked: it is the tracer, and dies with the goroutine.
 	runtime.LockOSThread()
 	p.tracerTID = unix.Gettid()
-	sigchld := make(chan os.Signal, 1)
-	signal.Notify(sigchld, syscall.SIGCHLD)
-	defer signal.Stop(sigchld)
+	// A loop that waits for stops in waitid needs no SIGCHLD.
+	var sigchld chan os.Signal
+	if p.watch == nil && !ringReady() {
+		sigchld = make(chan os.Signal, 1)
+		signal.Notify(sigchld, syscall.SIGCHLD)
+		defer signal.Stop(sigchld)
+	}
 	if err := start(); err != nil {
 		started <- err
 		close(p.done)
@@ -304,9 +308,12 @@ func (p *Process) control(start func() error, started chan<- error) {
 		return
 	}
 	started <- nil
-	if p.watch != nil {
+	switch {
+	case p.watch != nil:
 		p.watchLoop()
-	} else {
+	case sigchld == nil:
+		p.waitLoop()
+	default:
 		p.loop(sigchld)
 	}
 	close(p.done)
@@ -442,30 +449,7 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 	defer tick.Stop()
 	for len(p.tracees) > 0 {
 		followed := p.followed
-		// Each tracee is waited for by its PID: mdtrace's own children
-		// (the loader it runs to list libraries) are not the loop's.
-		for pid := range p.tracees {
-			for {
-				var ws unix.WaitStatus
-				wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
-				if err != nil {
-					// Reaped by its parent first: the exit status is
-					// the one the exit stop gave, if it was seen.
-					if pid == p.PID {
-						p.status = p.atExit
-					}
-					p.untrace(pid)
-					break
-				}
-				if wpid == 0 {
-					break
-				}
-				if p.handle(pid, ws) {
-					p.untrace(pid)
-					break
-				}
-			}
-		}
+		p.poll()
 		if len(p.tracees) == 0 {
 			return
 		}
@@ -475,9 +459,6 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 			// merged with its parent's: poll again rather than
 			// wait for the next tick.
 			continue
-		}
-		if p.lingering != nil && p.lingering.waitLingering(false) {
-			p.lingering = nil
 		}
 		select {
 		case <-sigchld:
@@ -490,6 +471,118 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 			reply <- p.detachAll()
 			return
 		}
+	}
+}
+
+// waitLoop is loop, waiting in waitid for the tracees' stops (ring.go).
+func (p *Process) waitLoop() {
+	stop := make(chan struct{})
+	defer close(stop)
+	go p.ringEvery(stop)
+	p.poll()
+	foreign := 0
+	for len(p.tracees) > 0 {
+		if p.serveRequests() {
+			return
+		}
+		pid, err := p.waitAny()
+		switch {
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECHILD):
+			// Rung (a request, or the tick), or no tracee is left
+			// to wait for: each is polled, and one gone unseen is
+			// forgotten.
+			p.poll()
+		case err != nil || foreign == maxForeign:
+			// The loop of SIGCHLD then.
+			p.loopOnSignals()
+			return
+		case p.tracees[pid]:
+			var ws unix.WaitStatus
+			wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
+			switch {
+			case err != nil:
+				if pid == p.PID {
+					p.status = p.atExit
+				}
+				p.untrace(pid)
+			case wpid != pid:
+				// Told of, yet not there to take: as for a child
+				// not its own.
+				foreign++
+				time.Sleep(ringRetry)
+			case p.handle(pid, ws):
+				p.untrace(pid)
+			}
+		case p.lingering != nil && slices.Contains(p.lingering.lingering, pid):
+			if p.lingering.waitLingering(false) {
+				p.lingering = nil
+			}
+		default:
+			// A child of this thread that is not traced (a hook's
+			// command), whose owner has not reaped it yet.
+			foreign++
+			time.Sleep(ringRetry)
+		}
+	}
+}
+
+// maxForeign is how many times waitLoop finds a child not its own before
+// it goes back to the loop of SIGCHLD, which waits for each tracee by PID.
+const maxForeign = 100
+
+// loopOnSignals is loop, from a waitLoop.
+func (p *Process) loopOnSignals() {
+	sigchld := make(chan os.Signal, 1)
+	signal.Notify(sigchld, syscall.SIGCHLD)
+	defer signal.Stop(sigchld)
+	p.loop(sigchld)
+}
+
+// serveRequests carries out the requests waiting for the control
+// goroutine; it reports whether one was to detach, done then.
+func (p *Process) serveRequests() bool {
+	for {
+		select {
+		case r := <-p.freezeq:
+			p.serveFreeze(r)
+		case a := <-p.adoptq:
+			a.reply <- p.adopt(a)
+		case reply := <-p.detachq:
+			reply <- p.detachAll()
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// poll acts on every stop and exit its tracees have to report, and on the
+// threads a freeze left to stop.
+func (p *Process) poll() {
+	for pid := range p.tracees {
+		for {
+			var ws unix.WaitStatus
+			wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
+			if err != nil {
+				// Reaped by its parent first: the exit status is
+				// the one the exit stop gave, if it was seen.
+				if pid == p.PID {
+					p.status = p.atExit
+				}
+				p.untrace(pid)
+				break
+			}
+			if wpid == 0 {
+				break
+			}
+			if p.handle(pid, ws) {
+				p.untrace(pid)
+				break
+			}
+		}
+	}
+	if p.lingering != nil && p.lingering.waitLingering(false) {
+		p.lingering = nil
 	}
 }
 
