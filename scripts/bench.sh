@@ -49,7 +49,7 @@
 # set: only those), BUILD_RUNS (5), BUILD_ROUNDS (3: the cc1plus runs in a
 # row under one audit, and the rounds of them; BUILD_ONLY set: only those),
 # THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), REAL_ONLY (set: only python3's and cc1plus's rows), AUDIT_ONLY (set: only the rows of
-# --all, sampling on and off), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
+# --all, sampling on and off), PROCS_ONLY (set: only the followed children's rows), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
 # CPU, which slowed the next run by up to 40%).
@@ -754,6 +754,21 @@ real_rows() {
 		target "$wl" "heaptrack / with sites (sites cheaper by)" heaptrack sites ">=" 2
 	done
 }
+# A followed child: what mdtrace adds to each (its slope less native's).
+procs_row() {
+	local added
+	added=$(awk -v m="${med[procs/sites]:-}" -v n="${med[procs/native]:-}" 'BEGIN {if (m != "" && n != "") printf "%.2f", m - n}')
+	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' procs "with sites, ms a child beyond native's ${med[procs/native]:-n/a}" "${added:-n/a}" "<=" 0.5 \
+		"$(awk -v a="${added:-}" 'BEGIN {print a != "" && a <= 0.5 ? "PASS" : "MISS"}')"
+}
+if [[ -n ${PROCS_ONLY:-} ]]; then
+	echo "a followed child, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	bench procs
+	echo
+	echo "targets (the median over the rounds of each round's ratio):"
+	procs_row
+	exit 0
+fi
 if [[ -n ${REAL_ONLY:-} ]]; then
 	echo "the real programs, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 	for wl in "${realprogs[@]}"; do
@@ -829,10 +844,7 @@ for wl in "${workloads[@]}"; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "  the same, batching: / batch floor" \
 		"$(paired "${runs[$wl/pointfloor]:-}" "${runs[$wl/batchfloor]:-}")x"
 done
-# A followed child: what mdtrace adds to each (its slope less native's).
-procs_added=$(awk -v m="${med[procs/sites]:-}" -v n="${med[procs/native]:-}" 'BEGIN {if (m != "" && n != "") printf "%.2f", m - n}')
-printf '  %-9s %-44s %8s  %-2s %-5s %s\n' procs "with sites, ms a child beyond native's ${med[procs/native]:-n/a}" "${procs_added:-n/a}" "<=" 0.5 \
-	"$(awk -v a="${procs_added:-}" 'BEGIN {print a != "" && a <= 0.5 ? "PASS" : "MISS"}')"
+procs_row
 for wl in "${workloads[@]}" newpairs; do
 	printf '  %-9s %-44s %8s  (for information)\n' "$wl" "attach style on jemalloc / on glibc" \
 		"$(paired "${runs[$wl/jeattach]:-}" "${runs[$wl/attach]:-}")x"
