@@ -317,8 +317,8 @@ func ReadRanges(pid int, ranges [][2]uint64) (data [][]byte, skippedPages int) {
 	return data, skippedPages
 }
 
-// freezeRequest asks the control goroutine of a Process to freeze one of
-// its tracees.
+// freezeRequest is a freeze of one of a Process's tracees, which its
+// control goroutine carries out.
 type freezeRequest struct {
 	pid   int
 	fn    func(*Frozen) error
@@ -355,7 +355,7 @@ func (p *Process) Freeze(pid int, fn func(*Frozen) error) (time.Duration, error)
 		return d, err
 	}
 	r := freezeRequest{pid, fn, make(chan freezeReply, 1)}
-	switch err := send(p, p.freezeq, r, time.After(freezeQueueWait)); err {
+	switch err := p.send(func() bool { p.serveFreeze(r); return false }, time.After(freezeQueueWait)); err {
 	case nil:
 		rep := <-r.reply
 		return rep.d, rep.err

@@ -92,11 +92,11 @@ type Process struct {
 	hooks    Hooks
 	// watch, for a process not held, tells its execs and its exit
 	// status; pidfd tells its end.
-	watch   Watcher
-	pidfd   int
-	detachq chan chan error
-	adoptq  chan adoption
-	freezeq chan freezeRequest
+	watch Watcher
+	pidfd int
+	// reqq carries the work other goroutines ask of the control
+	// goroutine (a detach, an adoption, a freeze).
+	reqq chan request
 	// tracerTID is the OS thread of the control goroutine, the tracer;
 	// atStop is the tracee a hook is called at the stop of (its exit),
 	// 0 if none. lingering are threads a freeze seized that had not
@@ -198,15 +198,12 @@ func attachWith(pid int, hooks Hooks, w Watcher) (*Process, error) {
 }
 
 func newProcess(h Hooks) *Process {
-	return &Process{hooks: h, tracees: map[int]bool{}, detachq: make(chan chan error), adoptq: make(chan adoption),
-		freezeq: make(chan freezeRequest), done: make(chan struct{}), pidfd: -1}
+	return &Process{hooks: h, tracees: map[int]bool{}, reqq: make(chan request), done: make(chan struct{}), pidfd: -1}
 }
 
-// adoption is a request to follow a child that ptrace did not report.
-type adoption struct {
-	parent, child int
-	reply         chan error
-}
+// request is work the control goroutine does for another goroutine; it
+// reports whether the loop ends with it (a detach).
+type request func() (end bool)
 
 // Adopt follows child, a process forked by a thread of parent, a traced
 // process, that ptrace did not report (it reports the forks of the threads
@@ -218,27 +215,29 @@ func (p *Process) Adopt(parent, child int) error {
 	if p.hooks.Fork == nil {
 		return errors.New("forks are not followed")
 	}
-	a := adoption{parent, child, make(chan error, 1)}
-	if err := send(p, p.adoptq, a, nil); err != nil {
+	reply := make(chan error, 1)
+	if err := p.send(func() bool { reply <- p.adopt(parent, child); return false }, nil); err != nil {
 		return err
 	}
-	return <-a.reply
+	return <-reply
 }
 
 // adopt carries out an adoption on the control goroutine.
-func (p *Process) adopt(a adoption) error {
+func (p *Process) adopt(parent, child int) error {
 	switch {
-	case !p.tracees[a.parent]:
-		return fmt.Errorf("process %d is not traced", a.parent)
-	case p.tracees[a.child]:
+	case p.watch != nil:
+		return errors.New("forks are not followed")
+	case !p.tracees[parent]:
+		return fmt.Errorf("process %d is not traced", parent)
+	case p.tracees[child]:
 		return nil
 	case len(p.tracees) >= maxFollowedProcess:
 		return fmt.Errorf("%d processes followed already", len(p.tracees))
 	}
-	if err := ptrace(unix.PTRACE_SEIZE, a.child, 0, p.options()); err != nil {
-		return fmt.Errorf("tracing process %d, forked from %d: %w", a.child, a.parent, err)
+	if err := ptrace(unix.PTRACE_SEIZE, child, 0, p.options()); err != nil {
+		return fmt.Errorf("tracing process %d, forked from %d: %w", child, parent, err)
 	}
-	p.follow(a.parent, a.child, false)
+	p.follow(parent, child, false)
 	return nil
 }
 
@@ -272,7 +271,16 @@ func (p *Process) Wait() (ExitStatus, error) {
 // the process has exited.
 func (p *Process) Detach() error {
 	reply := make(chan error, 1)
-	if send(p, p.detachq, reply, nil) != nil {
+	detach := func() bool {
+		if p.watch != nil {
+			// Not traced: nothing to let go of.
+			reply <- nil
+		} else {
+			reply <- p.detachAll()
+		}
+		return true
+	}
+	if p.send(detach, nil) != nil {
 		return nil
 	}
 	return <-reply
@@ -463,13 +471,10 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 		select {
 		case <-sigchld:
 		case <-tick.C:
-		case r := <-p.freezeq:
-			p.serveFreeze(r)
-		case a := <-p.adoptq:
-			a.reply <- p.adopt(a)
-		case reply := <-p.detachq:
-			reply <- p.detachAll()
-			return
+		case r := <-p.reqq:
+			if r() {
+				return
+			}
 		}
 	}
 }
@@ -543,13 +548,10 @@ func (p *Process) loopOnSignals() {
 func (p *Process) serveRequests() bool {
 	for {
 		select {
-		case r := <-p.freezeq:
-			p.serveFreeze(r)
-		case a := <-p.adoptq:
-			a.reply <- p.adopt(a)
-		case reply := <-p.detachq:
-			reply <- p.detachAll()
-			return true
+		case r := <-p.reqq:
+			if r() {
+				return true
+			}
 		default:
 			return false
 		}

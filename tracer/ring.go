@@ -103,16 +103,16 @@ func (p *Process) ringEvery(stop <-chan struct{}) {
 // errGaveUp is send's error when give fired first.
 var errGaveUp = errors.New("gave up")
 
-// send hands v to the control goroutine on q, ringing it out of its wait
-// until it takes v. It returns ErrProcessGone once the process is done,
+// send hands r to the control goroutine, ringing it out of its wait until
+// it takes r. It returns ErrProcessGone once the process is done,
 // errGaveUp when give fires first (nil: never).
-func send[T any](p *Process, q chan<- T, v T, give <-chan time.Time) error {
+func (p *Process) send(r request, give <-chan time.Time) error {
 	retry := time.NewTicker(ringRetry)
 	defer retry.Stop()
 	for {
 		p.ring()
 		select {
-		case q <- v:
+		case p.reqq <- r:
 			return nil
 		case <-p.done:
 			return ErrProcessGone

@@ -110,11 +110,10 @@ func (p *Process) watchLoop() {
 	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
 	for {
 		select {
-		case reply := <-p.detachq:
-			reply <- nil
-			return
-		case a := <-p.adoptq:
-			a.reply <- errors.New("forks are not followed")
+		case r := <-p.reqq:
+			if r() {
+				return
+			}
 			continue
 		default:
 		}
