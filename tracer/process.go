@@ -483,7 +483,7 @@ func (p *Process) loop(sigchld <-chan os.Signal) {
 func (p *Process) waitLoop() {
 	stop := make(chan struct{})
 	defer close(stop)
-	go p.ringEvery(stop)
+	go p.ringEvery(ringTick, stop)
 	p.poll()
 	foreign := 0
 	for len(p.tracees) > 0 {

@@ -86,9 +86,9 @@ func (p *Process) ring() {
 	}
 }
 
-// ringEvery rings the tracer every ringTick until stop is closed.
-func (p *Process) ringEvery(stop <-chan struct{}) {
-	tick := time.NewTicker(ringTick)
+// ringEvery rings the tracer every d until stop is closed.
+func (p *Process) ringEvery(d time.Duration, stop <-chan struct{}) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
