@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,5 +83,49 @@ func TestRingServesRequests(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "\nTracerPid:\t0\n") {
 		t.Errorf("the shell is still traced after the detach:\n%s", b)
+	}
+}
+
+// TestWaitLoopForeignChild: a hook that starts a command on the tracer
+// thread and never waits for it leaves a child there that is not traced;
+// the loop, which sees it at every wait, goes on following the process to
+// its end rather than hang or spin.
+func TestWaitLoopForeignChild(t *testing.T) {
+	if !ringReady() {
+		t.Fatalf("the ring signal cannot interrupt a wait: %v", ringErr)
+	}
+	var started []*exec.Cmd
+	proc, err := Launch([]string{"/bin/sh", "-c", "/bin/true; /bin/true; exit 7"}, nil, nil, Hooks{
+		Ready: func(int) error { return nil },
+		Fork: func(parent, child int, vfork bool) {
+			if len(started) == 0 {
+				cmd := exec.Command("/bin/true")
+				if err := cmd.Start(); err != nil {
+					t.Errorf("starting a command from the hook: %v", err)
+					return
+				}
+				started = append(started, cmd)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	defer func() {
+		for _, c := range started {
+			c.Wait()
+		}
+	}()
+	select {
+	case <-proc.Done():
+	case <-time.After(20 * time.Second):
+		unix.Kill(proc.PID, unix.SIGKILL)
+		t.Fatal("the loop did not see the shell's end")
+	}
+	if st, err := proc.Wait(); err != nil || !st.Known || st.Code != 7 {
+		t.Errorf("Wait = %+v, %v; want exit status 7", st, err)
+	}
+	if len(started) != 1 {
+		t.Errorf("%d commands started from the hook, want 1", len(started))
 	}
 }
