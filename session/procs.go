@@ -157,6 +157,11 @@ func (s *session) execed(pid int) {
 	if p == nil {
 		return
 	}
+	if !s.unheld {
+		// Stopped at its exec until this returns: its program,
+		// environment and auxiliary vector are read once.
+		defer tracer.Held(pid)()
+	}
 	s.probes.Execed(pid)
 	p.hist.Reset()
 	prog := tracer.ProgName(pid)

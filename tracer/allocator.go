@@ -247,7 +247,7 @@ func AllocatorAndRuntimeOfExec(pid int) (lib, runtime stacks.File, err error) {
 	if err != nil {
 		return lib, runtime, procErr(pid, err)
 	}
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	env := procEnviron(pid)
 	// Another root's files are not the ones the cache would check.
 	key, keyed := execKey(pid, exe, env)
 	keyed = keyed && root == ""
@@ -458,8 +458,8 @@ func parseLoaderList(out []byte) []string {
 	return libs
 }
 
-// procExe returns the path of the executable of a process.
-func procExe(pid int) (string, error) {
+// readExe returns the path of the executable of a process.
+func readExe(pid int) (string, error) {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
 		return "", procErr(pid, err)
@@ -505,7 +505,7 @@ func loadedLibraries(pid int, exe string) []stacks.File {
 	if l, ok := rootLists.get(pid); ok && l.exe == rootListKey(pid) {
 		return l.files
 	}
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	env := procEnviron(pid)
 	key, keyed := execKey(pid, exe, env)
 	if !keyed {
 		return nil
@@ -528,7 +528,7 @@ type rootList struct {
 // rootListKey identifies the program process pid runs and its root, zero
 // if either cannot be stat'ed.
 func rootListKey(pid int) [2]fileID {
-	exe, _ := statID(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, _ := exeID(pid)
 	root, _ := statID(fmt.Sprintf("/proc/%d/root", pid))
 	return [2]fileID{exe, root}
 }

@@ -46,7 +46,7 @@ type execKeyT struct {
 // execKey returns the key of process pid's program, ok false when a file
 // it depends on cannot be read (the answer is then not remembered).
 func execKey(pid int, exe string, environ []byte) (k execKeyT, ok bool) {
-	if k.exe, ok = statID(fmt.Sprintf("/proc/%d/exe", pid)); !ok {
+	if k.exe, ok = exeID(pid); !ok {
 		return k, false
 	}
 	k.exePath = exe

@@ -241,3 +241,62 @@ func TestFilesOfProgramShared(t *testing.T) {
 		t.Errorf("files %v, want %s and its C library", files, path)
 	}
 }
+
+// TestHeld: while a process is Held, its executable, its identity, its
+// environment and its loader's base are what they are read as without,
+// and read once: a second read gives the first even after the process
+// has changed (it cannot while really held; here it has exited). Released,
+// they are read again.
+func TestHeld(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "60")
+	cmd.Env = []string{"HELD_TEST=1"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	// Until its exec is done, the child is a copy of this test, or a
+	// process without its environment and auxiliary vector yet.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		exe, _ := readExe(pid)
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		base, _ := readLoaderBase(pid)
+		if strings.HasSuffix(exe, "/sleep") && len(env) > 0 && base != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sleep did not start")
+		}
+	}
+	release := Held(pid)
+	exe, err := procExe(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := readExe(pid)
+	id, ok := exeID(pid)
+	env := procEnviron(pid)
+	base, err := loaderBase(pid)
+	wantBase, _ := readLoaderBase(pid)
+	if exe != want || !ok || string(env) != "HELD_TEST=1\x00" || err != nil || base != wantBase || base == 0 {
+		t.Fatalf("held: exe %q (want %q), id %v %v, environ %q, base %#x %v (want %#x)", exe, want, id, ok, env, base, err, wantBase)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		t.Skip("the process is still there")
+	}
+	exe2, err2 := procExe(pid)
+	id2, ok2 := exeID(pid)
+	base2, berr2 := loaderBase(pid)
+	if exe2 != exe || err2 != nil || id2 != id || !ok2 || string(procEnviron(pid)) != string(env) || base2 != base || berr2 != nil {
+		t.Errorf("held, read again once gone: exe %q %v, id %v %v, base %#x %v", exe2, err2, id2, ok2, base2, berr2)
+	}
+	release()
+	if _, err := procExe(pid); err == nil {
+		t.Error("released, procExe still answers for a process gone")
+	}
+	if procEnviron(pid) != nil {
+		t.Error("released, procEnviron still answers for a process gone")
+	}
+}

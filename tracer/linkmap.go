@@ -18,9 +18,9 @@ import (
 // mapped the program's dynamic loader at.
 const atBase = 7
 
-// loaderBase returns where the dynamic loader of process pid is mapped
+// readLoaderBase returns where the dynamic loader of process pid is mapped
 // (AT_BASE), 0 for a static program.
-func loaderBase(pid int) (uint64, error) {
+func readLoaderBase(pid int) (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
 	if err != nil {
 		return 0, procErr(pid, err)

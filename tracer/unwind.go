@@ -212,7 +212,8 @@ func (p *Probes) loadUnwind(pid int, notices uint64, foretell bool) (*stacks.Map
 	var libPaths []unwindPath
 	if foretell {
 		if name, err := procExe(pid); err == nil {
-			exe = statPath(fmt.Sprintf("/proc/%d/exe", pid))
+			id, ok := exeID(pid)
+			exe = unwindPath{fmt.Sprintf("/proc/%d/exe", pid), id, ok}
 			libs = loadedLibraries(pid, name)
 			for _, lib := range libs {
 				libPaths = append(libPaths, statPath(lib.Path))
