@@ -65,11 +65,11 @@ func heldRead[T any](pid int, fact func(*heldFacts) *heldValue[T], read func() (
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if h := fact(f); !h.read {
+	h := fact(f)
+	if !h.read {
 		h.v, h.err = read()
 		h.read = true
 	}
-	h := fact(f)
 	return h.v, h.err
 }
 

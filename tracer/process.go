@@ -502,21 +502,11 @@ func (p *Process) waitLoop() {
 			p.loopOnSignals()
 			return
 		case p.tracees[pid]:
-			var ws unix.WaitStatus
-			wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
-			switch {
-			case err != nil:
-				if pid == p.PID {
-					p.status = p.atExit
-				}
-				p.untrace(pid)
-			case wpid != pid:
+			if !p.take(pid) {
 				// Told of, yet not there to take: as for a child
 				// not its own.
 				foreign++
 				time.Sleep(ringRetry)
-			case p.handle(pid, ws):
-				p.untrace(pid)
 			}
 		case p.lingering != nil && slices.Contains(p.lingering.lingering, pid):
 			if p.lingering.waitLingering(false) {
@@ -562,30 +552,33 @@ func (p *Process) serveRequests() bool {
 // threads a freeze left to stop.
 func (p *Process) poll() {
 	for pid := range p.tracees {
-		for {
-			var ws unix.WaitStatus
-			wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
-			if err != nil {
-				// Reaped by its parent first: the exit status is
-				// the one the exit stop gave, if it was seen.
-				if pid == p.PID {
-					p.status = p.atExit
-				}
-				p.untrace(pid)
-				break
-			}
-			if wpid == 0 {
-				break
-			}
-			if p.handle(pid, ws) {
-				p.untrace(pid)
-				break
-			}
+		for p.tracees[pid] && p.take(pid) {
 		}
 	}
 	if p.lingering != nil && p.lingering.waitLingering(false) {
 		p.lingering = nil
 	}
+}
+
+// take acts on the next stop or exit tracee pid has to report, without
+// waiting; it returns false when there is none. A tracee gone is untraced.
+func (p *Process) take(pid int) bool {
+	var ws unix.WaitStatus
+	wpid, err := wait4(pid, &ws, unix.WALL|unix.WNOHANG)
+	switch {
+	case err != nil:
+		// Reaped by its parent first: the exit status is the one the
+		// exit stop gave, if it was seen.
+		if pid == p.PID {
+			p.status = p.atExit
+		}
+		p.untrace(pid)
+	case wpid != pid:
+		return false
+	case p.handle(pid, ws):
+		p.untrace(pid)
+	}
+	return true
 }
 
 // untrace forgets tracee pid, which has ended.
