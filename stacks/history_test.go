@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
 func TestMapsHistory(t *testing.T) {
@@ -108,12 +110,7 @@ func TestExecutableSegmentsFileReplaced(t *testing.T) {
 		if err != nil {
 			t.Skipf("no %s: %v", src, err)
 		}
-		if err := os.WriteFile(path+".new", data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			t.Fatal(err)
-		}
+		fixture.ReplaceFile(t, path, data, 0o644)
 		got, err := executableSegments(path)
 		if err != nil {
 			t.Fatal(err)

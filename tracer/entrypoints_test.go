@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mdtrace/mdtrace/internal/fixture"
 	"github.com/mdtrace/mdtrace/stacks"
 )
 
@@ -36,14 +37,7 @@ func TestFuncCaches(t *testing.T) {
 	path := dir + "/lib.so"
 	write := func(b []byte) {
 		t.Helper()
-		// A new file renamed over the old one, as installers do.
-		tmp := dir + "/new"
-		if err := os.WriteFile(tmp, append(make([]byte, off), b...), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
+		fixture.ReplaceFile(t, path, append(make([]byte, off), b...), 0o644)
 	}
 	free := code(testRDI, je(2), pushRBP, ret, ret)
 	fs := funcSym{off: off, size: uint64(len(free))}
@@ -86,12 +80,7 @@ func TestFuncCaches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(dir+"/new", data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(dir+"/new", exe); err != nil {
-			t.Fatal(err)
-		}
+		fixture.ReplaceFile(t, exe, data, 0o755)
 		offs, err := funcOffsets(exe)
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
 // Processes as they are found on real machines: on another allocator than
@@ -365,12 +367,7 @@ func TestAttachDeletedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new file in the old one's place, as an upgrade renames it there.
-	if err := os.WriteFile(libc+".new", []byte("not the libc the process runs\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(libc+".new", libc); err != nil {
-		t.Fatal(err)
-	}
+	fixture.ReplaceFile(t, libc, []byte("not the libc the process runs\n"), 0o755)
 	pid := target.cmd.Process.Pid
 	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
 	waitReady(t, m, dir+"/ready")
