@@ -173,6 +173,15 @@ func (s *session) rememberMapsFrom(p *proc, maps *stacks.Maps) {
 		}
 	}
 	s.pmu.Lock()
+	last := p.lastMaps
+	s.pmu.Unlock()
+	if s.unheld && last != nil && tracer.Exiting(p.pid) {
+		// A process not held may have been read as it let its memory
+		// go, or once its main thread ended (which shows none): the
+		// maps read before stand for those it ended with.
+		return
+	}
+	s.pmu.Lock()
 	p.lastMaps = maps
 	s.pmu.Unlock()
 	for _, m := range p.hist.Add(maps) {

@@ -3,6 +3,12 @@
 // frees the blocks it made before, leaks three new ones from known
 // functions, churns, and exits when standard input closes or a second line
 // arrives.
+//
+// "attachee leader-exit" has a second thread from the start; after the
+// second line its main thread ends alone (pthread_exit), and the second
+// thread ends the process, with status 0, when standard input closes.
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,8 +35,24 @@ static void wait_line(void)
 		;
 }
 
-int main(void)
+static sem_t leader_gone;
+
+static void *outlive_leader(void *arg)
 {
+	(void)arg;
+	sem_wait(&leader_gone);
+	wait_line();
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	int leader_exit = argc > 1 && strcmp(argv[1], "leader-exit") == 0;
+	pthread_t t;
+	if (leader_exit) {
+		sem_init(&leader_gone, 0, 0);
+		pthread_create(&t, NULL, outlive_leader, NULL);
+	}
 	allocate_before();
 	write(1, "ready\n", 6);
 	wait_line();
@@ -43,5 +65,9 @@ int main(void)
 		free(malloc(64));
 	write(1, "done\n", 5);
 	wait_line();
+	if (leader_exit) {
+		sem_post(&leader_gone);
+		pthread_exit(NULL);
+	}
 	return 0;
 }

@@ -771,6 +771,25 @@ func kernelThread(pid int) bool {
 	return err == nil && flags&pfKthread != 0
 }
 
+// pfExiting is the kernel's PF_EXITING, set on a thread as it begins to
+// exit, before its memory is let go.
+const pfExiting = 0x4
+
+// Exiting reports whether process pid has begun to exit, or is gone: its
+// main thread has ended (a process whose main thread is gone shows no
+// maps), or the process is being torn down (a read of its maps may have
+// stopped part way). A read of the process made before Exiting returned
+// false saw it whole.
+func Exiting(pid int) bool {
+	f, err := StatFields(pid)
+	// f[0] is the state (field 3); the flags are field 9.
+	if err != nil || len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err != nil || flags&pfExiting != 0
+}
+
 // StatFields returns the fields of /proc/PID/stat that follow the command
 // name: the state (field 3) first, then the parent (field 4), and so on.
 func StatFields(pid int) ([]string, error) {

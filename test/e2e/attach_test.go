@@ -309,6 +309,62 @@ func TestAttachUnheld(t *testing.T) {
 	}
 }
 
+// TestAttachUnheldLeaderExits: a process mdtrace does not hold whose main
+// thread ends before the others shows no maps from then on; the heap dump
+// of its exit lists those it had, read before, not none.
+func TestAttachUnheldLeaderExits(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	target := start(t, prog("attachee"), "leader-exit")
+	target.expectLine(t, "ready")
+	pid := fmt.Sprint(target.cmd.Process.Pid)
+	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+		"--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "done")
+	maps := readFile(t, "/proc/"+pid+"/maps")
+	// Read again by mdtrace since the first allocation probed mapped
+	// the kernel's [uprobes] page.
+	time.Sleep(1500 * time.Millisecond)
+	io.WriteString(target.stdin, "end\n")
+	for i := 0; ; i++ {
+		stat := readFile(t, "/proc/"+pid+"/stat")
+		// The state follows the command name.
+		f := strings.Fields(stat[strings.LastIndex(stat, ")")+1:])
+		if f[0] == "Z" {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the main thread of %s did not end: state %s", pid, f[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := readFile(t, "/proc/"+pid+"/maps"); got != "" {
+		t.Fatalf("/proc/%s/maps with the main thread gone:\n%s\nwant none", pid, got)
+	}
+	// mdtrace reads the maps again meanwhile, and finds none.
+	time.Sleep(1500 * time.Millisecond)
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("attachee exit status %d", code)
+	}
+	if code := m.wait(t); code != 0 {
+		t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	if want := "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"; !strings.HasSuffix(m.stderr.String(), want) {
+		t.Errorf("mdtrace stderr:\n%s\nwant the end:\n%s", m.stderr.String(), want)
+	}
+	dump := readFile(t, dir+"/heap."+pid+".exit.txt")
+	i, j := strings.Index(dump, "\nMAPS\n"), strings.LastIndex(dump, "END\n")
+	if i < 0 || j < i {
+		t.Fatalf("heap dump without its MAPS section:\n%s", dump)
+	}
+	if got := dump[i+len("\nMAPS\n") : j]; got != maps {
+		t.Errorf("heap dump maps:\n%s\nwant those before the main thread ended:\n%s", got, maps)
+	}
+}
+
 // TestAttachMdtraceKilled: an attached process runs on normally, untraced,
 // when mdtrace is killed (SIGKILL), whether mdtrace held it or not.
 func TestAttachMdtraceKilled(t *testing.T) {
