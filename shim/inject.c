@@ -350,6 +350,25 @@ static void inject_fork_child(void)
 }
 
 /*
+ * mdshim_inject_return is where mdtrace's calls of the shim's functions
+ * return: it keeps the function's result in the slot its return address
+ * was taken from, where mdtrace reads it, and makes rt_sigreturn, whose
+ * frame mdtrace wrote above that slot: the thread's registers, signal
+ * mask and vector state as they were before the call. The thread so goes
+ * back to where it was stopped by itself, should mdtrace be gone.
+ */
+__asm__(".text\n"
+	".globl mdshim_inject_return\n"
+	".type mdshim_inject_return, @function\n"
+	".p2align 4\n"
+	"mdshim_inject_return:\n"
+	"\tmovq %rax, -8(%rsp)\n"
+	"\tmovl $15, %eax\n"
+	"\tsyscall\n"
+	"\thlt\n"
+	".size mdshim_inject_return, . - mdshim_inject_return\n");
+
+/*
  * mdshim_inject_start sets the shim up in a process it was loaded into
  * with dlopen: batches with depth frames an allocation (no batches when
  * batch is 0), sampling of one allocation every sample bytes on average

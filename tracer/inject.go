@@ -22,9 +22,9 @@ import (
 // Injection (-p PID --inject): the shim is loaded into a running process
 // by one of its threads, which mdtrace makes call dlopen and then the
 // shim's mdshim_inject_start as a debugger calls a function: its registers
-// saved, its stack pointer moved below the red zone, its return address 0,
-// so that the call ends in a SIGSEGV that mdtrace takes and suppresses, and
-// its registers (the vector ones too) put back exactly, orig_rax included,
+// saved, its stack pointer moved below the red zone, its return to a stub
+// that puts the thread back by itself (remotecall.go), and its registers
+// (the vector ones too) put back exactly once it has, orig_rax included,
 // so that a system call it was in restarts as it would have. While it makes
 // the call, the thread blocks every signal but the faults its own
 // instructions raise: a signal sent meanwhile waits, and its handler runs
@@ -39,8 +39,9 @@ import (
 // malloc and the others at the shim's hooks, and mdtrace takes its probes
 // off the allocator in the same stop: no call is seen twice or missed.
 
-// injectCallWait is how long a call made in the process may take.
-const injectCallWait = 10 * time.Second
+// injectCallWait is how long a call made in the process may take (a
+// variable for tests).
+var injectCallWait = 10 * time.Second
 
 // injectPickWait bounds the search for a thread that can make the calls.
 const injectPickWait = 3 * time.Second
@@ -154,105 +155,6 @@ func writeMem(pid int, addr uint64, data []byte) error {
 func nap(d time.Duration) {
 	ts := unix.NsecToTimespec(int64(d))
 	unix.Nanosleep(&ts, nil)
-}
-
-// remoteCall makes thread tid of process pid, in a ptrace stop with the
-// registers saved, call fn with args (data, if any, copied below its stack
-// and its address passed as the first argument), and returns what fn
-// returned. The thread is left stopped with its saved registers back,
-// whatever happens.
-func remoteCall(pid, tid int, saved *savedRegs, fn uint64, data []byte, args ...uint64) (ret uint64, err error) {
-	regs := saved.regs
-	sp := regs.Rsp - 128 // the red zone
-	if len(data) > 0 {
-		sp = (sp - uint64(len(data))) &^ 15
-		if err := writeMem(pid, sp, data); err != nil {
-			return 0, fmt.Errorf("writing the call's argument: %w", err)
-		}
-		args = append([]uint64{sp}, args...)
-	}
-	// At a function's entry the stack pointer is 8 past a multiple of
-	// 16: the return address, here 0, which ends the call in a fault.
-	sp = sp&^15 - 8
-	if err := writeMem(pid, sp, make([]byte, 8)); err != nil {
-		return 0, fmt.Errorf("writing the call's return address: %w", err)
-	}
-	regs.Rsp, regs.Rip, regs.Rax = sp, fn, 0
-	// Not in a system call any more: nothing restarts when it goes on.
-	regs.Orig_rax = ^uint64(0)
-	for i, a := range args {
-		switch i {
-		case 0:
-			regs.Rdi = a
-		case 1:
-			regs.Rsi = a
-		case 2:
-			regs.Rdx = a
-		case 3:
-			regs.Rcx = a
-		}
-	}
-	defer func() {
-		if rerr := saved.restore(tid); rerr != nil && err == nil {
-			err = fmt.Errorf("restoring thread %d's registers: %w", tid, rerr)
-		}
-	}()
-	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
-		return 0, err
-	}
-	blocked := ^uint64(faultSignals)
-	if err := sigmask(tid, false, &blocked); err != nil {
-		return 0, err
-	}
-	if err := ptrace(unix.PTRACE_CONT, tid, 0, 0); err != nil {
-		return 0, err
-	}
-	deadline := time.Now().Add(injectCallWait)
-	for {
-		var ws unix.WaitStatus
-		wpid, err := wait4(tid, &ws, unix.WALL|unix.WNOHANG)
-		switch {
-		case err != nil || wpid == tid && (ws.Exited() || ws.Signaled()):
-			return 0, fmt.Errorf("thread %d: %w", tid, ErrProcessGone)
-		case wpid == 0:
-			if time.Now().After(deadline) {
-				// Stopped where it is; its registers go back.
-				ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0)
-				wait4(tid, &ws, unix.WALL)
-				return 0, fmt.Errorf("the call did not return within %s", injectCallWait)
-			}
-			nap(100 * time.Microsecond)
-			continue
-		}
-		if !ws.Stopped() {
-			continue
-		}
-		sig := ws.StopSignal()
-		if int(ws>>16)&0xff != 0 {
-			// An event stop (a group stop): on.
-			ptrace(unix.PTRACE_CONT, tid, 0, 0)
-			continue
-		}
-		if sig == unix.SIGSEGV {
-			var now unix.PtraceRegs
-			if err := unix.PtraceGetRegs(tid, &now); err != nil {
-				return 0, err
-			}
-			if now.Rip == 0 {
-				return now.Rax, nil
-			}
-			return 0, fmt.Errorf("the call faulted at %#x", now.Rip)
-		}
-		if faultSignals&(1<<(sig-1)) != 0 {
-			// Raised by the call: the program never sees it.
-			var now unix.PtraceRegs
-			unix.PtraceGetRegs(tid, &now)
-			return 0, fmt.Errorf("the call raised %v at %#x", sig, now.Rip)
-		}
-		// Every other signal is blocked while the call runs, and waits.
-		// Should one come all the same, its handler runs above the call.
-		ptrace(unix.PTRACE_CONT, tid, 0, uintptr(sig))
-	}
 }
 
 // blockingSyscalls are system calls a thread waits in outside the
@@ -500,20 +402,20 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			audit.Quiet(tid, true)
 			defer audit.Quiet(tid, false)
 		}
-		h, err := remoteCall(pid, tid, saved, dlopenAt, append([]byte(path), 0), rtldNow)
+		// dlopen returns through the C library's __restore_rt, which
+		// does not keep its result: the shim's mapping tells.
+		back := libcReturn(pf.libcFile.Path, libcBase)
+		h, err := remoteCall(pid, tid, saved, back, dlopenAt, append([]byte(path), 0), rtldNow)
 		if err != nil {
 			return fmt.Errorf("calling dlopen in thread %d: %w", tid, err)
 		}
-		if h == 0 {
+		f, base, ok := mappedAt(pid, want)
+		if back.at == 0 && h == 0 || !ok {
 			msg := "no reason given"
-			if e, err := remoteCall(pid, tid, saved, dlerrorAt, nil); err == nil && e != 0 {
+			if e, err := remoteCall(pid, tid, saved, callReturn{}, dlerrorAt, nil); err == nil && e != 0 {
 				msg = remoteCString(pid, e)
 			}
 			return fmt.Errorf("the process's dlopen refused the shim: %s", msg)
-		}
-		f, base, ok := mappedAt(pid, want)
-		if !ok {
-			return fmt.Errorf("the shim is not mapped after dlopen")
 		}
 		in.Shim, in.Base = f, base
 		start, err := moduleSymbol(f, base, "mdshim_inject_start")
@@ -533,7 +435,7 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 				early = uint64(os.Getpid())
 			}
 		}
-		n, err := remoteCall(pid, tid, saved, start, nil, b, uint64(depth), sample, early)
+		n, err := remoteCall(pid, tid, saved, in.shimReturn(), start, nil, b, uint64(depth), sample, early)
 		if err != nil {
 			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
 		}
@@ -550,7 +452,7 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			if err != nil {
 				return err
 			}
-			n, err := remoteCall(pid, tid, saved, fn, blob, uint64(len(blob)))
+			n, err := remoteCall(pid, tid, saved, in.shimReturn(), fn, blob, uint64(len(blob)))
 			if err != nil {
 				return fmt.Errorf("calling mdshim_inject_bypass in thread %d: %w", tid, err)
 			}
@@ -654,7 +556,7 @@ func (in *Injected) callAs(tid int, name string, data []byte, args ...uint64) (u
 	if err != nil {
 		return 0, fmt.Errorf("reading thread %d's registers: %w", tid, err)
 	}
-	return remoteCall(in.PID, tid, saved, fn, data, args...)
+	return remoteCall(in.PID, tid, saved, in.shimReturn(), fn, data, args...)
 }
 
 // inStop calls fn with every thread of the process stopped and one of

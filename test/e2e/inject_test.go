@@ -262,6 +262,57 @@ func TestInjectKilled(t *testing.T) {
 	}
 }
 
+// TestInjectKilledInCall: mdtrace is killed with SIGKILL while the thread
+// it made call dlopen waits in it (another thread holds the loader's lock,
+// in a library's constructor). The call returns once the lock is let go,
+// to a return from a signal handler over the frame mdtrace wrote: the
+// thread goes back to its pthread_join, its signal stack and mask as they
+// were, and the program ends normally, the shim loaded and unused.
+func TestInjectKilledInCall(t *testing.T) {
+	needRoot(t)
+	prog("libslowload.so")
+	target := start(t, prog("slowload"))
+	target.expectLine(t, "loading")
+	pid := target.cmd.Process.Pid
+	m := start(t, mdtraceBin, "-p", fmt.Sprint(pid), "--inject")
+	// The main thread is traced by a thread of mdtrace while the call
+	// lasts.
+	tracedByMdtrace := func() bool {
+		tp := tracerPID(t, fmt.Sprint(pid))
+		_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%s", m.cmd.Process.Pid, tp))
+		return tp != "0" && err == nil
+	}
+	for i := 0; !tracedByMdtrace(); i++ {
+		if i == 200 {
+			t.Fatalf("mdtrace did not take slowload's main thread; its stderr:\n%s", m.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-m.done:
+		t.Fatalf("mdtrace ended before it was killed: %v; stderr:\n%s", m.cmd.ProcessState, m.stderr.String())
+	default:
+	}
+	m.cmd.Process.Kill()
+	<-m.done
+	io.WriteString(target.stdin, "go\n")
+	line, _ := target.stdout.ReadString('\n')
+	if line != "joined altstack ok mask ok\n" {
+		t.Fatalf("slowload said %q, want %q; its stderr:\n%s", line, "joined altstack ok mask ok\n", target.stderr.String())
+	}
+	if tp := tracerPID(t, fmt.Sprint(pid)); tp != "0" {
+		t.Errorf("TracerPid %s once mdtrace was killed", tp)
+	}
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", pid)); !strings.Contains(maps, "/libmdshim.so\n") {
+		t.Errorf("slowload's maps have no shim, which its dlopen loaded:\n%s", maps)
+	}
+	target.stdin.Close()
+	if code := target.wait(t); code != 0 {
+		t.Errorf("slowload exit status %d; its stderr:\n%s", code, target.stderr.String())
+	}
+}
+
 // TestInjectRefused: --inject is for -p, and not with the options that
 // change blocks; --inject-calls is for --all --inject, and a count.
 func TestInjectRefused(t *testing.T) {
