@@ -253,9 +253,26 @@ static int scan_module(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /*
+ * g_open_page is a RELRO page write_slot left writable for the next slots
+ * on it, 0 for none: the slots of a module's GOT share a few pages, and
+ * each mprotect costs the thread making mdtrace's calls a stop.
+ */
+static uintptr_t g_open_page;
+
+/* close_page makes the page write_slot left writable read-only again. */
+static void close_page(void)
+{
+	if (g_open_page != 0) {
+		mprotect((void *)g_open_page, (size_t)sysconf(_SC_PAGESIZE), PROT_READ);
+		g_open_page = 0;
+	}
+}
+
+/*
  * write_slot stores v in slot s, making a RELRO page writable for the
- * store and read-only again after it. A slot's store is one aligned word:
- * a thread calling through it meanwhile takes the old function or the new.
+ * store (and the next ones on that page, until close_page). A slot's store
+ * is one aligned word: a thread calling through it meanwhile takes the old
+ * function or the new.
  */
 static bool write_slot(const struct slot *s, uintptr_t v)
 {
@@ -263,11 +280,13 @@ static bool write_slot(const struct slot *s, uintptr_t v)
 	uintptr_t start = a & ~(page - 1);
 	bool relro = a >= s->relro_lo && a < s->relro_hi;
 
-	if (relro && mprotect((void *)start, page, PROT_READ | PROT_WRITE) != 0)
-		return false;
+	if (relro && start != g_open_page) {
+		close_page();
+		if (mprotect((void *)start, page, PROT_READ | PROT_WRITE) != 0)
+			return false;
+		g_open_page = start;
+	}
 	__atomic_store_n(s->addr, v, __ATOMIC_RELEASE);
-	if (relro)
-		mprotect((void *)start, page, PROT_READ);
 	return true;
 }
 
@@ -283,6 +302,7 @@ static void route_from(size_t i)
 		if (!write_slot(&g_slots[i], g_slots[i].hook))
 			g_failed++;
 	}
+	close_page();
 	mdshim_inject_slots = g_nslots - g_failed;
 	mdshim_inject_unrouted = g_failed + g_dropped;
 }
@@ -298,6 +318,7 @@ static unsigned long restore(void)
 		if (write_slot(&g_slots[i], g_slots[i].old))
 			n++;
 	}
+	close_page();
 	return n;
 }
 

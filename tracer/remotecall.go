@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 	"unsafe"
 
@@ -222,6 +223,37 @@ func syscallStop(tid int) (op uint64, nr, ip uint64) {
 	return op, regs.Orig_rax, regs.Rip
 }
 
+// ringAfter rings thread me (ringSignal) from the deadline on, every
+// ringRetry, until the returned func is called: a wait it is blocked in
+// then returns.
+func ringAfter(me int, deadline time.Time) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+		}
+		tick := time.NewTicker(ringRetry)
+		defer tick.Stop()
+		for {
+			unix.Tgkill(os.Getpid(), me, unix.Signal(ringSignal))
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
 // remoteCall makes thread tid of process pid, in a ptrace stop with the
 // registers saved, call fn with args (data, if any, copied below its stack
 // and its address passed as the first argument), returning to back, and
@@ -297,9 +329,24 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 	}
 	var returned, interrupted bool
 	deadline := time.Now().Add(injectCallWait)
+	// The thread's stops are waited for, not polled for (each of its
+	// system calls stops it): a ring interrupts the wait once the
+	// deadline is past.
+	blocking := ringReady()
+	if blocking {
+		defer ringAfter(unix.Gettid(), deadline)()
+	}
 	for {
 		var ws unix.WaitStatus
-		wpid, err := wait4(tid, &ws, unix.WALL|unix.WNOHANG)
+		var wpid int
+		var err error
+		if blocking {
+			if wpid, err = unix.Wait4(tid, &ws, unix.WALL, nil); err == unix.EINTR {
+				wpid, err = 0, nil
+			}
+		} else {
+			wpid, err = wait4(tid, &ws, unix.WALL|unix.WNOHANG)
+		}
 		switch {
 		case err != nil || wpid == tid && (ws.Exited() || ws.Signaled()):
 			return 0, fmt.Errorf("thread %d: %w", tid, ErrProcessGone)
@@ -314,7 +361,9 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 				// Stopped where it is; its registers go back.
 				return 0, fmt.Errorf("the call did not return within %s", injectCallWait)
 			}
-			nap(100 * time.Microsecond)
+			if !blocking {
+				nap(100 * time.Microsecond)
+			}
 			continue
 		}
 		if !ws.Stopped() {
