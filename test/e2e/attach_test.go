@@ -240,12 +240,7 @@ func tracerPID(t *testing.T, pid string) string {
 func TestAttachUnheld(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	target := start(t, prog("attachee"))
-	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
-	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
-		"--log", dir+"/log", "--ready-file", dir+"/ready")
-	waitReady(t, m, dir+"/ready")
+	target, m, pid := attachDumping(t, dir)
 	if tp := tracerPID(t, pid); tp != "0" {
 		t.Errorf("TracerPid %s while mdtrace traces the process, want 0", tp)
 	}
@@ -299,14 +294,34 @@ func TestAttachUnheld(t *testing.T) {
 		}
 	}
 	golden(t, "attachee_leak_report.txt", normalizeLeakReport(t, msgs, prog("attachee")))
-	dump := readFile(t, dir+"/heap."+pid+".exit.txt")
+	if got := dumpMaps(t, dir+"/heap."+pid+".exit.txt"); got != maps {
+		t.Errorf("heap dump maps:\n%s\nwant the process's as it ended:\n%s", got, maps)
+	}
+}
+
+// attachDumping starts attachee with args and, once it is ready, mdtrace -p
+// on it, leaks tracked and a heap dump at its exit, the log and the dump in
+// dir; it returns both and attachee's pid.
+func attachDumping(t *testing.T, dir string, args ...string) (target, m *background, pid string) {
+	t.Helper()
+	target = start(t, prog("attachee"), args...)
+	target.expectLine(t, "ready")
+	pid = fmt.Sprint(target.cmd.Process.Pid)
+	m = start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
+		"--log", dir+"/log", "--ready-file", dir+"/ready")
+	waitReady(t, m, dir+"/ready")
+	return target, m, pid
+}
+
+// dumpMaps returns the MAPS section of the heap dump at path.
+func dumpMaps(t *testing.T, path string) string {
+	t.Helper()
+	dump := readFile(t, path)
 	i, j := strings.Index(dump, "\nMAPS\n"), strings.LastIndex(dump, "END\n")
 	if i < 0 || j < i {
 		t.Fatalf("heap dump without its MAPS section:\n%s", dump)
 	}
-	if got := dump[i+len("\nMAPS\n") : j]; got != maps {
-		t.Errorf("heap dump maps:\n%s\nwant the process's as it ended:\n%s", got, maps)
-	}
+	return dump[i+len("\nMAPS\n") : j]
 }
 
 // TestAttachUnheldLeaderExits: a process mdtrace does not hold whose main
@@ -315,12 +330,7 @@ func TestAttachUnheld(t *testing.T) {
 func TestAttachUnheldLeaderExits(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
-	target := start(t, prog("attachee"), "leader-exit")
-	target.expectLine(t, "ready")
-	pid := fmt.Sprint(target.cmd.Process.Pid)
-	m := start(t, mdtraceBin, "-p", pid, "-o", "backtrace leak_track backtrace_dump_on_exit backtrace_dump_prefix="+dir+"/heap",
-		"--log", dir+"/log", "--ready-file", dir+"/ready")
-	waitReady(t, m, dir+"/ready")
+	target, m, pid := attachDumping(t, dir, "leader-exit")
 	io.WriteString(target.stdin, "go\n")
 	target.expectLine(t, "done")
 	maps := readFile(t, "/proc/"+pid+"/maps")
@@ -355,12 +365,7 @@ func TestAttachUnheldLeaderExits(t *testing.T) {
 	if want := "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"; !strings.HasSuffix(m.stderr.String(), want) {
 		t.Errorf("mdtrace stderr:\n%s\nwant the end:\n%s", m.stderr.String(), want)
 	}
-	dump := readFile(t, dir+"/heap."+pid+".exit.txt")
-	i, j := strings.Index(dump, "\nMAPS\n"), strings.LastIndex(dump, "END\n")
-	if i < 0 || j < i {
-		t.Fatalf("heap dump without its MAPS section:\n%s", dump)
-	}
-	if got := dump[i+len("\nMAPS\n") : j]; got != maps {
+	if got := dumpMaps(t, dir+"/heap."+pid+".exit.txt"); got != maps {
 		t.Errorf("heap dump maps:\n%s\nwant those before the main thread ended:\n%s", got, maps)
 	}
 }
