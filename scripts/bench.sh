@@ -49,7 +49,7 @@
 # set: only those), BUILD_RUNS (5), BUILD_ROUNDS (3: the cc1plus runs in a
 # row under one audit, and the rounds of them; BUILD_ONLY set: only those),
 # THREADS (4), PROCS (100), INJECT_ONLY (set: only the rows of -p --inject), REAL_ONLY (set: only python3's and cc1plus's rows), AUDIT_ONLY (set: only the rows of
-# --all, sampling on and off), PROCS_ONLY (set: only the followed children's rows), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SETTLE (0.3: seconds of rest before each
+# --all, sampling on and off), PROCS_ONLY (set: only the followed children's rows), CHAIN_ONLY (set: only the chain's slopes against heaptrack), SAMPLE_ONLY (set: only sampling's estimates), SETTLE (0.3: seconds of rest before each
 # measurement; the kernel frees the maps of the run before in the
 # background, the default live table's buckets taking about 75 ms of a
 # CPU, which slowed the next run by up to 40%).
@@ -761,6 +761,61 @@ procs_row() {
 	printf '  %-9s %-44s %8s  %-2s %-5s %s\n' procs "with sites, ms a child beyond native's ${med[procs/native]:-n/a}" "${added:-n/a}" "<=" 0.5 \
 		"$(awk -v a="${added:-}" 'BEGIN {print a != "" && a <= 0.5 ? "PASS" : "MISS"}')"
 }
+# Sampling's estimates against exact tracing of the same workload:
+# testdata/sampled leaks 20000 blocks of 64 bytes, 2000 of 4096 and 2000 of
+# 2048 (grown by realloc), and frees 20000 of 64 (pairs frees all it
+# allocates: nothing live to estimate). Each run's exit
+# heap dump gives the live blocks and bytes; the error is the estimate's
+# against the exact run's.
+sample_rows() {
+	# The errors are signed: their mean, with its 95% confidence interval
+	# (1.96 standard errors), says whether the estimate is biased; the mean of
+	# their sizes says how far one run is off. SAMPLE_RUNS runs each: at 65536
+	# one run's block count is off by about 19% (20 samples of the 64-byte
+	# blocks), which 20 runs left a 95% interval of +-8%, too wide to tell a
+	# bias of a few percent.
+	SAMPLE_RUNS=${SAMPLE_RUNS:-60}
+	echo "--sample-bytes estimates against exact tracing, testdata/sampled (24000 blocks, 13568000 bytes leaked), $SAMPLE_RUNS runs each:"
+	dump_totals() { awk '/^z / {n += $6; b += $4 * $6} END {print n + 0, b + 0}' "$1"; }
+	exact=""
+	for interval in 0 4096 65536; do
+		errs_n="" errs_b=""
+		for ((r = 0; r < SAMPLE_RUNS; r++)); do
+			rm -f "$tmp"/est.*
+			flag=()
+			if ((interval > 0)); then
+				flag=(--sample-bytes "$interval")
+			fi
+			bin/mdtrace "${flag[@]}" -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=$tmp/est" --log /dev/null -- testdata/sampled 2>/dev/null
+			read -r n b < <(dump_totals "$(ls "$tmp"/est.*.exit.txt)")
+			if ((interval == 0)); then
+				exact="$n $b"
+				break
+			fi
+			read -r en eb <<<"$exact"
+			errs_n+="$(awk -v a="$n" -v e="$en" 'BEGIN {printf "%.2f", 100 * (a - e) / e}') "
+			errs_b+="$(awk -v a="$b" -v e="$eb" 'BEGIN {printf "%.2f", 100 * (a - e) / e}') "
+		done
+		if ((interval == 0)); then
+			echo "  exact tracing: $exact (blocks, bytes)"
+			continue
+		fi
+		summary() {
+			tr ' ' '\n' | grep -v '^$' | awk '{
+				a = $1 < 0 ? -$1 : $1; s += a; if (a > m) m = a
+				sum += $1; sq += $1 * $1; n++
+			} END {
+				mean = sum / n; sd = n > 1 ? sqrt((sq - n * mean * mean) / (n - 1)) : 0
+				printf "mean |error| %.2f%%, max %.2f%%, mean error %+.2f%% +- %.2f%% (95%%)", s / n, m, mean, 1.96 * sd / sqrt(n) }'
+		}
+		echo "  --sample-bytes $interval: blocks $(summary <<<"$errs_n"); bytes $(summary <<<"$errs_b")"
+	done
+}
+if [[ -n ${SAMPLE_ONLY:-} ]]; then
+	echo "sampling's estimates; load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+	sample_rows
+	exit 0
+fi
 if [[ -n ${PROCS_ONLY:-} ]]; then
 	echo "a followed child, side by side; kernel $(uname -r); load average at start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 	bench procs
@@ -914,56 +969,8 @@ for wl in "${workloads[@]}"; do
 		"$(ratio "${med[$wl/sites]:-}" "${med[$wl/sample4k]:-}")x, $(ratio "${med[$wl/sites]:-}" "${med[$wl/sample64k]:-}")x"
 done
 
-# Sampling's estimates against exact tracing of the same workload:
-# testdata/sampled leaks 20000 blocks of 64 bytes, 2000 of 4096 and 2000 of
-# 2048 (grown by realloc), and frees 20000 of 64. (pairs, whose cost is
-# above, frees all it allocates: nothing live to estimate.) Each run's exit
-# heap dump gives the live blocks and bytes; the error is the estimate's
-# against the exact run's.
 echo
-# The errors are signed: their mean, with its 95% confidence interval
-# (1.96 standard errors), says whether the estimate is biased; the mean of
-# their sizes says how far one run is off. SAMPLE_RUNS runs each: at 65536
-# one run's block count is off by about 19% (20 samples of the 64-byte
-# blocks), which 20 runs left a 95% interval of +-8%, too wide to tell a
-# bias of a few percent.
-SAMPLE_RUNS=${SAMPLE_RUNS:-60}
-echo "--sample-bytes estimates against exact tracing, testdata/sampled (24000 blocks, 13568000 bytes leaked), $SAMPLE_RUNS runs each:"
-dump_totals() { awk '/^z / {n += $6; b += $4 * $6} END {print n + 0, b + 0}' "$1"; }
-exact=""
-for interval in 0 4096 65536; do
-	errs_n="" errs_b=""
-	for ((r = 0; r < SAMPLE_RUNS; r++)); do
-		rm -f "$tmp"/est.*
-		flag=()
-		if ((interval > 0)); then
-			flag=(--sample-bytes "$interval")
-		fi
-		bin/mdtrace "${flag[@]}" -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=$tmp/est" --log /dev/null -- testdata/sampled 2>/dev/null
-		read -r n b < <(dump_totals "$(ls "$tmp"/est.*.exit.txt)")
-		if ((interval == 0)); then
-			exact="$n $b"
-			break
-		fi
-		read -r en eb <<<"$exact"
-		errs_n+="$(awk -v a="$n" -v e="$en" 'BEGIN {printf "%.2f", 100 * (a - e) / e}') "
-		errs_b+="$(awk -v a="$b" -v e="$eb" 'BEGIN {printf "%.2f", 100 * (a - e) / e}') "
-	done
-	if ((interval == 0)); then
-		echo "  exact tracing: $exact (blocks, bytes)"
-		continue
-	fi
-	summary() {
-		tr ' ' '\n' | grep -v '^$' | awk '{
-			a = $1 < 0 ? -$1 : $1; s += a; if (a > m) m = a
-			sum += $1; sq += $1 * $1; n++
-		} END {
-			mean = sum / n; sd = n > 1 ? sqrt((sq - n * mean * mean) / (n - 1)) : 0
-			printf "mean |error| %.2f%%, max %.2f%%, mean error %+.2f%% +- %.2f%% (95%%)", s / n, m, mean, 1.96 * sd / sqrt(n) }'
-	}
-	echo "  --sample-bytes $interval: blocks $(summary <<<"$errs_n"); bytes $(summary <<<"$errs_b")"
-done
-
+sample_rows
 echo
 echo "record_allocs in user space, on a recorded fixture (one core):"
 GOMAXPROCS=1 go test -run '^$' -bench 'AppendRecord|RecordWriter|ReadRecords' -benchmem ./output | grep -E '^Benchmark'
