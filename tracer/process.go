@@ -367,16 +367,11 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File, cred
 	if !ws.Stopped() {
 		return fmt.Errorf("%s exited before it started", argv[0])
 	}
-	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
-		p.kill()
-		exe, _ := procExe(pid)
-		if exe == "" {
-			exe = path
-		}
-		return fmt.Errorf("cannot trace %s: %w", exe, errors.Unwrap(err))
-	}
-	// Hand the stop over to job control (SIGSTOP), then seize the stopped
-	// process: it has not run an instruction of its own yet.
+	// Hand the stop over to job control (SIGSTOP) at once, then seize the
+	// stopped process: it has not run an instruction of its own yet. A
+	// tracer that dies in this first stop (exec's SIGTRAP, from
+	// PTRACE_TRACEME) has the kernel deliver that SIGTRAP, which kills
+	// the command: nothing else is done in it.
 	if err := ptrace(unix.PTRACE_DETACH, pid, 0, uintptr(unix.SIGSTOP)); err != nil {
 		p.kill()
 		return fmt.Errorf("detaching from %s: %w", argv[0], err)
@@ -388,6 +383,14 @@ func (p *Process) launch(path string, argv, env []string, extra []*os.File, cred
 	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, p.options()); err != nil {
 		p.kill()
 		return fmt.Errorf("tracing %s: %w", argv[0], err)
+	}
+	if err := CheckExecutable(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		p.kill()
+		exe, _ := procExe(pid)
+		if exe == "" {
+			exe = path
+		}
+		return fmt.Errorf("cannot trace %s: %w", exe, errors.Unwrap(err))
 	}
 	return nil
 }
