@@ -171,7 +171,7 @@ func (f *freezer) stop(tid int) error {
 		f.held = append(f.held, held{tid: tid})
 		return nil
 	}
-	switch err := ptrace(unix.PTRACE_SEIZE, tid, 0, 0); {
+	switch err := ptrace(unix.PTRACE_SEIZE, tid, 0, callOptions); {
 	case errors.Is(err, unix.ESRCH):
 		return nil // gone
 	case err != nil:

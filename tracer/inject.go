@@ -295,7 +295,7 @@ func onTracerThread(fn func() error) error {
 // it is gone, cannot be traced, or stopped for a signal (then let go with
 // it).
 func seizeStopped(tid int) bool {
-	if ptrace(unix.PTRACE_SEIZE, tid, 0, 0) != nil {
+	if ptrace(unix.PTRACE_SEIZE, tid, 0, callOptions) != nil {
 		return false
 	}
 	if ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0) != nil {

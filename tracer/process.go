@@ -24,11 +24,18 @@ var errESRCH = unix.ESRCH
 
 // traceOptions: stop at the process's exit (reports) and at its execs (a
 // new program image); with forks followed, at its forks too, whose
-// children are then traced from their first instruction.
+// children are then traced from their first instruction. And
+// callOptions, which every thread mdtrace traces has.
 const (
-	traceOptions       = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
+	traceOptions       = callOptions | unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC
 	traceForkOptions   = traceOptions | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
 	maxFollowedProcess = 4096
+	// callOptions mark a system call's stop (SIGTRAP|0x80, where a call
+	// mdtrace makes in a thread stops at each, remotecall.go): a tracer
+	// that dies in such a stop leaves the kernel that stop's signal to
+	// send the thread, and SIGTRAP|0x80 is no signal, where SIGTRAP
+	// would kill the process.
+	callOptions = unix.PTRACE_O_TRACESYSGOOD
 )
 
 // Hooks are called by a Process from its control goroutine.

@@ -202,9 +202,9 @@ const (
 
 // syscallStop returns the kind of system call stop thread tid, stopped
 // with SIGTRAP, is in (0 for a SIGTRAP of another cause), with the system
-// call's number and the address after it. The thread's options are its
-// tracer's (without PTRACE_O_TRACESYSGOOD, as mdtrace sets them): the
-// stop's siginfo tells (si_code SIGTRAP, or SIGTRAP|0x80 with it).
+// call's number and the address after it. The stop's siginfo tells: its
+// si_code is SIGTRAP|0x80 (PTRACE_O_TRACESYSGOOD, which every thread
+// mdtrace traces has: callOptions), SIGTRAP without.
 func syscallStop(tid int) (op uint64, nr, ip uint64) {
 	var si [128]byte
 	if ptrace(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(&si[0]))) != nil {
