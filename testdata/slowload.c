@@ -4,11 +4,12 @@
 //
 // Its main thread sets an alternate signal stack and blocks SIGUSR2, then
 // starts a thread that dlopen's libslowload.so, next to the program, and
-// waits for that thread (pthread_join). The library's constructor says
-// "loading" and waits for a line on standard input, the loader's lock
-// held. Once the thread is done, the main thread checks that its signal
-// stack and mask are as it set them, says so ("joined altstack ok mask
-// ok"), and exits with status 0 when standard input closes.
+// waits for that thread (pthread_join). The library's constructor, once the
+// main thread sleeps there, says "loading" and waits for a line on
+// standard input, the loader's lock held. Once the thread is done, the main
+// thread checks that its signal stack and mask are as it set them, says so
+// ("joined altstack ok mask ok"), and exits with status 0 when standard
+// input closes.
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
