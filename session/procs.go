@@ -36,6 +36,15 @@ func (s *session) ready(pid int) error {
 	s.pid = pid
 	s.procs[pid] = p
 	s.pmu.Unlock()
+	var in *tracer.Injected
+	if s.flags.Inject {
+		// The shim is loaded before the allocator is probed: what the
+		// loader allocates for it is not the program's. And before the
+		// unwind tables are parsed: the thread that calls dlopen stops
+		// at each of its system calls until mdtrace lets it on, which
+		// that parsing on every CPU made take 8 to 35 ms, not 2 to 5.
+		in, err = s.injectLoad(p, lib)
+	}
 	// The unwind tables are made while the allocator is probed: both
 	// wait for RCU grace periods, 10 to 20 ms each here, which the
 	// process, held, waits for.
@@ -44,12 +53,6 @@ func (s *session) ready(pid int) error {
 		defer close(unwound)
 		s.loadUnwind(pid)
 	}()
-	var in *tracer.Injected
-	if s.flags.Inject {
-		// The shim is loaded before the allocator is probed: what the
-		// loader allocates for it is not the program's.
-		in, err = s.injectLoad(p, lib)
-	}
 	if s.flags.PID != 0 {
 		// A running process allocates as soon as the allocator is
 		// probed: its backtraces need its tables by then, or they stop
