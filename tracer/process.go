@@ -772,13 +772,8 @@ const pfKthread = 0x00200000
 // kernelThread reports whether pid is a kernel thread, which has no
 // /proc/PID/exe, as a process that has exited has none.
 func kernelThread(pid int) bool {
-	f, err := StatFields(pid)
-	// f[0] is the state (field 3); the flags are field 9.
-	if err != nil || len(f) < 7 {
-		return false
-	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err == nil && flags&pfKthread != 0
+	_, flags, ok := taskState(pid)
+	return ok && flags&pfKthread != 0
 }
 
 // pfExiting is the kernel's PF_EXITING, set on a thread as it begins to
@@ -791,13 +786,19 @@ const pfExiting = 0x4
 // stopped part way). A read of the process made before Exiting returned
 // false saw it whole.
 func Exiting(pid int) bool {
+	state, flags, ok := taskState(pid)
+	return !ok || state == "Z" || state == "X" || state == "x" || flags&pfExiting != 0
+}
+
+// taskState returns the state (field 3) and the flags (field 9) of
+// /proc/PID/stat; ok is false if they cannot be read.
+func taskState(pid int) (state string, flags uint64, ok bool) {
 	f, err := StatFields(pid)
-	// f[0] is the state (field 3); the flags are field 9.
-	if err != nil || len(f) < 7 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
-		return true
+	if err != nil || len(f) < 7 {
+		return "", 0, false
 	}
-	flags, err := strconv.ParseUint(f[6], 10, 64)
-	return err != nil || flags&pfExiting != 0
+	flags, err = strconv.ParseUint(f[6], 10, 64)
+	return f[0], flags, err == nil
 }
 
 // StatFields returns the fields of /proc/PID/stat that follow the command

@@ -72,12 +72,7 @@ func readRestoreRT(path string) (uint64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	first := ^uint64(0)
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr < first {
-			first = p.Vaddr
-		}
-	}
+	first := firstLoadAddress(f)
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
 			continue

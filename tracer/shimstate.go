@@ -87,6 +87,18 @@ type symbolKey struct {
 	name string
 }
 
+// firstLoadAddress is the lowest address of f's loadable segments, where
+// its base in a process maps: offsets in the process are from there.
+func firstLoadAddress(f *elf.File) uint64 {
+	first := ^uint64(0)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Vaddr < first {
+			first = p.Vaddr
+		}
+	}
+	return first
+}
+
 func readSymbolAddress(path, name string) (uint64, error) {
 	f, err := elf.Open(path)
 	if err != nil {
@@ -97,12 +109,7 @@ func readSymbolAddress(path, name string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var first uint64 = ^uint64(0)
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Vaddr < first {
-			first = p.Vaddr
-		}
-	}
+	first := firstLoadAddress(f)
 	for _, s := range syms {
 		if s.Section != elf.SHN_UNDEF {
 			return s.Value - first, nil
