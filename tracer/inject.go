@@ -387,6 +387,10 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	if err != nil {
 		return nil, err
 	}
+	// dlopen returns through the C library's __restore_rt, which does not
+	// keep its result: the shim's mapping tells. Found before a thread is
+	// stopped: the first time, the library's text is searched for it.
+	back := libcReturn(pf.libcFile.Path, libcBase)
 	in := &Injected{PID: pid, path: path}
 	err = onTracerThread(func() error {
 		tid, err := pickThread(pid, pf)
@@ -402,9 +406,6 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			audit.Quiet(tid, true)
 			defer audit.Quiet(tid, false)
 		}
-		// dlopen returns through the C library's __restore_rt, which
-		// does not keep its result: the shim's mapping tells.
-		back := libcReturn(pf.libcFile.Path, libcBase)
 		h, err := remoteCall(pid, tid, saved, back, dlopenAt, append([]byte(path), 0), rtldNow)
 		if err != nil {
 			return fmt.Errorf("calling dlopen in thread %d: %w", tid, err)

@@ -4,6 +4,8 @@ package tracer
 
 import (
 	"bufio"
+	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -61,4 +63,51 @@ func TestRemoteCallLeft(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("slowload: %v", err)
 	}
+}
+
+// TestIndexIn: the code is found wherever it lies, across the pieces read
+// as well as inside them, and not where it is not.
+func TestIndexIn(t *testing.T) {
+	size := 3*(64<<10) + 100
+	for _, at := range []int{0, 5, 64<<10 - 4, 64<<10 - len(restoreRTCode), 64 << 10, 2*(64<<10) - 1, size - len(restoreRTCode)} {
+		b := make([]byte, size)
+		copy(b[at:], restoreRTCode)
+		if got, err := indexIn(bytes.NewReader(b), restoreRTCode); err != nil || got != int64(at) {
+			t.Errorf("code at %d: found at %d (%v)", at, got, err)
+		}
+	}
+	b := make([]byte, size)
+	copy(b[size-len(restoreRTCode)+1:], restoreRTCode)
+	if got, err := indexIn(bytes.NewReader(b), restoreRTCode); err != nil || got != -1 {
+		t.Errorf("code cut off by the end: found at %d (%v), want -1", got, err)
+	}
+}
+
+// TestReadRestoreRT: the offset found in the system's C library holds
+// __restore_rt's code.
+func TestReadRestoreRT(t *testing.T) {
+	path := "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no glibc to read: %v", err)
+	}
+	off, err := readRestoreRT(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := firstLoadAddress(f) + off
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && at >= p.Vaddr && at < p.Vaddr+p.Filesz {
+			got := make([]byte, len(restoreRTCode))
+			if _, err := p.ReadAt(got, int64(at-p.Vaddr)); err != nil || !bytes.Equal(got, restoreRTCode) {
+				t.Fatalf("at %#x: %x (%v), want %x", at, got, err, restoreRTCode)
+			}
+			return
+		}
+	}
+	t.Fatalf("offset %#x is in no segment of %s", off, path)
 }
