@@ -118,6 +118,11 @@ func (s *session) launchEarly(env []string, extra []*os.File, cred *syscall.Cred
 			s.execed(pid)
 		},
 		Gone: s.gone,
+		LeaderLeft: func(pid int) {
+			if setup() {
+				s.leaderLeft(pid)
+			}
+		},
 		Fork: func(parent, child int, vfork bool) {
 			if !setup() {
 				unix.Kill(child, unix.SIGKILL)

@@ -3,7 +3,9 @@
 package session
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/mdtrace/mdtrace/options"
@@ -89,6 +91,47 @@ func (s *session) exitLater(p *proc) bool {
 	l.held[p.pid] = p
 	l.mu.Unlock()
 	return true
+}
+
+// leaderLeft is the Process's word that process pid's main thread is
+// ending alone (pthread_exit) while its other threads run on. mdtrace holds
+// a process by its main thread: this one cannot be held at its end. Its
+// maps are kept now, while they can still be read whole, and its reports
+// are written once it has ended, from the table (each thread's last batch
+// is handed over as the thread ends) and those maps: the first process's
+// when mdtrace ends, a descendant's as it is gone.
+func (s *session) leaderLeft(pid int) {
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
+	s.rememberMaps(p)
+	s.pmu.Lock()
+	p.gone = true
+	first := pid == s.pid
+	s.pmu.Unlock()
+	var without []string
+	if s.exitCheck() {
+		without = append(without, "the check for unreachable memory")
+	}
+	if s.cfg.Has(options.LogAllocatorStatsOnExit) && s.shim == "" {
+		without = append(without, "glibc's statistics")
+	}
+	msg := fmt.Sprintf("process %d (%s): its main thread ended (pthread_exit) while its other threads run on: its reports are written once the whole process has ended, with its maps as they are now (libraries it loads from now on stay unnamed)", pid, strings.TrimSpace(p.prog))
+	if len(without) > 0 {
+		msg += ", and without " + strings.Join(without, " and ") + ": mdtrace cannot hold a process at its end without its main thread"
+	}
+	if n := s.probes.EarlyPending(pid); n > 0 {
+		// Read from its memory at its end otherwise.
+		msg += fmt.Sprintf("; the calls in %d batches its shim kept from before mdtrace was ready count only if their threads hand them over before they end", n)
+	}
+	s.notice("%s", msg)
+	if !first && s.later != nil {
+		l := s.later
+		l.mu.Lock()
+		l.held[pid] = p
+		l.mu.Unlock()
+	}
 }
 
 // gone is the Process's word that process pid has ended: its reports, if

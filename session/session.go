@@ -399,7 +399,7 @@ func Run(flags *options.Flags, cfg *options.Config, stderr io.Writer) (int, erro
 		close(s.setupc)
 		return s.runProgram(sigs)
 	}
-	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed}
+	hooks := tracer.Hooks{Ready: s.ready, Exit: s.exiting, Exec: s.execed, LeaderLeft: s.leaderLeft}
 	if flags.PID == 0 || flags.FollowForks {
 		hooks.Fork = s.forked
 	}

@@ -51,6 +51,12 @@ func (sc *unreachScan) reachable(i int) bool { return sc.res.Reachable[sc.block[
 // copy of its roots and heap, lets it go on, and marks the blocks
 // reachable from the roots.
 func (s *session) scanUnreachable(p *proc) (*unreachScan, error) {
+	s.pmu.Lock()
+	gone := p.gone
+	s.pmu.Unlock()
+	if gone {
+		return nil, fmt.Errorf("process %d has no main thread or memory left to read", p.pid)
+	}
 	s.syncLibraries()
 	sc := &unreachScan{}
 	shim := shimName
@@ -312,7 +318,12 @@ func (s *session) Exiting(pid int) {
 	s.mu.Lock()
 	finished := p.finished
 	s.mu.Unlock()
-	if finished {
+	s.pmu.Lock()
+	gone := p.gone
+	s.pmu.Unlock()
+	if finished || gone {
+		// Gone from under mdtrace (its main thread ended alone, as
+		// leaderLeft said): nothing to read it through.
 		return
 	}
 	sc, err := s.scanUnreachable(p)

@@ -131,6 +131,13 @@ func (p *Probes) EarlyListed(tgid int) bool {
 	return ok
 }
 
+// EarlyPending returns how many buffers process tgid's shim lists as not
+// registered with the probes yet (read from its memory: 0 if it cannot
+// be read, or the process started as usual).
+func (p *Probes) EarlyPending(tgid int) int {
+	return len(p.earlyAddrs(tgid))
+}
+
 // ShimEarlyList returns where process pid's shim lists its buffers not
 // registered yet (abi.SymbolEarlyBatches), 0 if it does not map the shim.
 func ShimEarlyList(pid int, shim string) (uint64, error) {

@@ -62,6 +62,14 @@ type Hooks struct {
 	// and a process forked meanwhile waits for it to return. A
 	// single-threaded process gone has run its whole exit.
 	Gone func(pid int)
+	// LeaderLeft, if set, is called instead of Exit when a traced
+	// process's main thread ends alone (pthread_exit) while other threads
+	// run on: the process goes on, and it cannot be held at its end (only
+	// its main thread is traced), which Gone tells. Its maps can still be
+	// read at this call; once it returns, /proc/PID shows no maps,
+	// program or memory. Without it, Exit is called then, as if the
+	// process were exiting.
+	LeaderLeft func(pid int)
 }
 
 // ExitStatus is how a process ended.
@@ -410,6 +418,9 @@ func (p *Process) attach(pid int) error {
 			if kernelThread(pid) {
 				return fmt.Errorf("process %d is a kernel thread: it has no program or allocator to trace", pid)
 			}
+			if leaderGone(pid) {
+				return fmt.Errorf("process %d runs on without its main thread, which has ended (pthread_exit): the kernel shows no program, maps or memory of it under /proc/%d, which mdtrace reads it through, and mdtrace cannot trace it", pid, pid)
+			}
 			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
 		}
 		exe, _ := procExe(pid)
@@ -635,6 +646,13 @@ func (p *Process) handle(pid int, ws unix.WaitStatus) bool {
 	sig := ws.StopSignal()
 	switch event := int(ws>>16) & 0xff; event {
 	case unix.PTRACE_EVENT_EXIT:
+		if p.hooks.LeaderLeft != nil && leaderLeaves(pid) {
+			p.atStop = pid
+			p.hooks.LeaderLeft(pid)
+			p.atStop = 0
+			ptrace(unix.PTRACE_CONT, pid, 0, 0)
+			break
+		}
 		if pid == p.PID {
 			p.atExit = exitStatusAt(pid)
 		}
@@ -682,6 +700,53 @@ func (p *Process) forked(parent int, vfork bool) {
 		return
 	}
 	p.follow(parent, child, vfork)
+}
+
+// leaderLeaves reports whether process pid, stopped at its main thread's
+// exit (PTRACE_EVENT_EXIT), loses that thread alone: the thread called
+// exit, not exit_group (pthread_exit in main does so), and another of its
+// threads is not exiting. A fatal signal or exit_group ends every thread
+// with the main one.
+func leaderLeaves(pid int) bool {
+	var regs unix.PtraceRegs
+	if unix.PtraceGetRegs(pid, &regs) != nil || regs.Orig_rax != unix.SYS_EXIT {
+		return false
+	}
+	return otherThreadRuns(pid)
+}
+
+// leaderGone reports whether process pid's main thread has ended while
+// other threads of it run on: /proc/PID then shows no program, maps or
+// memory.
+func leaderGone(pid int) bool {
+	state, _, ok := taskState(pid)
+	return ok && state == "Z" && otherThreadRuns(pid)
+}
+
+// otherThreadRuns reports whether a thread of process pid other than its
+// main thread has not begun to exit.
+func otherThreadRuns(pid int) bool {
+	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil || tid == pid {
+			continue
+		}
+		if !threadExiting(pid, tid) {
+			return true
+		}
+	}
+	return false
+}
+
+// threadExiting reports whether thread tid of process pid has begun to
+// exit, or is gone.
+func threadExiting(pid, tid int) bool {
+	state, flags, ok := stateAt(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	return !ok || exitingState(state, flags)
 }
 
 func isStopSignal(s syscall.Signal) bool {
@@ -787,13 +852,25 @@ const pfExiting = 0x4
 // false saw it whole.
 func Exiting(pid int) bool {
 	state, flags, ok := taskState(pid)
-	return !ok || state == "Z" || state == "X" || state == "x" || flags&pfExiting != 0
+	return !ok || exitingState(state, flags)
+}
+
+// exitingState reports whether a task of that state and those flags has
+// begun to exit.
+func exitingState(state string, flags uint64) bool {
+	return state == "Z" || state == "X" || state == "x" || flags&pfExiting != 0
 }
 
 // taskState returns the state (field 3) and the flags (field 9) of
 // /proc/PID/stat; ok is false if they cannot be read.
 func taskState(pid int) (state string, flags uint64, ok bool) {
-	f, err := StatFields(pid)
+	return stateAt(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// stateAt is taskState for the stat file at path (a process's or a
+// thread's).
+func stateAt(path string) (state string, flags uint64, ok bool) {
+	f, err := statFieldsAt(path)
 	if err != nil || len(f) < 7 {
 		return "", 0, false
 	}
@@ -804,7 +881,11 @@ func taskState(pid int) (state string, flags uint64, ok bool) {
 // StatFields returns the fields of /proc/PID/stat that follow the command
 // name: the state (field 3) first, then the parent (field 4), and so on.
 func StatFields(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return statFieldsAt(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+func statFieldsAt(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -812,7 +893,7 @@ func StatFields(pid int) ([]string, error) {
 	// start after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return nil, fmt.Errorf("%s: no command name", path)
 	}
 	return strings.Fields(string(b[i+1:])), nil
 }

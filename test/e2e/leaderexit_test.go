@@ -1,0 +1,171 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLeaderExitsFirst: a launched command (and a child it forks) whose
+// main thread ends alone (pthread_exit) runs on in its other thread, which
+// leaks three blocks and ends the process with status 3. Its reports wait
+// for the whole process: every leak is in them, the thread's with their
+// stacks, and mdtrace says why they came late. Before, the report was
+// written at the main thread's exit, without the thread's leaks.
+func TestLeaderExitsFirst(t *testing.T) {
+	needRoot(t)
+	for _, mode := range []string{"launched", "forked"} {
+		t.Run(mode, func(t *testing.T) {
+			args := []string{"-o", "backtrace leak_track", "--", prog("leaderexit")}
+			if mode == "forked" {
+				args = append(args, "forked")
+			}
+			r := runMdtrace(t, args...)
+			if r.code != 3 {
+				t.Fatalf("exit code %d, want 3 (the process's); stderr:\n%s", r.code, r.stderr)
+			}
+			if r.stdout != "outlived\n" {
+				t.Errorf("stdout %q, want the thread's line", r.stdout)
+			}
+			// The process whose main thread ended: the command, or its child.
+			m := regexp.MustCompile(`mdtrace: tracing process (\d+) \(`).FindAllStringSubmatch(r.stderr, -1)
+			fm := regexp.MustCompile(`mdtrace: tracing process (\d+), forked from \d+\n`).FindStringSubmatch(r.stderr)
+			if len(m) != 1 || (mode == "forked") != (fm != nil) {
+				t.Fatalf("the processes traced are not the ones run; stderr:\n%s", r.stderr)
+			}
+			pid := m[0][1]
+			if fm != nil {
+				pid = fm[1]
+			}
+			notice := fmt.Sprintf("mdtrace: process %s (%s): its main thread ended (pthread_exit) while its other threads run on: its reports are written once the whole process has ended, with its maps as they are now (libraries it loads from now on stay unnamed)", pid, prog("leaderexit"))
+			// mdtrace's notices are logged under the first process's PID.
+			var msgs, all []string
+			for _, line := range strings.Split(r.stderr, "\n") {
+				if lm := logRe.FindStringSubmatch(line); lm != nil {
+					all = append(all, lm[4])
+					if lm[1] == pid {
+						msgs = append(msgs, lm[4])
+					}
+				}
+			}
+			if !slices.Contains(all, notice) {
+				t.Errorf("no line %q; stderr:\n%s", notice, r.stderr)
+			}
+			report := normalizeLeakReport(t, msgs, prog("leaderexit"))
+			total := strings.Count(report, "+++ ")
+			want := []string{
+				"leaked block of size 1111 at 0xPTR (leak %d of %d)\nBacktrace at time of allocation:\n" +
+					"          #00  pc PC  leaderexit (leader_leak+OFF)\n          #01  pc PC  leaderexit (run+OFF)\n          #02  pc PC  leaderexit (main+OFF)\n",
+				"leaked block of size 2222 at 0xPTR (leak %d of %d)\nBacktrace at time of allocation:\n" +
+					"          #00  pc PC  leaderexit (thread_leak_one+OFF)\n          #01  pc PC  leaderexit (outlive+OFF)\n",
+				"leaked block of size 2223 at 0xPTR (leak %d of %d)\nBacktrace at time of allocation:\n" +
+					"          #00  pc PC  leaderexit (thread_leak_two+OFF)\n          #01  pc PC  leaderexit (outlive+OFF)\n",
+				"leaked block of size 2224 at 0xPTR (leak %d of %d)\nBacktrace at time of allocation:\n" +
+					"          #00  pc PC  leaderexit (thread_leak_three+OFF)\n          #01  pc PC  leaderexit (outlive+OFF)\n",
+			}
+			for _, w := range want {
+				found := false
+				for n := 1; n <= total && !found; n++ {
+					found = strings.Contains(report, fmt.Sprintf(w, n, total))
+				}
+				if !found {
+					t.Errorf("no leak\n%s\nin the report:\n%s", strings.ReplaceAll(w, "%d", "N"), report)
+				}
+			}
+			// glibc's own blocks for pthread_exit (libgcc_s, loaded by it)
+			// are the others.
+			if total < 4 || !strings.Contains(report, fmt.Sprintf(" in %d leaked allocations", total)) {
+				t.Errorf("%d leaks listed, and no bottom line that counts them:\n%s", total, report)
+			}
+		})
+	}
+}
+
+// waitLeaderGone waits until the main thread of process pid has ended
+// (state Z) while the process runs on.
+func waitLeaderGone(t *testing.T, pid string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		stat := readFile(t, "/proc/"+pid+"/stat")
+		// The state follows the command name.
+		if f := strings.Fields(stat[strings.LastIndex(stat, ")")+1:]); f[0] == "Z" {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("the main thread of %s did not end", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAttachLeaderGone: mdtrace -p on a process whose main thread has
+// ended, its other thread running on, says so and fails, held or not (the
+// kernel shows nothing of it under /proc/PID); held from before, the
+// process is reported once it has ended, with the leaks made before its
+// main thread ended.
+func TestAttachLeaderGone(t *testing.T) {
+	needRoot(t)
+	t.Run("after", func(t *testing.T) {
+		target := start(t, prog("attachee"), "leader-exit")
+		target.expectLine(t, "ready")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		io.WriteString(target.stdin, "go\n")
+		target.expectLine(t, "done")
+		io.WriteString(target.stdin, "end\n")
+		waitLeaderGone(t, pid)
+		want := fmt.Sprintf("mdtrace: process %s runs on without its main thread, which has ended (pthread_exit): the kernel shows no program, maps or memory of it under /proc/%s, which mdtrace reads it through, and mdtrace cannot trace it\n", pid, pid)
+		for _, args := range [][]string{{"-p", pid}, {"-p", pid, "--hold"}} {
+			r := runMdtrace(t, args...)
+			if r.code != 1 || !strings.HasSuffix(r.stderr, want) {
+				t.Errorf("mdtrace %v: exit code %d, stderr:\n%s\nwant 1 and the end:\n%s", args, r.code, r.stderr, want)
+			}
+		}
+		target.stdin.Close()
+		if code := target.wait(t); code != 0 {
+			t.Errorf("attachee exit status %d", code)
+		}
+	})
+	t.Run("held", func(t *testing.T) {
+		dir := t.TempDir()
+		target := start(t, prog("attachee"), "leader-exit")
+		target.expectLine(t, "ready")
+		pid := fmt.Sprint(target.cmd.Process.Pid)
+		m := start(t, mdtraceBin, "-p", pid, "--hold", "-o", "backtrace leak_track", "--log", dir+"/log", "--ready-file", dir+"/ready")
+		waitReady(t, m, dir+"/ready")
+		io.WriteString(target.stdin, "go\n")
+		target.expectLine(t, "done")
+		io.WriteString(target.stdin, "end\n")
+		waitLeaderGone(t, pid)
+		target.stdin.Close()
+		if code := target.wait(t); code != 0 {
+			t.Errorf("attachee exit status %d", code)
+		}
+		if code := m.wait(t); code != 0 {
+			t.Errorf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+		}
+		if want := "mdtrace: process " + pid + " (" + prog("attachee") + ") exited with status 0\n"; !strings.HasSuffix(m.stderr.String(), want) {
+			t.Errorf("mdtrace stderr:\n%s\nwant the end:\n%s", m.stderr.String(), want)
+		}
+		msgs := logMessages(t, readFile(t, dir+"/log"), pid)
+		notice := fmt.Sprintf("mdtrace: process %s (%s): its main thread ended (pthread_exit) while its other threads run on: its reports are written once the whole process has ended, with its maps as they are now (libraries it loads from now on stay unnamed)", pid, prog("attachee"))
+		if !slices.Contains(msgs, notice) {
+			t.Errorf("no line %q in the log:\n%s", notice, strings.Join(msgs, "\n"))
+		}
+		report := normalizeLeakReport(t, msgs, prog("attachee"))
+		for _, w := range []string{
+			"leaked block of size 3001 at 0xPTR (leak ",
+			"leaked block of size 3002 at 0xPTR (leak ",
+			"leaked block of size 3003 at 0xPTR (leak ",
+		} {
+			if !strings.Contains(report, w) {
+				t.Errorf("no %q in the report:\n%s", w, report)
+			}
+		}
+	})
+}
