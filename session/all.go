@@ -335,7 +335,7 @@ func readBusy(r *tracer.BusyReader) <-chan int {
 // stampOf returns process pid's stamp: its executable and its start
 // time. A kernel thread has none.
 func stampOf(pid int) (procStamp, error) {
-	exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, err := os.Stat(exeLink(pid))
 	if err != nil {
 		return procStamp{}, err
 	}
@@ -349,6 +349,23 @@ func stampOf(pid int) (procStamp, error) {
 	// Field 22 of /proc/PID/stat, the start time, is the 20th after the
 	// command's name.
 	return procStamp{exe, st[19]}, nil
+}
+
+// exeLink is process pid's /proc/PID/exe, or, once its main thread has
+// ended while others run on (/proc/PID then shows no program), one of
+// theirs.
+func exeLink(pid int) string {
+	link := fmt.Sprintf("/proc/%d/exe", pid)
+	if _, err := os.Lstat(link); err != nil {
+		return link
+	}
+	if _, err := os.Stat(link); err == nil {
+		return link
+	}
+	if dir := stacks.LiveTask(pid); dir != "" {
+		return dir + "/exe"
+	}
+	return link
 }
 
 func newLibcFinder(lib stacks.File) *libcFinder {

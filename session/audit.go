@@ -100,7 +100,7 @@ func (a *auditor) seenWith(pid int, maps *stacks.Maps) {
 		return
 	}
 	p := &auditProc{pid: pid, comm: readComm(pid), cgroup: readCgroup(pid), fresh: a.begun}
-	p.exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	p.exe, _ = os.Readlink(exeLink(pid))
 	if p.exe == "" && maps != nil && len(maps.Mappings) > 0 && maps.Mappings[0].Inode != 0 {
 		// Ended: its program is its first mapping.
 		p.exe = maps.Mappings[0].Name()

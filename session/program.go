@@ -202,7 +202,11 @@ func tracedByMdtrace(pid int) bool {
 // gone, not a zombie.
 func processAlive(pid int) bool {
 	f, err := tracer.StatFields(pid)
-	return err == nil && len(f) > 0 && f[0] != "Z" && f[0] != "X"
+	if err != nil || len(f) == 0 {
+		return false
+	}
+	// A process whose main thread has ended runs on in its others.
+	return f[0] != "Z" && f[0] != "X" || f[0] == "Z" && stacks.LiveTask(pid) != ""
 }
 
 // readyProgram starts tracing a matched process, which runs on: it is

@@ -3,8 +3,10 @@ package stacks
 import (
 	"errors"
 	"fmt"
+	"bytes"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -42,7 +44,11 @@ func LocalFile(path string) File { return File{Name: path, Path: path} }
 // the process's root), and a deleted one cannot be.
 func MappedFile(pid int, m *Mapping) File {
 	f := File{Name: m.Name(), Path: fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)}
-	if _, err := os.Stat(f.Path); err == nil || !errors.Is(err, os.ErrPermission) || m.Deleted() || !strings.HasPrefix(m.Path, "/") {
+	_, err := os.Stat(f.Path)
+	// A process whose main thread has ended shows no map_files (its
+	// threads' directories have none): its file is opened at its path too.
+	byPath := errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) && LiveTask(pid) != ""
+	if err == nil || !byPath || m.Deleted() || !strings.HasPrefix(m.Path, "/") {
 		return f
 	}
 	if byPath, err := ResolveFile(pid, f.Name); err == nil {
@@ -56,13 +62,21 @@ func MappedFile(pid int, m *Mapping) File {
 // same mount namespace and root), otherwise /proc/PID/root. An error means
 // the process is gone or cannot be inspected.
 func ProcRoot(pid int) (string, error) {
-	root := fmt.Sprintf("/proc/%d/root", pid)
+	dir := fmt.Sprintf("/proc/%d", pid)
+	root := dir + "/root"
 	same, err := sameFile(root, "/")
 	if err != nil {
-		return "", err
+		// Its main thread ended: one of its others shows its root.
+		if dir = LiveTask(pid); dir == "" {
+			return "", err
+		}
+		root = dir + "/root"
+		if same, err = sameFile(root, "/"); err != nil {
+			return "", err
+		}
 	}
 	if same {
-		ns, err := sameFile(fmt.Sprintf("/proc/%d/ns/mnt", pid), "/proc/self/ns/mnt")
+		ns, err := sameFile(dir+"/ns/mnt", "/proc/self/ns/mnt")
 		if err != nil {
 			return "", err
 		}
@@ -71,6 +85,43 @@ func ProcRoot(pid int) (string, error) {
 		}
 	}
 	return root, nil
+}
+
+// LiveTask returns, for a process whose main thread has ended while other
+// threads of it run on, the /proc directory of one of those threads
+// (/proc/PID/task/TID), which shows the process's maps, program, root and
+// memory that /proc/PID no longer shows; "" for any other process.
+func LiveTask(pid int) string {
+	if !zombieState(fmt.Sprintf("/proc/%d/stat", pid)) {
+		return ""
+	}
+	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return ""
+	}
+	for _, t := range tids {
+		dir := fmt.Sprintf("/proc/%d/task/%s", pid, t.Name())
+		if t.Name() != strconv.Itoa(pid) && !zombieState(dir+"/stat") {
+			return dir
+		}
+	}
+	return ""
+}
+
+// zombieState reports whether the task whose stat file is at path has
+// ended (Z, X) or cannot be read.
+func zombieState(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which may hold ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	state := b[i+2]
+	return state == 'Z' || state == 'X' || state == 'x'
 }
 
 // sameFile reports whether the paths a and b (followed) are one file.

@@ -168,6 +168,14 @@ func ReadMaps(pid int) (*Maps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading maps of process %d: %w", pid, err)
 	}
+	if len(data) == 0 {
+		// Its main thread ended: another thread shows its maps.
+		if dir := LiveTask(pid); dir != "" {
+			if d, err := os.ReadFile(dir + "/maps"); err == nil {
+				data = d
+			}
+		}
+	}
 	m, err := ParseMaps(data)
 	if err != nil {
 		return nil, fmt.Errorf("parsing maps of process %d: %w", pid, err)

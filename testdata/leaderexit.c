@@ -2,8 +2,9 @@
 // its second thread waits until it has ended, leaks three blocks, frees a
 // thousand, and ends the process with status 3. "forked" does the same in
 // a child of a fork, which the parent waits for, then exits with the
-// child's status. Built as distributions build code (-O2, no frame
-// pointers).
+// child's status. With "hold", the second thread waits for standard input
+// to close before it ends the process. Built as distributions build code
+// (-O2, no frame pointers).
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 static void *volatile kept[4];
 static pthread_t leader;
+static int hold;
 
 NOINLINE void leader_leak(void) { kept[0] = malloc(1111); }
 NOINLINE void thread_leak_one(void) { kept[1] = malloc(2222); }
@@ -31,6 +33,11 @@ static void *outlive(void *arg)
 	for (int i = 0; i < 1000; i++)
 		free(malloc(64));
 	write(1, "outlived\n", 9);
+	if (hold) {
+		char c;
+		while (read(0, &c, 1) > 0)
+			;
+	}
 	exit(3);
 }
 
@@ -46,6 +53,7 @@ static void run(void)
 
 int main(int argc, char **argv)
 {
+	hold = argc > 1 && strcmp(argv[1], "hold") == 0;
 	if (argc > 1 && strcmp(argv[1], "forked") == 0) {
 		int st;
 		pid_t c = fork();

@@ -169,3 +169,49 @@ func TestAttachLeaderGone(t *testing.T) {
 		}
 	})
 }
+
+// TestAllLeaderGone: --all lists a process whose main thread has ended,
+// its other thread running on, under its own program, not ended, with the
+// blocks that thread allocated and their sites named (the kernel shows its
+// program and maps only through that thread). Before, it was listed as
+// ended, under its parent's program (bash), its frames unnamed.
+func TestAllLeaderGone(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	m := start(t, mdtraceBin, "--all", "--backtrace", "--sample-bytes", "0", "--format", "json", "--interval", "300ms", "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	target := start(t, prog("leaderexit"), "hold")
+	target.expectLine(t, "outlived")
+	pid := target.cmd.Process.Pid
+	waitLeaderGone(t, fmt.Sprint(pid))
+	// A scan (once a second) sees it meanwhile.
+	time.Sleep(1500 * time.Millisecond)
+	out := m.interrupt(t)
+	a, _ := lastSummary(t, out)
+	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
+	if i < 0 {
+		t.Fatalf("process %d was never listed:\n%s", pid, out)
+	}
+	r := a.Ranking[i]
+	if r.Exe != prog("leaderexit") || r.Comm != "leaderexit" || r.Exited {
+		t.Errorf("row %+v, want %s, leaderexit, not exited", r, prog("leaderexit"))
+	}
+	for _, w := range []struct {
+		fn    string
+		bytes int64
+	}{{"thread_leak_one", 2222}, {"thread_leak_two", 2223}, {"thread_leak_three", 2224}} {
+		found := false
+		for _, s := range r.Sites {
+			if fns := s.functions(); len(fns) > 1 && slices.Contains(fns, w.fn) && s.Blocks == 1 && s.Bytes == w.bytes {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no site of 1 block, %d bytes, through %s, in %+v", w.bytes, w.fn, r.Sites)
+		}
+	}
+	target.stdin.Close()
+	if code := target.wait(t); code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+}
