@@ -107,7 +107,7 @@ func (s *session) leaderLeft(pid int) {
 	}
 	s.rememberMaps(p)
 	s.pmu.Lock()
-	p.gone = true
+	p.gone, p.leaderLeft = true, true
 	first := pid == s.pid
 	s.pmu.Unlock()
 	var without []string

@@ -145,7 +145,8 @@ func (s *session) adopt(ev tracer.ProgramExec) *tracer.Process {
 	if s.traced(ev.PID) != nil {
 		return nil
 	}
-	hooks := tracer.Hooks{Ready: s.readyProgram, Exit: s.exiting, Exec: s.execedProgram, Fork: s.forked}
+	hooks := tracer.Hooks{Ready: s.readyProgram, Exit: s.exiting, Exec: s.execedProgram, Fork: s.forked,
+		LeaderLeft: s.leaderLeft, Gone: s.goneProgram}
 	p, err := tracer.Attach(ev.PID, hooks)
 	if err == nil {
 		return p
@@ -259,6 +260,24 @@ func (s *session) execedProgram(pid int) {
 
 // dropProgramProc forgets a process of program mode that has exited or
 // left the program: its PID may come back as another process.
+// goneProgram writes the reports of a process that ended after its main
+// thread (leaderLeft), which the Exit hook never saw.
+func (s *session) goneProgram(pid int) {
+	p := s.traced(pid)
+	if p == nil {
+		return
+	}
+	s.pmu.Lock()
+	left := p.leaderLeft
+	s.pmu.Unlock()
+	if !left {
+		return
+	}
+	s.finish(p)
+	s.probes.Release(pid)
+	s.dropProgramProc(pid)
+}
+
 func (s *session) dropProgramProc(pid int) {
 	s.probes.Untrace(pid)
 	s.pmu.Lock()

@@ -130,6 +130,8 @@ type proc struct {
 	// process not held is gone (gone), its maps with it.
 	lastMaps *stacks.Maps
 	gone     bool
+	// leaderLeft: its main thread ended alone, and it ran on (leaderLeft).
+	leaderLeft bool
 	// exitScan is the check for unreachable memory that the shim's last
 	// destructor asked for, while every thread still ran; nil if none.
 	exitScan *unreachScan

@@ -1,9 +1,9 @@
 package stacks
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"bytes"
 	"os"
 	"path"
 	"strconv"
@@ -47,7 +47,7 @@ func MappedFile(pid int, m *Mapping) File {
 	_, err := os.Stat(f.Path)
 	// A process whose main thread has ended shows no map_files (its
 	// threads' directories have none): its file is opened at its path too.
-	byPath := errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) && LiveTask(pid) != ""
+	byPath := errors.Is(err, os.ErrPermission) || err != nil && LiveTask(pid) != ""
 	if err == nil || !byPath || m.Deleted() || !strings.HasPrefix(m.Path, "/") {
 		return f
 	}

@@ -2,8 +2,9 @@
 // its second thread waits until it has ended, leaks three blocks, frees a
 // thousand, and ends the process with status 3. "forked" does the same in
 // a child of a fork, which the parent waits for, then exits with the
-// child's status. With "hold", the second thread waits for standard input
-// to close before it ends the process. Built as distributions build code
+// child's status. With "hold", the second thread says when the main thread
+// has ended and waits for a line before it allocates, then for standard
+// input to close before it ends the process. Built as distributions build code
 // (-O2, no frame pointers).
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +28,13 @@ static void *outlive(void *arg)
 	(void)arg;
 	// Returns once the main thread has ended.
 	pthread_join(leader, NULL);
+	if (hold) {
+		char c;
+
+		write(1, "leader gone\n", 12);
+		while (read(0, &c, 1) == 1 && c != '\n')
+			;
+	}
 	thread_leak_one();
 	thread_leak_two();
 	thread_leak_three();

@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -183,13 +182,10 @@ func (t *unwindTables) noticeCount(pid int) uint64 {
 // loadUnwind is LoadUnwind once, with notices the process's count of the
 // loader's notices before its maps are read; it returns those maps.
 func (p *Probes) loadUnwind(pid int, notices uint64, foretell bool) (*stacks.Maps, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	// Through a living thread if its main thread has ended.
+	maps, err := stacks.ReadMaps(pid)
 	if err != nil {
 		return nil, procErr(pid, err)
-	}
-	maps, err := stacks.ParseMaps(data)
-	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
 	p.unwind.mu.Lock()
 	defer p.unwind.mu.Unlock()

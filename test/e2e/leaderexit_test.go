@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -181,11 +182,15 @@ func TestAllLeaderGone(t *testing.T) {
 	m := start(t, mdtraceBin, "--all", "--backtrace", "--sample-bytes", "0", "--format", "json", "--interval", "300ms", "--ready-file", dir+"/ready")
 	waitFile(t, dir+"/ready")
 	target := start(t, prog("leaderexit"), "hold")
-	target.expectLine(t, "outlived")
+	target.expectLine(t, "leader gone")
 	pid := target.cmd.Process.Pid
 	waitLeaderGone(t, fmt.Sprint(pid))
-	// A scan (once a second) sees it meanwhile.
+	// A scan (once a second) reads it meanwhile, without its main
+	// thread: the walks of what its other thread allocates then go
+	// through the unwind tables placed from the maps read.
 	time.Sleep(1500 * time.Millisecond)
+	io.WriteString(target.stdin, "go\n")
+	target.expectLine(t, "outlived")
 	out := m.interrupt(t)
 	a, _ := lastSummary(t, out)
 	i := slices.IndexFunc(a.Ranking, func(r auditRow) bool { return r.PID == pid })
@@ -213,5 +218,44 @@ func TestAllLeaderGone(t *testing.T) {
 	target.stdin.Close()
 	if code := target.wait(t); code != 3 {
 		t.Errorf("exit status %d, want 3", code)
+	}
+}
+
+// TestProgramLeaderExitsFirst: in program mode too, a process whose main
+// thread ends first is reported when it ends, with its other thread's
+// leaks, as soon as it ends.
+func TestProgramLeaderExitsFirst(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	logPath := dir + "/log"
+	m := start(t, mdtraceBin, "--program", "leaderexit", "-o", "backtrace leak_track", "--log", logPath, "--ready-file", dir+"/ready")
+	waitFile(t, dir+"/ready")
+	target := start(t, prog("leaderexit"))
+	target.expectLine(t, "outlived")
+	if code := target.wait(t); code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+	pid := target.cmd.Process.Pid
+	// Written once it is gone, before mdtrace ends.
+	for i := 0; !strings.Contains(processLog(readFile(t, logPath), pid), " leaked allocations"); i++ {
+		if i == 600 {
+			t.Fatalf("no report of process %d:\n%s", pid, readFile(t, logPath))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m.cmd.Process.Signal(syscall.SIGINT)
+	if code := m.wait(t); code != 0 {
+		t.Fatalf("mdtrace exit status %d; stderr:\n%s", code, m.stderr.String())
+	}
+	log := readFile(t, logPath)
+	notice := fmt.Sprintf("mdtrace: process %d (%s): its main thread ended (pthread_exit) while its other threads run on: its reports are written once the whole process has ended, with its maps as they are now (libraries it loads from now on stay unnamed)", pid, prog("leaderexit"))
+	if !slices.Contains(logMessages(t, log, ""), notice) {
+		t.Errorf("no line %q in the log:\n%s", notice, log)
+	}
+	report := normalizeLeakReport(t, logMessages(t, processLog(log, pid), fmt.Sprint(pid)), prog("leaderexit"))
+	for _, fn := range []string{"thread_leak_one", "thread_leak_two", "thread_leak_three", "leader_leak"} {
+		if !strings.Contains(report, "          #00  pc PC  leaderexit ("+fn+"+OFF)\n") {
+			t.Errorf("no leak from %s in the report:\n%s", fn, report)
+		}
 	}
 }
