@@ -419,7 +419,7 @@ func (p *Process) attach(pid int) error {
 				return fmt.Errorf("process %d is a kernel thread: it has no program or allocator to trace", pid)
 			}
 			if leaderGone(pid) {
-				return fmt.Errorf("process %d runs on without its main thread, which has ended (pthread_exit): the kernel shows no program, maps or memory of it under /proc/%d, which mdtrace reads it through, and mdtrace cannot trace it", pid, pid)
+				return fmt.Errorf("process %d runs on without its main thread, which has ended (pthread_exit): the kernel ties the probes of a process to that thread, and shows no program, maps or memory of it under /proc/%d; mdtrace -p cannot trace it (mdtrace --all lists it)", pid, pid)
 			}
 			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
 		}

@@ -120,7 +120,7 @@ func TestAttachLeaderGone(t *testing.T) {
 		target.expectLine(t, "done")
 		io.WriteString(target.stdin, "end\n")
 		waitLeaderGone(t, pid)
-		want := fmt.Sprintf("mdtrace: process %s runs on without its main thread, which has ended (pthread_exit): the kernel shows no program, maps or memory of it under /proc/%s, which mdtrace reads it through, and mdtrace cannot trace it\n", pid, pid)
+		want := fmt.Sprintf("mdtrace: process %s runs on without its main thread, which has ended (pthread_exit): the kernel ties the probes of a process to that thread, and shows no program, maps or memory of it under /proc/%s; mdtrace -p cannot trace it (mdtrace --all lists it)\n", pid, pid)
 		for _, args := range [][]string{{"-p", pid}, {"-p", pid, "--hold"}} {
 			r := runMdtrace(t, args...)
 			if r.code != 1 || !strings.HasSuffix(r.stderr, want) {
