@@ -338,18 +338,7 @@ func TestAttachUnheldLeaderExits(t *testing.T) {
 	// the kernel's [uprobes] page.
 	time.Sleep(1500 * time.Millisecond)
 	io.WriteString(target.stdin, "end\n")
-	for i := 0; ; i++ {
-		stat := readFile(t, "/proc/"+pid+"/stat")
-		// The state follows the command name.
-		f := strings.Fields(stat[strings.LastIndex(stat, ")")+1:])
-		if f[0] == "Z" {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("the main thread of %s did not end: state %s", pid, f[0])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeaderGone(t, pid)
 	if got := readFile(t, "/proc/"+pid+"/maps"); got != "" {
 		t.Fatalf("/proc/%s/maps with the main thread gone:\n%s\nwant none", pid, got)
 	}
