@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 var errESRCH = unix.ESRCH
@@ -418,7 +420,8 @@ func (p *Process) attach(pid int) error {
 			if kernelThread(pid) {
 				return fmt.Errorf("process %d is a kernel thread: it has no program or allocator to trace", pid)
 			}
-			if leaderGone(pid) {
+			// Its main thread ended, others run on.
+			if stacks.LiveTask(pid) != "" {
 				return fmt.Errorf("process %d runs on without its main thread, which has ended (pthread_exit): the kernel ties the probes of a process to that thread, and shows no program, maps or memory of it under /proc/%d; mdtrace -p cannot trace it (mdtrace --all lists it)", pid, pid)
 			}
 			return fmt.Errorf("process %d: %w", pid, ErrProcessGone)
@@ -713,14 +716,6 @@ func leaderLeaves(pid int) bool {
 		return false
 	}
 	return otherThreadRuns(pid)
-}
-
-// leaderGone reports whether process pid's main thread has ended while
-// other threads of it run on: /proc/PID then shows no program, maps or
-// memory.
-func leaderGone(pid int) bool {
-	state, _, ok := taskState(pid)
-	return ok && state == "Z" && otherThreadRuns(pid)
 }
 
 // otherThreadRuns reports whether a thread of process pid other than its
