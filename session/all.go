@@ -335,16 +335,24 @@ func readBusy(r *tracer.BusyReader) <-chan int {
 // stampOf returns process pid's stamp: its executable and its start
 // time. A kernel thread has none.
 func stampOf(pid int) (procStamp, error) {
-	exe, err := os.Stat(exeLink(pid))
-	if err != nil {
-		return procStamp{}, err
-	}
 	st, err := tracer.StatFields(pid)
 	if err != nil {
 		return procStamp{}, err
 	}
 	if len(st) < 20 {
 		return procStamp{}, fmt.Errorf("process %d: a short stat", pid)
+	}
+	link := fmt.Sprintf("/proc/%d/exe", pid)
+	if st[0] == "Z" {
+		// Its main thread ended: another thread shows its program, if
+		// one runs on.
+		if dir := stacks.LiveTask(pid); dir != "" {
+			link = dir + "/exe"
+		}
+	}
+	exe, err := os.Stat(link)
+	if err != nil {
+		return procStamp{}, err
 	}
 	// Field 22 of /proc/PID/stat, the start time, is the 20th after the
 	// command's name.
@@ -356,14 +364,10 @@ func stampOf(pid int) (procStamp, error) {
 // theirs.
 func exeLink(pid int) string {
 	link := fmt.Sprintf("/proc/%d/exe", pid)
-	if _, err := os.Lstat(link); err != nil {
-		return link
-	}
-	if _, err := os.Stat(link); err == nil {
-		return link
-	}
-	if dir := stacks.LiveTask(pid); dir != "" {
-		return dir + "/exe"
+	if _, err := os.Stat(link); err != nil {
+		if dir := stacks.LiveTask(pid); dir != "" {
+			return dir + "/exe"
+		}
 	}
 	return link
 }
