@@ -9,7 +9,7 @@ package abi
 // before it preloads or loads it, and refuses a shim of another number (an
 // older or newer build beside it).
 const (
-	ShimInterface   = 2
+	ShimInterface   = 3
 	SymbolInterface = "mdshim_interface"
 )
 
@@ -290,6 +290,27 @@ const KeptOne = 1 << 48
 // whose counter is 0, is of a block from before the attach: no batch can
 // bring its allocation, and it is not kept aside.
 const InjectPendingBits = 14
+
+// --inject: mdshim_inject_start lists the GOT slots to route in an array
+// whose address is the 64-bit word SYMBOL_INJECT_LIST, INJECT_SLOT_WORDS
+// 64-bit words a slot: at INJECT_SLOT_ADDR the slot's address, at
+// INJECT_SLOT_OLD the value it held, at INJECT_SLOT_HOOK the shim's hook,
+// at INJECT_SLOT_REAL the allocator's function, then its module's
+// PT_GNU_RELRO bounds; the 64-bit word SYMBOL_INJECT_DROPPED counts the
+// slots past the array's room. mdtrace routes the slots itself, every
+// thread stopped, writing each through /proc/PID/mem (which writes
+// read-only pages too), as mdshim_inject_route would: there, each page of
+// slots takes two mprotect calls, each a stop of the thread mdtrace makes
+// the call in.
+const (
+	SymbolInjectList    = "mdshim_inject_list"
+	SymbolInjectDropped = "mdshim_inject_dropped"
+	InjectSlotWords     = 6
+	InjectSlotAddr      = 0
+	InjectSlotOld       = 1
+	InjectSlotHook      = 2
+	InjectSlotReal      = 3
+)
 
 const (
 	BatchRegister  = 1

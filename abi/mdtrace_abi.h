@@ -34,7 +34,7 @@ typedef __UINT32_TYPE__ md_u32;
  * before it preloads or loads it, and refuses a shim of another number (an
  * older or newer build beside it).
  */
-#define SHIM_INTERFACE 2
+#define SHIM_INTERFACE 3
 #define SYMBOL_INTERFACE "mdshim_interface"
 
 /* ---- Allocator calls, probe sites, counters, records ---- */
@@ -345,6 +345,27 @@ enum mapping_kind {
  * bring its allocation, and it is not kept aside.
  */
 #define INJECT_PENDING_BITS 14
+
+/*
+ * --inject: mdshim_inject_start lists the GOT slots to route in an array
+ * whose address is the 64-bit word SYMBOL_INJECT_LIST, INJECT_SLOT_WORDS
+ * 64-bit words a slot: at INJECT_SLOT_ADDR the slot's address, at
+ * INJECT_SLOT_OLD the value it held, at INJECT_SLOT_HOOK the shim's hook,
+ * at INJECT_SLOT_REAL the allocator's function, then its module's
+ * PT_GNU_RELRO bounds; the 64-bit word SYMBOL_INJECT_DROPPED counts the
+ * slots past the array's room. mdtrace routes the slots itself, every
+ * thread stopped, writing each through /proc/PID/mem (which writes
+ * read-only pages too), as mdshim_inject_route would: there, each page of
+ * slots takes two mprotect calls, each a stop of the thread mdtrace makes
+ * the call in.
+ */
+#define SYMBOL_INJECT_LIST "mdshim_inject_list"
+#define SYMBOL_INJECT_DROPPED "mdshim_inject_dropped"
+#define INJECT_SLOT_WORDS 6
+#define INJECT_SLOT_ADDR 0
+#define INJECT_SLOT_OLD 1
+#define INJECT_SLOT_HOOK 2
+#define INJECT_SLOT_REAL 3
 
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2

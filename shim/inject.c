@@ -30,11 +30,13 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../abi/mdtrace_abi.h"
 #include "batch.h"
 #include "debug.h"
 #include "hooks.h"
@@ -92,6 +94,11 @@ struct slot {
 	uintptr_t relro_lo, relro_hi;
 };
 
+_Static_assert(sizeof(struct slot) == INJECT_SLOT_WORDS * 8, "struct slot is INJECT_SLOT_WORDS words");
+_Static_assert(offsetof(struct slot, addr) == INJECT_SLOT_ADDR * 8 && offsetof(struct slot, old) == INJECT_SLOT_OLD * 8 &&
+		       offsetof(struct slot, hook) == INJECT_SLOT_HOOK * 8 && offsetof(struct slot, real) == INJECT_SLOT_REAL * 8,
+	       "struct slot's words as mdtrace reads them");
+
 #define MAX_SLOTS 32768
 static struct slot *g_slots;
 static size_t g_nslots;
@@ -108,6 +115,9 @@ static bool g_atfork;
  */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_slots;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_unrouted;
+/* The list, for mdtrace to route the slots itself, and the slots past its room (SYMBOL_INJECT_LIST). */
+__attribute__((visibility("default"))) struct slot *volatile mdshim_inject_list;
+__attribute__((visibility("default"))) volatile unsigned long mdshim_inject_dropped;
 /* And where the counts of md_batch_pending are. */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
 
@@ -463,6 +473,8 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	if (lib != NULL)
 		dlclose(lib);
 	dl_iterate_phdr(scan_module, NULL);
+	mdshim_inject_list = g_slots;
+	mdshim_inject_dropped = g_dropped;
 	pthread_mutex_unlock(&g_lock);
 	return (long)g_nslots;
 }

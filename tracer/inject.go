@@ -708,9 +708,13 @@ func (in *Injected) route(tid int, off func(), routed *int) error {
 			return err
 		}
 	}
-	n, err := in.callAs(tid, "mdshim_inject_route", nil)
+	n, err := in.routeByWrites()
 	if err != nil {
-		return err
+		// The shim's route does what is left: a slot routed already
+		// is passed over.
+		if n, err = in.callAs(tid, "mdshim_inject_route", nil); err != nil {
+			return err
+		}
 	}
 	if int64(n) < 0 {
 		return fmt.Errorf("the shim could not route the calls: %v", unix.Errno(-int64(n)))
@@ -718,6 +722,71 @@ func (in *Injected) route(tid int, off func(), routed *int) error {
 	*routed = int(n)
 	off()
 	return nil
+}
+
+// routeByWrites routes the slots mdshim_inject_start listed as
+// mdshim_inject_route would, every thread stopped, but from mdtrace:
+// through /proc/PID/mem, which writes read-only pages (the shim makes two
+// mprotect calls a page of slots, each a stop of the calling thread). The
+// routed word first, then each slot that holds the value listed or the
+// allocator's function (a lazy slot may have been bound since), then the
+// counts. It returns the slots routed; on an error, the shim's route is to
+// do the rest.
+func (in *Injected) routeByWrites() (uint64, error) {
+	if in.Listed <= 0 {
+		return 0, errors.New("no slot listed")
+	}
+	list := in.readWordOK(abi.SymbolInjectList)
+	dropped := in.readWordOK(abi.SymbolInjectDropped)
+	if list == 0 || list == ^uint64(0) || dropped == ^uint64(0) {
+		return 0, errors.New("the shim's list of slots cannot be read")
+	}
+	slots := make([]byte, in.Listed*abi.InjectSlotWords*8)
+	if !readMem(in.PID, list, slots) {
+		return 0, errors.New("the shim's list of slots cannot be read")
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", in.PID), os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer mem.Close()
+	put := func(at, v uint64) error {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], v)
+		_, err := mem.WriteAt(b[:], int64(at))
+		return err
+	}
+	putWord := func(name string, v uint64) error {
+		at, err := moduleSymbol(in.Shim, in.Base, name)
+		if err != nil {
+			return err
+		}
+		return put(at, v)
+	}
+	if err := putWord("mdshim_inject_routed", 1); err != nil {
+		return 0, err
+	}
+	for i := 0; i < in.Listed; i++ {
+		w := func(k int) uint64 { return binary.LittleEndian.Uint64(slots[(i*abi.InjectSlotWords+k)*8:]) }
+		addr, old, hook, real := w(abi.InjectSlotAddr), w(abi.InjectSlotOld), w(abi.InjectSlotHook), w(abi.InjectSlotReal)
+		var cur [8]byte
+		if !readMem(in.PID, addr, cur[:]) {
+			return 0, fmt.Errorf("slot %#x cannot be read", addr)
+		}
+		if v := binary.LittleEndian.Uint64(cur[:]); v != old && v != real {
+			continue
+		}
+		if err := put(addr, hook); err != nil {
+			return 0, err
+		}
+	}
+	if err := putWord("mdshim_inject_slots", uint64(in.Listed)); err != nil {
+		return 0, err
+	}
+	if err := putWord("mdshim_inject_unrouted", dropped); err != nil {
+		return 0, err
+	}
+	return uint64(in.Listed), nil
 }
 
 // Stop gives every routed call back to the allocator, with every thread

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
@@ -110,4 +112,65 @@ func TestReadRestoreRT(t *testing.T) {
 		}
 	}
 	t.Fatalf("offset %#x is in no segment of %s", off, path)
+}
+
+// TestRouteByWrites: the slots mdshim_inject_start lists are routed by
+// mdtrace's writes (read-only pages included), as the shim's route would:
+// each holds its hook, the shim's words say so, and the shim's give-back
+// finds every one of them routed.
+func TestRouteByWrites(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	cmd := exec.Command(testProg(t, "attachee"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("attachee said %q, want ready", line)
+	}
+	in, err := InjectLoad(cmd.Process.Pid, shim, true, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := in.inStop(func(_ *Frozen, _ int, _ bool) error {
+		n, err = in.routeByWrites()
+		return err
+	}); err != nil {
+		t.Fatalf("routeByWrites: %v", err)
+	}
+	// attachee's slots of malloc, free, calloc, realloc and the loader's.
+	if n == 0 || int(n) != in.Listed {
+		t.Fatalf("%d slots routed, %d listed", n, in.Listed)
+	}
+	list := in.readWord(abi.SymbolInjectList)
+	slots := make([]byte, in.Listed*abi.InjectSlotWords*8)
+	if !readMem(in.PID, list, slots) {
+		t.Fatal("the list cannot be read")
+	}
+	for i := range in.Listed {
+		w := func(k int) uint64 { return binary.LittleEndian.Uint64(slots[(i*abi.InjectSlotWords+k)*8:]) }
+		var cur [8]byte
+		if !readMem(in.PID, w(abi.InjectSlotAddr), cur[:]) || binary.LittleEndian.Uint64(cur[:]) != w(abi.InjectSlotHook) {
+			t.Errorf("slot %#x holds %#x, want its hook %#x", w(abi.InjectSlotAddr), binary.LittleEndian.Uint64(cur[:]), w(abi.InjectSlotHook))
+		}
+	}
+	if r, s, u := in.readWord("mdshim_inject_routed"), in.readWord("mdshim_inject_slots"), in.readWord("mdshim_inject_unrouted"); r != 1 || s != n || u != 0 {
+		t.Errorf("the shim's words: routed %d, slots %d, unrouted %d; want 1, %d, 0", r, s, u, n)
+	}
+	if back, err := in.Stop(); err != nil || back != int(n) {
+		t.Errorf("the shim gave %d slots back (%v), want %d", back, err, n)
+	}
+	stdin.Close()
 }
