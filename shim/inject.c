@@ -621,9 +621,6 @@ __attribute__((visibility("default"))) long mdshim_sample_adopt(const uintptr_t 
 
 	if (md_sample_bytes == 0)
 		return -EINVAL;
-	/* One mmap for the table's shards, not one a shard: each a stop here. */
-	if (n > 0)
-		md_sample_reserve();
 	for (unsigned long i = 0; i < n; i++)
 		taken += md_sample_mark((const void *)blocks[i]);
 	return taken;

@@ -91,40 +91,6 @@ static bool grow(struct md_ptrtab_shard *s)
 	return true;
 }
 
-/*
- * md_ptrtab_reserve gives each shard that has none yet its first array,
- * all from one mmap: a page each, which grow lets go of one by one. A
- * table that takes its first pointers in a ptrace stop (mdtrace's calls of
- * the shim under --all --inject) makes one system call, not one a shard.
- */
-void md_ptrtab_reserve(struct md_ptrtab *t)
-{
-	size_t page = MIN_CAP * sizeof(struct md_ptrtab_slot), want = 0, used = 0;
-	uint8_t *p;
-
-	for (size_t i = 0; i < MD_PTRTAB_SHARDS; i++)
-		want += __atomic_load_n(&t->shards[i].cap, __ATOMIC_RELAXED) == 0;
-	if (want == 0)
-		return;
-	p = mmap(NULL, want * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return;
-	for (size_t i = 0; i < MD_PTRTAB_SHARDS && used < want; i++) {
-		struct md_ptrtab_shard *s = &t->shards[i];
-
-		lock(s);
-		if (s->cap == 0) {
-			s->slots = (struct md_ptrtab_slot *)(p + used * page);
-			__atomic_store_n(&s->cap, MIN_CAP, __ATOMIC_RELAXED);
-			used++;
-		}
-		unlock(s);
-	}
-	/* Shards that made their own array meanwhile. */
-	if (used < want)
-		munmap(p + used * page, (want - used) * page);
-}
-
 /* remove_at empties slot hole, moving back the entries of the run after it. */
 static void remove_at(struct md_ptrtab_shard *s, size_t hole)
 {

@@ -37,9 +37,6 @@ struct md_ptrtab {
 #define MD_PTRTAB_INITIALIZER \
 	{ .shards = { [0 ... MD_PTRTAB_SHARDS - 1] = { .lock = 0 } } }
 
-/* md_ptrtab_reserve makes, in one mmap, the first array of every shard that has none. */
-void md_ptrtab_reserve(struct md_ptrtab *t);
-
 /* md_ptrtab_put adds ptr or updates its value; false if there was no memory for it. */
 bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value);
 

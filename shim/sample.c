@@ -177,11 +177,6 @@ bool md_sample_mark(const void *p)
 	return true;
 }
 
-void md_sample_reserve(void)
-{
-	md_ptrtab_reserve(&g_sampled);
-}
-
 bool md_sample_take(const void *p)
 {
 	uint8_t *c, v;

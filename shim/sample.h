@@ -17,8 +17,7 @@
  * md_sample_mark notes a sampled block (false if there was no memory for
  * it: the block must then not be reported), and md_sample_take reports
  * whether a block is a sampled one, forgetting it. Use them only with
- * md_sample_bytes set. md_sample_reserve makes the table of sampled blocks
- * in one system call, before many are marked at once.
+ * md_sample_bytes set.
  */
 extern uint64_t md_sample_bytes __attribute__((visibility("hidden")));
 void md_sample_init(void);
@@ -26,6 +25,5 @@ bool md_sample_start(uint64_t n);
 bool md_sample_alloc(size_t size);
 bool md_sample_mark(const void *p);
 bool md_sample_take(const void *p);
-void md_sample_reserve(void);
 
 #endif

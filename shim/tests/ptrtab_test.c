@@ -96,18 +96,6 @@ int main(void)
 
 	CHECK(!md_ptrtab_get(&t, (void *)0x1000, NULL));
 	CHECK(!md_ptrtab_take(&t, (void *)0x1000, NULL));
-	/* A reserved table: one shard has its own array already, the others get theirs from one mmap. */
-	{
-		static struct md_ptrtab r = MD_PTRTAB_INITIALIZER;
-
-		CHECK(md_ptrtab_put(&r, (void *)0x1000, 1));
-		md_ptrtab_reserve(&r);
-		for (int i = 0; i < MD_PTRTAB_SHARDS; i++)
-			CHECK(r.shards[i].cap != 0 && r.shards[i].slots != NULL);
-		md_ptrtab_reserve(&r);
-		CHECK(md_ptrtab_get(&r, (void *)0x1000, NULL));
-		CHECK(run_model(&r, 0x66660000, N / 4, OPS / 4, 3) == 0);
-	}
 	CHECK(run_model(&t, 0x55550000, N, OPS, 1) == 0);
 	/* An emptied table takes a new round. */
 	CHECK(run_model(&t, 0x7f0000000000, N, OPS, 2) == 0);
