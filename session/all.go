@@ -344,11 +344,8 @@ func stampOf(pid int) (procStamp, error) {
 	}
 	link := fmt.Sprintf("/proc/%d/exe", pid)
 	if st[0] == "Z" {
-		// Its main thread ended: another thread shows its program, if
-		// one runs on.
-		if dir := stacks.LiveTask(pid); dir != "" {
-			link = dir + "/exe"
-		}
+		// Its main thread ended: another thread may show its program.
+		link = exeLink(pid)
 	}
 	exe, err := os.Stat(link)
 	if err != nil {
@@ -363,13 +360,10 @@ func stampOf(pid int) (procStamp, error) {
 // ended while others run on (/proc/PID then shows no program), one of
 // theirs.
 func exeLink(pid int) string {
-	link := fmt.Sprintf("/proc/%d/exe", pid)
-	if _, err := os.Stat(link); err != nil {
-		if dir := stacks.LiveTask(pid); dir != "" {
-			return dir + "/exe"
-		}
+	if dir := stacks.LiveTask(pid); dir != "" {
+		return dir + "/exe"
 	}
-	return link
+	return fmt.Sprintf("/proc/%d/exe", pid)
 }
 
 func newLibcFinder(lib stacks.File) *libcFinder {
