@@ -81,16 +81,26 @@ func (s *session) exitLater(p *proc) bool {
 		s.probes.EarlyListed(p.pid) || threads(p.pid) != 1 || !s.walksQuiet(p.pid) {
 		return false
 	}
+	s.keepForEnd(p)
+	l.hold(p)
+	return true
+}
+
+// keepForEnd keeps process p's maps as they are now, for its reports, and
+// marks it gone: from now on its PID opens nothing, as it may be another
+// process's once p has ended.
+func (s *session) keepForEnd(p *proc) {
 	s.rememberMaps(p)
 	s.pmu.Lock()
-	// From now on its PID opens nothing: it may be another process's
-	// once it is gone.
 	p.gone = true
 	s.pmu.Unlock()
+}
+
+// hold makes the reports of p wait for its end (gone).
+func (l *laterExits) hold(p *proc) {
 	l.mu.Lock()
 	l.held[p.pid] = p
 	l.mu.Unlock()
-	return true
 }
 
 // leaderLeft is the Process's word that process pid's main thread is
@@ -105,9 +115,9 @@ func (s *session) leaderLeft(pid int) {
 	if p == nil {
 		return
 	}
-	s.rememberMaps(p)
+	s.keepForEnd(p)
 	s.pmu.Lock()
-	p.gone, p.leaderLeft = true, true
+	p.leaderLeft = true
 	first := pid == s.pid
 	s.pmu.Unlock()
 	var without []string
@@ -127,10 +137,7 @@ func (s *session) leaderLeft(pid int) {
 	}
 	s.notice("%s", msg)
 	if !first && s.later != nil {
-		l := s.later
-		l.mu.Lock()
-		l.held[pid] = p
-		l.mu.Unlock()
+		s.later.hold(p)
 	}
 }
 
