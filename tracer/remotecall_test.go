@@ -9,8 +9,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,31 @@ import (
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
 )
+
+// startSaying starts the program at path with pipes to its standard input
+// and from its standard output, and waits for its first line, want; the
+// program is killed when the test ends.
+func startSaying(t *testing.T, path, want string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	out := bufio.NewReader(stdout)
+	if line, _ := out.ReadString('\n'); line != want+"\n" {
+		t.Fatalf("%s said %q, want %s", filepath.Base(path), line, want)
+	}
+	return cmd, stdin, out
+}
 
 // TestRemoteCallLeft: a call that does not return in time (dlopen, waiting
 // for the loader's lock that another thread holds) is left to return by
@@ -30,26 +57,10 @@ func TestRemoteCallLeft(t *testing.T) {
 	}
 	shim := fixture.Shim(t)
 	testProg(t, "libslowload.so")
-	cmd := exec.Command(testProg(t, "slowload"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewReader(stdout)
-	if line, _ := out.ReadString('\n'); line != "loading\n" {
-		t.Fatalf("slowload said %q, want loading", line)
-	}
+	cmd, stdin, out := startSaying(t, testProg(t, "slowload"), "loading")
 	defer func(d time.Duration) { injectCallWait = d }(injectCallWait)
 	injectCallWait = 300 * time.Millisecond
-	_, err = InjectLoad(cmd.Process.Pid, shim, true, 16, 0, nil)
+	_, err := InjectLoad(cmd.Process.Pid, shim, true, 16, 0, nil)
 	if !errors.Is(err, errCallLeft) || !strings.Contains(err.Error(), "calling dlopen in thread ") {
 		t.Fatalf("InjectLoad: %v; want a dlopen left to return by itself", err)
 	}
@@ -123,22 +134,7 @@ func TestRouteByWrites(t *testing.T) {
 		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
 	}
 	shim := fixture.Shim(t)
-	cmd := exec.Command(testProg(t, "attachee"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("attachee said %q, want ready", line)
-	}
+	cmd, stdin, _ := startSaying(t, testProg(t, "attachee"), "ready")
 	in, err := InjectLoad(cmd.Process.Pid, shim, true, 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
