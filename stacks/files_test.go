@@ -1,8 +1,11 @@
 package stacks
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -74,5 +77,100 @@ func TestIsLibc(t *testing.T) {
 		if got := IsLibc(path); got != want {
 			t.Errorf("IsLibc(%q) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestOpenMappingFile: where /proc/PID/map_files cannot open a mapping's file
+// (here a mapping the process does not have), its path is opened in the
+// process's root, a mount namespace in which another file is at that path,
+// and only if the file there has the mapping's inode; once the process is
+// gone, in mdtrace's root with the same check.
+func TestOpenMappingFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a mount namespace needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("unshare (util-linux) is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	// Two programs, told apart by their contents and build-ids.
+	outside, inside := filepath.Join(dir, "outside"), filepath.Join(dir, "inside")
+	text := map[string]string{}
+	for path, from := range map[string]string{outside: "/bin/true", inside: "/bin/false"} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Skipf("no program to copy: %v", err)
+		}
+		if err := os.WriteFile(path, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		text[path] = string(b)
+	}
+	if text[outside] == text[inside] {
+		t.Skip("/bin/true and /bin/false are one program here")
+	}
+	inode := func(path string) uint64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ino, _ := fileID(fi)
+		return ino
+	}
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" "$2" && echo ready && exec sleep 60`, "sh", inside, outside)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the namespace's shell said %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	read := func(pid int, m *Mapping) string {
+		fh, _ := openMappingFile(pid, m)
+		if fh == nil {
+			return "nothing"
+		}
+		defer fh.Close()
+		b, err := io.ReadAll(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		what string
+		pid  int
+		m    Mapping
+		want string
+	}{
+		{"the process's file", pid, Mapping{Start: 0x1000, End: 0x2000, Path: outside, Inode: inode(inside)}, text[inside]},
+		{"mdtrace's file, not the process's", pid, Mapping{Start: 0x1000, End: 0x2000, Path: outside, Inode: inode(outside)}, "nothing"},
+		{"a deleted file", pid, Mapping{Start: 0x1000, End: 0x2000, Path: outside + " (deleted)", Inode: inode(inside)}, "nothing"},
+		{"gone: mdtrace's file", 0, Mapping{Path: outside, Inode: inode(outside)}, text[outside]},
+		{"gone: another file now at the path", 0, Mapping{Path: outside, Inode: inode(inside)}, "nothing"},
+	} {
+		if got := read(tc.pid, &tc.m); got != tc.want {
+			t.Errorf("%s: read %d bytes, want %d", tc.what, len(got), len(tc.want))
+		}
+	}
+	// The symbolizer parses the process's program, not mdtrace's.
+	want, err := OpenELF(inside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Symbolizer
+	m := Mapping{Start: 0x1000, End: 0x2000, Path: outside, Inode: inode(inside)}
+	e, _ := s.lookupMapping(pid, &m)
+	if e.file == nil {
+		t.Fatalf("the symbolizer parsed nothing: %v", e.err)
+	}
+	if e.file.BuildID != want.BuildID {
+		t.Errorf("the symbolizer parsed the build-id %s, want %s (the process's program)", e.file.BuildID, want.BuildID)
 	}
 }

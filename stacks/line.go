@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strings"
 )
 
 // MaxDWARFBytes bounds the size of the DWARF sections a line table is read
@@ -97,7 +96,7 @@ func (s *Symbolizer) lineTable(pid int, m *Mapping, f *ELFFile) *lineTable {
 	}
 	var fh *os.File
 	if d.selfDWARF {
-		fh = openMapped(pid, m)
+		fh, _ = openMappingFile(pid, m)
 	} else {
 		found := false
 		for _, df := range s.debugFiles(f) {
@@ -127,25 +126,6 @@ func (s *Symbolizer) lineTable(pid int, m *Mapping, f *ELFFile) *lineTable {
 	defer fh.Close()
 	d.lines, d.linesErr = readLineTable(fh)
 	return d.lines
-}
-
-// openMapped opens the file of mapping m of process pid as Symbolize
-// does: through /proc/PID/map_files while the process lives, else by path
-// unless the file was deleted. It returns nil if neither works.
-func openMapped(pid int, m *Mapping) *os.File {
-	if m.Path == "" || strings.HasPrefix(m.Path, "[") {
-		return nil
-	}
-	if pid > 0 {
-		if fh, _ := openRegular(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)); fh != nil {
-			return fh
-		}
-	}
-	if strings.HasPrefix(m.Path, "/") && !m.Deleted() {
-		fh, _ := openRegular(m.Path)
-		return fh
-	}
-	return nil
 }
 
 // readLineTable reads the DWARF line tables of every compilation unit of

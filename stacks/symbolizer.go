@@ -242,9 +242,7 @@ func (s *Symbolizer) lookupMapping(pid int, m *Mapping) (e *fileEntry, hit bool)
 		return e, true
 	}
 	mk := mappingKey{m.Dev, m.Inode}
-	if pid > 0 {
-		fh, fi = openRegular(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
-	} else if m.Inode != 0 {
+	if pid <= 0 && m.Inode != 0 {
 		// The process is gone: the file parsed while it mapped it is
 		// the one, whatever its path leads to now in mdtrace's root (a
 		// file replaced, or another mount namespace's).
@@ -256,9 +254,7 @@ func (s *Symbolizer) lookupMapping(pid int, m *Mapping) (e *fileEntry, hit bool)
 			return e, true
 		}
 	}
-	if fh == nil && strings.HasPrefix(m.Path, "/") && !m.Deleted() {
-		fh, fi = openRegular(m.Path)
-	}
+	fh, fi = openMappingFile(pid, m)
 	if fh == nil {
 		if m.Inode == 0 {
 			return noFile, false
@@ -341,6 +337,49 @@ func (s *Symbolizer) lookupVDSO(pid int, m *Mapping) (*fileEntry, bool) {
 	sum := sha256.Sum256(buf)
 	key := fileKey{name: vdsoName + string(sum[:])}
 	return s.entry(key, func() (*ELFFile, bool, error) { return s.parse(bytes.NewReader(buf), vdsoName, "") })
+}
+
+// openMappingFile opens the file of mapping m of process pid (0 once the
+// process is gone): through /proc/PID/map_files, which reaches the very file
+// mapped; else, where that fails (no CAP_SYS_ADMIN, a process whose main
+// thread has ended, a process gone), at its path in the process's root, or
+// in mdtrace's once the process is gone, and then only if the file there has
+// the mapping's inode: a file replaced since it was mapped, or another mount
+// namespace's file at the same path, is not read in its place. It returns nil
+// when nothing can be opened.
+func openMappingFile(pid int, m *Mapping) (*os.File, os.FileInfo) {
+	if m.Path == "" || strings.HasPrefix(m.Path, "[") {
+		return nil, nil
+	}
+	if pid > 0 {
+		if fh, fi := openRegular(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)); fh != nil {
+			return fh, fi
+		}
+	}
+	if !strings.HasPrefix(m.Path, "/") || m.Deleted() {
+		return nil, nil
+	}
+	path := m.Name()
+	if pid > 0 {
+		// An error here is a process gone: its path is tried in
+		// mdtrace's root, the inode checked.
+		if root, err := ProcRoot(pid); err == nil && root != "" {
+			resolved, err := resolveIn(root, path)
+			if err != nil {
+				return nil, nil
+			}
+			path = root + resolved
+		}
+	}
+	fh, fi := openRegular(path)
+	if fh == nil {
+		return nil, nil
+	}
+	if _, ino, ok := fileID(fi); ok && m.Inode != 0 && ino != m.Inode {
+		fh.Close()
+		return nil, nil
+	}
+	return fh, fi
 }
 
 // openRegular opens path if it names a regular file (devices and FIFOs are

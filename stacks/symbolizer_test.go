@@ -377,11 +377,16 @@ func TestSymbolizeBadFiles(t *testing.T) {
 		}
 	}
 
-	// One 16-page mapping per file, at offset 0x1000.
+	// One 16-page mapping per file, at offset 0x1000, with the file's inode
+	// (a made-up one where there is no file).
 	var text strings.Builder
 	for i, p := range paths {
 		start := uint64(0x10000000 + i*0x100000)
-		fmt.Fprintf(&text, "%x-%x r-xp 00001000 08:01 %d %s\n", start, start+0x10000, 1000+i, p)
+		ino := uint64(1000 + i)
+		if fi, err := os.Stat(p); err == nil {
+			_, ino, _ = fileID(fi)
+		}
+		fmt.Fprintf(&text, "%x-%x r-xp 00001000 08:01 %d %s\n", start, start+0x10000, ino, p)
 	}
 	// Mappings without a file.
 	text.WriteString("7f0000000000-7f0000001000 r-xp 00000000 00:00 0 \n")
