@@ -9,7 +9,7 @@ package abi
 // before it preloads or loads it, and refuses a shim of another number (an
 // older or newer build beside it).
 const (
-	ShimInterface   = 3
+	ShimInterface   = 4
 	SymbolInterface = "mdshim_interface"
 )
 

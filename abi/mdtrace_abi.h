@@ -34,7 +34,7 @@ typedef __UINT32_TYPE__ md_u32;
  * before it preloads or loads it, and refuses a shim of another number (an
  * older or newer build beside it).
  */
-#define SHIM_INTERFACE 3
+#define SHIM_INTERFACE 4
 #define SYMBOL_INTERFACE "mdshim_interface"
 
 /* ---- Allocator calls, probe sites, counters, records ---- */

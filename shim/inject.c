@@ -387,6 +387,14 @@ static void inject_fork_child(void)
  * frame mdtrace wrote above that slot: the thread's registers, signal
  * mask and vector state as they were before the call. The thread so goes
  * back to where it was stopped by itself, should mdtrace be gone.
+ *
+ * Before that, when mdtrace put a signal's number in r12 (which the call
+ * keeps), the thread sends itself that signal: one the process neither
+ * catches nor blocks and whose default is to ignore it. Traced, the
+ * thread stops there for mdtrace, which then needs no stop at each
+ * system call of the call; should mdtrace be gone, the signal is
+ * discarded. mdtrace checks these bytes before it relies on them
+ * (tracer/remotecall.go, shimStub).
  */
 __asm__(".text\n"
 	".globl mdshim_inject_return\n"
@@ -394,7 +402,16 @@ __asm__(".text\n"
 	".p2align 4\n"
 	"mdshim_inject_return:\n"
 	"\tmovq %rax, -8(%rsp)\n"
-	"\tmovl $15, %eax\n"
+	"\ttestl %r12d, %r12d\n"
+	"\tjz 1f\n"
+	"\tmovl $186, %eax\n" /* gettid */
+	"\tsyscall\n"
+	"\tmovl %eax, %edi\n"
+	"\tmovl %r12d, %esi\n"
+	"\tmovl $200, %eax\n" /* tkill */
+	"\tsyscall\n"
+	"1:\n"
+	"\tmovl $15, %eax\n" /* rt_sigreturn */
 	"\tsyscall\n"
 	"\thlt\n"
 	".size mdshim_inject_return, . - mdshim_inject_return\n");

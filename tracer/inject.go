@@ -74,6 +74,7 @@ type Injected struct {
 	// Adopted counts the blocks the shim took from Adopt.
 	Adopted int
 	path    string
+	stub    int // whether the shim's return stub is shimStub: 1 yes, -1 no, 0 not read yet
 }
 
 // savedRegs are a stopped thread's registers and its mask of blocked

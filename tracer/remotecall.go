@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -30,23 +32,121 @@ import (
 // result for mdtrace first, and the C library's own return from a signal
 // handler (__restore_rt: mov $15, %rax; syscall), for dlopen, whose
 // result mdtrace does not need.
+//
+// The shim's stub also sends its thread a signal the process ignores
+// before its rt_sigreturn, when mdtrace names one (returnSignal): the
+// call then runs without a stop at each of its system calls (100 to 400
+// µs each on a 2-CPU VM, its two ptrace stops), and mdtrace puts the
+// thread back in the signal's stop, which it drops. Should mdtrace be
+// gone by then, the kernel discards the signal, and the thread goes back
+// through the frame all the same.
 
 // callReturn is where a call returns: at, a stub that ends with
 // rt_sigreturn's syscall at end, or 0 for the address 0 (the call ends in
 // a fault, which mdtrace takes). result says the stub keeps the result.
+// signalled, when not 0, is the address after the stub's tkill: given a
+// signal's number in r12, the stub sends it to its thread there, before
+// its rt_sigreturn.
 type callReturn struct {
-	at, end uint64
-	result  bool
+	at, end   uint64
+	result    bool
+	signalled uint64
 }
 
-// shimReturn is the shim's mdshim_inject_return, when the shim has it.
+// shimStub is the code of the shim's mdshim_inject_return (shim/inject.c):
+//
+//	movq %rax, -8(%rsp)
+//	testl %r12d, %r12d; jz 1f
+//	movl $186, %eax; syscall          gettid
+//	movl %eax, %edi; movl %r12d, %esi
+//	movl $200, %eax; syscall          tkill
+//	1: movl $15, %eax; syscall        rt_sigreturn
+var shimStub = []byte{
+	0x48, 0x89, 0x44, 0x24, 0xf8,
+	0x45, 0x85, 0xe4, 0x74, 0x13,
+	0xb8, 0xba, 0x00, 0x00, 0x00, 0x0f, 0x05,
+	0x89, 0xc7, 0x44, 0x89, 0xe6,
+	0xb8, 0xc8, 0x00, 0x00, 0x00, 0x0f, 0x05,
+	0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05,
+}
+
+// The offsets in shimStub of the address after its tkill, and of its end.
+const (
+	shimStubSignalled = 29
+	shimStubEnd       = 36
+)
+
+// shimReturn is the shim's mdshim_inject_return, when the shim has it and
+// its code is shimStub (read once from the process).
 func (in *Injected) shimReturn() callReturn {
 	at, err := moduleSymbol(in.Shim, in.Base, "mdshim_inject_return")
 	if err != nil {
 		return callReturn{}
 	}
-	// movq %rax, -8(%rsp); movl $15, %eax; syscall
-	return callReturn{at: at, end: at + 12, result: true}
+	if in.stub == 0 {
+		in.stub = -1
+		b := make([]byte, len(shimStub))
+		if readMem(in.PID, at, b) && bytes.Equal(b, shimStub) {
+			in.stub = 1
+		}
+	}
+	if in.stub < 0 {
+		return callReturn{}
+	}
+	return callReturn{at: at, end: at + shimStubEnd, result: true, signalled: at + shimStubSignalled}
+}
+
+// returnSignals are the signals a stub may send its thread, in order of
+// preference: their default is to ignore them.
+var returnSignals = []unix.Signal{unix.SIGURG, unix.SIGWINCH}
+
+// returnSignal picks the signal the stub sends thread tid of process pid
+// at the call's end: one of returnSignals that the process does not catch
+// and the thread has not pending, so that, should mdtrace be gone by
+// then, the kernel discards it. 0 for none, and for a process under
+// seccomp, whose filter may refuse the stub's system calls.
+func returnSignal(pid, tid int) unix.Signal {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return 0
+	}
+	return returnSignalOf(string(b))
+}
+
+// returnSignalOf is returnSignal for the thread whose status file reads
+// status.
+func returnSignalOf(status string) unix.Signal {
+	var busy uint64
+	seen := 0
+	for line := range strings.Lines(status) {
+		key, val, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
+		if !ok {
+			continue
+		}
+		val = strings.TrimSpace(val)
+		switch key {
+		case "Seccomp":
+			if val != "0" {
+				return 0
+			}
+		case "SigCgt", "SigPnd", "ShdPnd":
+			mask, err := strconv.ParseUint(val, 16, 64)
+			if err != nil {
+				return 0
+			}
+			busy |= mask
+			seen++
+		}
+	}
+	if seen != 3 {
+		return 0 // not the status file of a thread of this kernel
+	}
+	for _, sig := range returnSignals {
+		if busy&(1<<(sig-1)) == 0 {
+			return sig
+		}
+	}
+	return 0
 }
 
 // restoreRTCode is glibc's __restore_rt, on x86-64.
@@ -325,19 +425,29 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			err = fmt.Errorf("restoring thread %d's registers: %w", tid, rerr)
 		}
 	}()
+	blocked := ^uint64(faultSignals)
+	// A stub that signals its thread stops it at the call's end, where its
+	// registers go back at once: the call runs on without a stop. Without,
+	// through a stub, each of the call's system calls stops the thread
+	// until its rt_sigreturn has run; then it runs on to a stop of its
+	// own.
+	var signal unix.Signal
+	if back.signalled != 0 {
+		signal = returnSignal(pid, tid)
+		regs.R12 = uint64(signal)
+		if signal != 0 {
+			blocked &^= 1 << (signal - 1)
+		}
+	}
+	resume := unix.PTRACE_CONT
+	if back.at != 0 && signal == 0 {
+		resume = unix.PTRACE_SYSCALL
+	}
 	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
 		return 0, err
 	}
-	blocked := ^uint64(faultSignals)
 	if err := sigmask(tid, false, &blocked); err != nil {
 		return 0, err
-	}
-	// Through a stub, each of the call's system calls stops the thread
-	// until its rt_sigreturn has run; then it runs on to a stop of its
-	// own.
-	resume := unix.PTRACE_CONT
-	if back.at != 0 {
-		resume = unix.PTRACE_SYSCALL
 	}
 	if err := ptrace(resume, tid, 0, 0); err != nil {
 		return 0, err
@@ -392,6 +502,29 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			}
 			// An event stop (a group stop): on.
 			ptrace(resume, tid, 0, 0)
+			continue
+		}
+		if signal != 0 && sig == signal {
+			var now unix.PtraceRegs
+			if err := unix.PtraceGetRegs(tid, &now); err != nil {
+				return 0, err
+			}
+			if now.Rip == back.signalled {
+				// The stub's: the call has returned. The thread
+				// stays in this stop, its registers, vector state
+				// and mask put back (the deferred restore), and
+				// the signal is dropped as it goes on.
+				if back.result {
+					var b [8]byte
+					if !readMem(pid, at, b[:]) {
+						return 0, fmt.Errorf("reading the call's result: %w", ErrProcessGone)
+					}
+					ret = binary.LittleEndian.Uint64(b[:])
+				}
+				return ret, nil
+			}
+			// Another's, which the process does not catch: on.
+			ptrace(resume, tid, 0, uintptr(sig))
 			continue
 		}
 		if back.at != 0 && (sig == unix.SIGTRAP || sig == unix.SIGTRAP|0x80) {

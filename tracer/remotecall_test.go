@@ -16,6 +16,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
@@ -169,4 +172,112 @@ func TestRouteByWrites(t *testing.T) {
 		t.Errorf("the shim gave %d slots back (%v), want %d", back, err, n)
 	}
 	stdin.Close()
+}
+
+// TestReturnSignal: the stub's signal is one the process neither catches
+// nor has pending, and none under seccomp.
+func TestReturnSignal(t *testing.T) {
+	status := func(cgt, pnd, shd, seccomp string) string {
+		s := "Name:\tx\nSigPnd:\t" + pnd + "\nShdPnd:\t" + shd + "\nSigBlk:\tffffffffffffffff\nSigIgn:\t0000000000000000\nSigCgt:\t" + cgt + "\n"
+		if seccomp != "" {
+			s += "Seccomp:\t" + seccomp + "\n"
+		}
+		return s
+	}
+	const none, urg, winch = "0000000000000000", "0000000000400000", "0000000008000000"
+	for _, tc := range []struct {
+		what   string
+		status string
+		want   unix.Signal
+	}{
+		{"free", status(none, none, none, "0"), unix.SIGURG},
+		{"no seccomp in the kernel", status(none, none, none, ""), unix.SIGURG},
+		{"SIGURG caught", status(urg, none, none, "0"), unix.SIGWINCH},
+		{"SIGURG pending for the thread", status(none, urg, none, "0"), unix.SIGWINCH},
+		{"SIGURG pending for the process", status(none, none, urg, "0"), unix.SIGWINCH},
+		{"both caught", status("0000000008400000", none, none, "0"), 0},
+		{"SIGURG caught, SIGWINCH pending", status(urg, winch, none, "0"), 0},
+		{"under seccomp", status(none, none, none, "2"), 0},
+		{"a mask that does not parse", status("zz", none, none, "0"), 0},
+		{"no masks", "Name:\tx\n", 0},
+	} {
+		if got := returnSignalOf(tc.status); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
+		}
+	}
+}
+
+// TestRemoteCallSignalled: a call through the shim's stub runs without a
+// stop at its system calls and ends in the stop of the signal the stub
+// sends its thread, where its registers go back: it returns the function's
+// result, and the thread, stopped in its read, reads on. A call that does
+// not return in time is left, and comes back through its frame with no
+// one tracing it, its signal discarded.
+func TestRemoteCallSignalled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	cmd, stdin, out := startSaying(t, testProg(t, "attachee"), "ready")
+	pid := cmd.Process.Pid
+	in, err := InjectLoad(pid, shim, true, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back := in.shimReturn(); back.signalled == 0 {
+		t.Fatalf("the shim's stub is not the one mdtrace knows: %+v", back)
+	}
+	pf, err := filesOf(pid, in.Shim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	libc := func(name string) uint64 {
+		base := pf.libc[0].Start
+		for _, m := range pf.libc {
+			if m.Offset == 0 {
+				base = m.Start
+			}
+		}
+		at, err := moduleSymbol(pf.libcFile, base, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	call := func(fn uint64, args ...uint64) (ret uint64, sig unix.Signal, err error) {
+		err = in.inStop(func(_ *Frozen, tid int, _ bool) error {
+			saved, err := saveRegs(tid)
+			if err != nil {
+				return err
+			}
+			if ret, err = remoteCall(pid, tid, saved, in.shimReturn(), fn, nil, args...); err != nil {
+				return err
+			}
+			var si [128]byte
+			if err := ptrace(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(&si[0]))); err != nil {
+				return err
+			}
+			sig = unix.Signal(binary.LittleEndian.Uint32(si[:]))
+			return nil
+		})
+		return ret, sig, err
+	}
+	ret, sig, err := call(libc("getpid"))
+	if err != nil || ret != uint64(pid) || sig != unix.SIGURG {
+		t.Fatalf("getpid through the stub: %d, stopped by %v (%v); want %d, stopped by SIGURG", ret, sig, err, pid)
+	}
+	defer func(d time.Duration) { injectCallWait = d }(injectCallWait)
+	injectCallWait = 100 * time.Millisecond
+	if _, _, err := call(libc("usleep"), 300000); !errors.Is(err, errCallLeft) {
+		t.Fatalf("usleep(0.3 s) with 0.1 s to return: %v; want the call left", err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	fmt.Fprintln(stdin, "go")
+	if line, _ := out.ReadString('\n'); line != "done\n" {
+		t.Fatalf("attachee said %q after the calls, want done", line)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("attachee: %v", err)
+	}
 }
