@@ -10,9 +10,14 @@
 // has glibc load libgcc_s at its start (backtrace), which pthread_exit
 // would load, so that its maps stay as they are from "done" on; with no
 // call of dlopen of its own, whose GOT slot --inject would route.
+//
+// "attachee usr1" counts the SIGUSR1 it takes (SA_RESTART), and says
+// "done usr1 N" instead of "done".
 #include <execinfo.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +45,13 @@ static void wait_line(void)
 }
 
 static sem_t leader_gone;
+static volatile sig_atomic_t usr1_taken;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1_taken++;
+}
 
 static void *outlive_leader(void *arg)
 {
@@ -52,7 +64,15 @@ static void *outlive_leader(void *arg)
 int main(int argc, char **argv)
 {
 	int leader_exit = argc > 1 && strcmp(argv[1], "leader-exit") == 0;
+	int usr1 = argc > 1 && strcmp(argv[1], "usr1") == 0;
 	pthread_t t;
+	if (usr1) {
+		struct sigaction sa = {0};
+
+		sa.sa_handler = on_usr1;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGUSR1, &sa, NULL);
+	}
 	if (leader_exit) {
 		void *pc;
 
@@ -71,7 +91,13 @@ int main(int argc, char **argv)
 	attach_leak_three();
 	for (int i = 0; i < 1000; i++)
 		free(malloc(64));
-	write(1, "done\n", 5);
+	if (usr1) {
+		char line[64];
+		int n = snprintf(line, sizeof(line), "done usr1 %d\n", (int)usr1_taken);
+		write(1, line, n);
+	} else {
+		write(1, "done\n", 5);
+	}
 	wait_line();
 	if (leader_exit) {
 		sem_post(&leader_gone);

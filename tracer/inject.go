@@ -124,6 +124,16 @@ func saveRegs(tid int) (*savedRegs, error) {
 	return s, nil
 }
 
+// reread takes the state of thread tid as it is now, for what goes back.
+func (s *savedRegs) reread(tid int) error {
+	now, err := saveRegs(tid)
+	if err != nil {
+		return err
+	}
+	*s = *now
+	return nil
+}
+
 func (s *savedRegs) restore(tid int) error {
 	regs := s.regs
 	if err := unix.PtraceSetRegs(tid, &regs); err != nil {

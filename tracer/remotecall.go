@@ -100,23 +100,24 @@ func (in *Injected) shimReturn() callReturn {
 // preference: their default is to ignore them.
 var returnSignals = []unix.Signal{unix.SIGURG, unix.SIGWINCH}
 
-// returnSignal picks the signal the stub sends thread tid of process pid
-// at the call's end: one of returnSignals that the process does not catch
-// and the thread has not pending, so that, should mdtrace be gone by
-// then, the kernel discards it. 0 for none, and for a process under
-// seccomp, whose filter may refuse the stub's system calls.
-func returnSignal(pid, tid int) unix.Signal {
+// returnSignal picks the signal that stops thread tid of process pid at a
+// call's end: one of returnSignals that the process does not catch and
+// the thread has not pending, so that, should mdtrace be gone by then, the
+// kernel discards it, and that is not in the mask avoid. 0 for none, and
+// for a process under seccomp, whose filter may refuse the shim's stub's
+// system calls.
+func returnSignal(pid, tid int, avoid uint64) unix.Signal {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return 0
 	}
-	return returnSignalOf(string(b))
+	return returnSignalOf(string(b), avoid)
 }
 
 // returnSignalOf is returnSignal for the thread whose status file reads
-// status.
-func returnSignalOf(status string) unix.Signal {
-	var busy uint64
+// status, passing over the signals in the mask avoid too.
+func returnSignalOf(status string, avoid uint64) unix.Signal {
+	busy := avoid
 	seen := 0
 	for line := range strings.Lines(status) {
 		key, val, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
@@ -253,6 +254,23 @@ const (
 	sysRestartSyscall    = 219
 )
 
+// resumeAt returns where the thread whose state s is goes on, and its rax
+// there: where it was stopped, or, stopped in a system call that is to
+// start again, at the system call again, as the kernel restarts it.
+func (s *savedRegs) resumeAt() (rip, rax uint64) {
+	r := s.regs
+	rip, rax = r.Rip, r.Rax
+	if int64(r.Orig_rax) >= 0 {
+		switch -int64(r.Rax) {
+		case eRestartSys, eRestartNoIntr, eRestartNoHand:
+			rip, rax = r.Rip-2, r.Orig_rax
+		case eRestartRestartBlock:
+			rip, rax = r.Rip-2, sysRestartSyscall
+		}
+	}
+	return rip, rax
+}
+
 // sigframe returns the frame rt_sigreturn takes to put back the thread
 // whose state s is, laid out below sp: the return address slot (ret) at
 // the returned address, 8 past a multiple of 16 as at a function's entry,
@@ -283,16 +301,7 @@ func (s *savedRegs) sigframe(sp, ret uint64) (at uint64, frame []byte, ok bool) 
 	le.PutUint64(u[ucFlags:], ucFlagsAll)
 	le.PutUint32(u[ucStackFlags:], ssBadMode)
 	r := s.regs
-	rax, rip := r.Rax, r.Rip
-	if int64(r.Orig_rax) >= 0 {
-		// Stopped in a system call that is to start again.
-		switch -int64(r.Rax) {
-		case eRestartSys, eRestartNoIntr, eRestartNoHand:
-			rax, rip = r.Orig_rax, r.Rip-2
-		case eRestartRestartBlock:
-			rax, rip = sysRestartSyscall, r.Rip-2
-		}
-	}
+	rip, rax := s.resumeAt()
 	for i, v := range []uint64{r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15,
 		r.Rdi, r.Rsi, r.Rbp, r.Rbx, r.Rdx, rax, r.Rcx, r.Rsp, rip, r.Eflags} {
 		le.PutUint64(u[ucMcontext+8*i:], v)
@@ -431,23 +440,36 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 	// through a stub, each of the call's system calls stops the thread
 	// until its rt_sigreturn has run; then it runs on to a stop of its
 	// own.
+	//
+	// A stub that does not signal (the C library's) gets the signal sent
+	// before the call, which its mask blocks: it stays pending until the
+	// stub's rt_sigreturn gives the thread its own mask back, which must
+	// not block it, and stops the thread there, back where it was.
 	var signal unix.Signal
-	if back.signalled != 0 {
-		signal = returnSignal(pid, tid)
+	pending := false
+	switch {
+	case back.signalled != 0:
+		signal = returnSignal(pid, tid, 0)
 		regs.R12 = uint64(signal)
 		if signal != 0 {
 			blocked &^= 1 << (signal - 1)
 		}
-	}
-	resume := unix.PTRACE_CONT
-	if back.at != 0 && signal == 0 {
-		resume = unix.PTRACE_SYSCALL
+	case back.at != 0:
+		signal = returnSignal(pid, tid, saved.mask)
+		pending = signal != 0
 	}
 	if err := unix.PtraceSetRegs(tid, &regs); err != nil {
 		return 0, err
 	}
 	if err := sigmask(tid, false, &blocked); err != nil {
 		return 0, err
+	}
+	if pending && unix.Tgkill(pid, tid, signal) != nil {
+		signal, pending = 0, false
+	}
+	resume := unix.PTRACE_CONT
+	if back.at != 0 && signal == 0 {
+		resume = unix.PTRACE_SYSCALL
 	}
 	if err := ptrace(resume, tid, 0, 0); err != nil {
 		return 0, err
@@ -483,6 +505,12 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 					// Let go, it returns through the frame.
 					return 0, fmt.Errorf("the call did not return within %s: %w", injectCallWait, errCallLeft)
 				}
+				if pending {
+					// Back, in a handler: it stays there.
+					if err := saved.reread(tid); err != nil {
+						return 0, err
+					}
+				}
 				// Stopped where it is; its registers go back.
 				return 0, fmt.Errorf("the call did not return within %s", injectCallWait)
 			}
@@ -509,6 +537,24 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			if err := unix.PtraceGetRegs(tid, &now); err != nil {
 				return 0, err
 			}
+			if pending {
+				if returned {
+					// After a signal delivered as it came back
+					// (below): its state now is what goes back.
+					return 0, saved.reread(tid)
+				}
+				if rip, _ := saved.resumeAt(); now.Rip == rip && now.Rsp == saved.regs.Rsp {
+					// Back through the frame: its registers
+					// go back exactly (the deferred restore),
+					// and the signal is dropped.
+					return 0, nil
+				}
+				// Delivered early (the call unblocked it):
+				// its system calls are followed from now on.
+				signal, pending, resume = 0, false, unix.PTRACE_SYSCALL
+				ptrace(resume, tid, 0, 0)
+				continue
+			}
 			if now.Rip == back.signalled {
 				// The stub's: the call has returned. The thread
 				// stays in this stop, its registers, vector state
@@ -526,6 +572,25 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			// Another's, which the process does not catch: on.
 			ptrace(resume, tid, 0, uintptr(sig))
 			continue
+		}
+		if pending && !returned {
+			var now unix.PtraceRegs
+			if err := unix.PtraceGetRegs(tid, &now); err != nil {
+				return 0, err
+			}
+			if rip, _ := saved.resumeAt(); now.Rip == rip && now.Rsp == saved.regs.Rsp {
+				// Back through the frame, and another signal
+				// came first (a lower number): it is delivered
+				// as it would have been, its registers put back
+				// exactly first; the thread's own stops it then,
+				// wherever the handler is.
+				if err := saved.restore(tid); err != nil {
+					return 0, err
+				}
+				returned = true
+				ptrace(resume, tid, 0, uintptr(sig))
+				continue
+			}
 		}
 		if back.at != 0 && (sig == unix.SIGTRAP || sig == unix.SIGTRAP|0x80) {
 			switch op, nr, ip := syscallStop(tid); {

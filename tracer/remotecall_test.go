@@ -24,12 +24,12 @@ import (
 	"github.com/mdtrace/mdtrace/internal/fixture"
 )
 
-// startSaying starts the program at path with pipes to its standard input
-// and from its standard output, and waits for its first line, want; the
-// program is killed when the test ends.
-func startSaying(t *testing.T, path, want string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+// startSaying starts the program at path with args and pipes to its
+// standard input and from its standard output, and waits for its first
+// line, want; the program is killed when the test ends.
+func startSaying(t *testing.T, path, want string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command(path)
+	cmd := exec.Command(path, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +174,9 @@ func TestRouteByWrites(t *testing.T) {
 	stdin.Close()
 }
 
-// TestReturnSignal: the stub's signal is one the process neither catches
-// nor has pending, and none under seccomp.
+// TestReturnSignal: the signal that ends a call is one the process
+// neither catches nor has pending, nor the thread blocks where it is
+// pending through the call; none under seccomp.
 func TestReturnSignal(t *testing.T) {
 	status := func(cgt, pnd, shd, seccomp string) string {
 		s := "Name:\tx\nSigPnd:\t" + pnd + "\nShdPnd:\t" + shd + "\nSigBlk:\tffffffffffffffff\nSigIgn:\t0000000000000000\nSigCgt:\t" + cgt + "\n"
@@ -201,8 +202,17 @@ func TestReturnSignal(t *testing.T) {
 		{"a mask that does not parse", status("zz", none, none, "0"), 0},
 		{"no masks", "Name:\tx\n", 0},
 	} {
-		if got := returnSignalOf(tc.status); got != tc.want {
+		if got := returnSignalOf(tc.status, 0); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	// The signals of a mask passed over too.
+	for _, tc := range []struct {
+		avoid uint64
+		want  unix.Signal
+	}{{0, unix.SIGURG}, {1 << (unix.SIGURG - 1), unix.SIGWINCH}, {1<<(unix.SIGURG-1) | 1<<(unix.SIGWINCH-1), 0}, {^uint64(0) &^ (1 << (unix.SIGWINCH - 1)), unix.SIGWINCH}} {
+		if got := returnSignalOf(status(none, none, none, "0"), tc.avoid); got != tc.want {
+			t.Errorf("avoiding %#x: %v, want %v", tc.avoid, got, tc.want)
 		}
 	}
 }
@@ -210,7 +220,10 @@ func TestReturnSignal(t *testing.T) {
 // TestRemoteCallSignalled: a call through the shim's stub runs without a
 // stop at its system calls and ends in the stop of the signal the stub
 // sends its thread, where its registers go back: it returns the function's
-// result, and the thread, stopped in its read, reads on. A call that does
+// result. Through the C library's stub, it ends in the stop of the signal
+// sent before it, once the thread is back, after the handler of a signal
+// of the program's pending meanwhile. The thread, stopped in its read,
+// reads on. A call that does
 // not return in time is left, and comes back through its frame with no
 // one tracing it, its signal discarded.
 func TestRemoteCallSignalled(t *testing.T) {
@@ -218,7 +231,7 @@ func TestRemoteCallSignalled(t *testing.T) {
 		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
 	}
 	shim := fixture.Shim(t)
-	cmd, stdin, out := startSaying(t, testProg(t, "attachee"), "ready")
+	cmd, stdin, out := startSaying(t, testProg(t, "attachee"), "ready", "usr1")
 	pid := cmd.Process.Pid
 	in, err := InjectLoad(pid, shim, true, 0, 0, nil)
 	if err != nil {
@@ -231,26 +244,32 @@ func TestRemoteCallSignalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	libc := func(name string) uint64 {
-		base := pf.libc[0].Start
-		for _, m := range pf.libc {
-			if m.Offset == 0 {
-				base = m.Start
-			}
+	base := pf.libc[0].Start
+	for _, m := range pf.libc {
+		if m.Offset == 0 {
+			base = m.Start
 		}
+	}
+	libc := func(name string) uint64 {
 		at, err := moduleSymbol(pf.libcFile, base, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return at
 	}
-	call := func(fn uint64, args ...uint64) (ret uint64, sig unix.Signal, err error) {
+	var raise unix.Signal // sent to the thread before the call
+	callThrough := func(back callReturn, fn uint64, args ...uint64) (ret uint64, sig unix.Signal, err error) {
 		err = in.inStop(func(_ *Frozen, tid int, _ bool) error {
 			saved, err := saveRegs(tid)
 			if err != nil {
 				return err
 			}
-			if ret, err = remoteCall(pid, tid, saved, in.shimReturn(), fn, nil, args...); err != nil {
+			if raise != 0 {
+				if err := unix.Tgkill(pid, tid, raise); err != nil {
+					return err
+				}
+			}
+			if ret, err = remoteCall(pid, tid, saved, back, fn, nil, args...); err != nil {
 				return err
 			}
 			var si [128]byte
@@ -262,10 +281,29 @@ func TestRemoteCallSignalled(t *testing.T) {
 		})
 		return ret, sig, err
 	}
+	call := func(fn uint64, args ...uint64) (uint64, unix.Signal, error) {
+		return callThrough(in.shimReturn(), fn, args...)
+	}
 	ret, sig, err := call(libc("getpid"))
 	if err != nil || ret != uint64(pid) || sig != unix.SIGURG {
 		t.Fatalf("getpid through the stub: %d, stopped by %v (%v); want %d, stopped by SIGURG", ret, sig, err, pid)
 	}
+	// Through the C library's __restore_rt, as dlopen returns, the signal
+	// sent before the call stops the thread once it is back.
+	restoreRT := libcReturn(pf.libcFile.Path, base)
+	if restoreRT.at == 0 {
+		t.Fatal("no __restore_rt in the C library")
+	}
+	if _, sig, err := callThrough(restoreRT, libc("getpid")); err != nil || sig != unix.SIGURG {
+		t.Fatalf("getpid through __restore_rt: stopped by %v (%v); want SIGURG", sig, err)
+	}
+	// A signal of the program's, pending through the call, comes first
+	// as the thread is back: its handler runs once, where the thread was.
+	raise = unix.SIGUSR1
+	if _, sig, err := callThrough(restoreRT, libc("getpid")); err != nil || sig != unix.SIGURG {
+		t.Fatalf("getpid through __restore_rt, SIGUSR1 pending: stopped by %v (%v); want SIGURG", sig, err)
+	}
+	raise = 0
 	defer func(d time.Duration) { injectCallWait = d }(injectCallWait)
 	injectCallWait = 100 * time.Millisecond
 	if _, _, err := call(libc("usleep"), 300000); !errors.Is(err, errCallLeft) {
@@ -273,8 +311,8 @@ func TestRemoteCallSignalled(t *testing.T) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	fmt.Fprintln(stdin, "go")
-	if line, _ := out.ReadString('\n'); line != "done\n" {
-		t.Fatalf("attachee said %q after the calls, want done", line)
+	if line, _ := out.ReadString('\n'); line != "done usr1 1\n" {
+		t.Fatalf("attachee said %q after the calls, want done usr1 1", line)
 	}
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
