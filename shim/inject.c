@@ -300,10 +300,43 @@ static bool write_slot(const struct slot *s, uintptr_t v)
 	return true;
 }
 
+/*
+ * slot_gone says whether slot s is in a module unloaded since it was
+ * listed (dlclose): its page is no longer mapped, and reading it would
+ * fault. The slot is then dropped from the list (its address cleared, so
+ * that a module loaded there later is listed anew). *last is the last page
+ * found mapped, which is not asked again.
+ */
+static bool slot_gone(struct slot *s, uintptr_t *last)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)s->addr & ~(page - 1);
+	unsigned char vec;
+	int saved = errno;
+	bool gone;
+
+	if (s->addr == NULL)
+		return true;
+	if (start == *last)
+		return false;
+	gone = mincore((void *)start, page, &vec) != 0 && errno == ENOMEM;
+	errno = saved;
+	if (gone) {
+		s->addr = NULL;
+		return true;
+	}
+	*last = start;
+	return false;
+}
+
 /* route_from points the slots from index i on at the hooks; g_lock held. */
 static void route_from(size_t i)
 {
+	uintptr_t last = 0;
+
 	for (; i < g_nslots; i++) {
+		if (slot_gone(&g_slots[i], &last))
+			continue;
 		uintptr_t v = __atomic_load_n(g_slots[i].addr, __ATOMIC_RELAXED);
 
 		/* A lazy slot may have been bound meanwhile. */
@@ -321,8 +354,11 @@ static void route_from(size_t i)
 static unsigned long restore(void)
 {
 	unsigned long n = 0;
+	uintptr_t last = 0;
 
 	for (size_t i = 0; i < g_nslots; i++) {
+		if (slot_gone(&g_slots[i], &last))
+			continue;
 		if (__atomic_load_n(g_slots[i].addr, __ATOMIC_RELAXED) != g_slots[i].hook)
 			continue;
 		if (write_slot(&g_slots[i], g_slots[i].old))

@@ -777,13 +777,17 @@ func (in *Injected) routeByWrites() (uint64, error) {
 	if err := putWord("mdshim_inject_routed", 1); err != nil {
 		return 0, err
 	}
+	listed := uint64(0)
 	for i := 0; i < in.Listed; i++ {
 		w := func(k int) uint64 { return binary.LittleEndian.Uint64(slots[(i*abi.InjectSlotWords+k)*8:]) }
 		addr, old, hook, real := w(abi.InjectSlotAddr), w(abi.InjectSlotOld), w(abi.InjectSlotHook), w(abi.InjectSlotReal)
 		var cur [8]byte
-		if !readMem(in.PID, addr, cur[:]) {
-			return 0, fmt.Errorf("slot %#x cannot be read", addr)
+		if addr == 0 || !readMem(in.PID, addr, cur[:]) {
+			// A module unloaded since it was listed (the shim
+			// clears the address of such a slot).
+			continue
 		}
+		listed++
 		if v := binary.LittleEndian.Uint64(cur[:]); v != old && v != real {
 			continue
 		}
@@ -791,13 +795,13 @@ func (in *Injected) routeByWrites() (uint64, error) {
 			return 0, err
 		}
 	}
-	if err := putWord("mdshim_inject_slots", uint64(in.Listed)); err != nil {
+	if err := putWord("mdshim_inject_slots", listed); err != nil {
 		return 0, err
 	}
 	if err := putWord("mdshim_inject_unrouted", dropped); err != nil {
 		return 0, err
 	}
-	return uint64(in.Listed), nil
+	return listed, nil
 }
 
 // Stop gives every routed call back to the allocator, with every thread

@@ -319,3 +319,42 @@ func TestRemoteCallSignalled(t *testing.T) {
 		t.Errorf("attachee: %v", err)
 	}
 }
+
+// TestInjectModuleUnloaded: a module unloaded after the shim listed its
+// slots (dlfork's plugin) is passed over wherever the shim goes through its
+// list: a fork child gives the calls back (sampling on) and runs on, and
+// the give-back at the end restores the slots that are left. They read the
+// unloaded module's slot before, and died of a SIGSEGV.
+func TestInjectModuleUnloaded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	testProg(t, "libplugin.so")
+	cmd, stdin, out := startSaying(t, testProg(t, "dlfork"), "ready")
+	in, err := InjectLoad(cmd.Process.Pid, shim, true, 0, 4096, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed, unrouted, _, err := in.Route(func() {})
+	if err != nil || routed == 0 || unrouted != 0 {
+		t.Fatalf("Route: %d routed, %d unrouted (%v)", routed, unrouted, err)
+	}
+	say := func(want string) {
+		t.Helper()
+		fmt.Fprintln(stdin)
+		if line, _ := out.ReadString('\n'); line != want+"\n" {
+			t.Fatalf("dlfork said %q, want %q", line, want)
+		}
+	}
+	say("closed")
+	say("child 7")
+	back, err := in.Stop()
+	if err != nil || back != routed-1 {
+		t.Errorf("the shim gave %d slots back (%v), want %d (all but the plugin's)", back, err, routed-1)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("dlfork: %v", err)
+	}
+}
