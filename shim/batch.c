@@ -192,6 +192,12 @@ static bool probed(void)
 
 /* mdtrace's pid in an early start, which waits only while mdtrace lives. */
 static pid_t early_tracer;
+/*
+ * Whether the early start is an injected shim's (mdtrace --all --inject),
+ * whose fork children mdtrace does not follow: nobody would say ready to
+ * one (a launched command's are followed, their word written).
+ */
+static bool early_injected;
 
 /*
  * md_early_wait waits until mdtrace is ready. Nothing can wake the futex
@@ -385,6 +391,13 @@ static void fork_child(void)
 
 	/* The sites first, if this handler runs before site.c's. */
 	md_sites_after_fork();
+	/*
+	 * A child of a process the shim was injected into, forked before
+	 * mdtrace said ready, waits for no word: its hand-overs below would
+	 * have held it EARLY_WAIT_MS while mdtrace lives.
+	 */
+	if (early_injected)
+		md_early_end();
 
 	for (; bt != NULL; bt = next) {
 		next = bt->next;
@@ -465,13 +478,14 @@ void md_batch_init(size_t (*usable_size)(void *))
 	if (early != NULL && early[0] >= '1' && early[0] <= '9') {
 		d = strtoul(early, &end, 10);
 		early[0] = '0';
-		md_early_start(*end == '\0' && d <= INT32_MAX ? (pid_t)d : 0);
+		md_early_start(*end == '\0' && d <= INT32_MAX ? (pid_t)d : 0, false);
 	}
 }
 
-void md_early_start(pid_t tracer)
+void md_early_start(pid_t tracer, bool injected)
 {
 	early_tracer = tracer;
+	early_injected = injected;
 	/* Now mdtrace may write the word: the loader is done with it. */
 	__atomic_store_n(&mdshim_ready, EARLY_WAITING, __ATOMIC_RELEASE);
 	__atomic_store_n(&md_early, true, __ATOMIC_RELEASE);

@@ -129,10 +129,11 @@ void md_inject_abandon(void) __attribute__((visibility("hidden")));
 extern bool md_early __attribute__((visibility("hidden")));
 /*
  * md_early_start starts holding the hand-overs until mdtrace writes
- * mdshim_ready (mdtrace's pid tracer, 0 if none to look for);
+ * mdshim_ready (mdtrace's pid tracer, 0 if none to look for), for a shim
+ * injected into a running process (injected) or preloaded at a launch;
  * md_early_end stops holding them, ready or not.
  */
-void md_early_start(pid_t tracer) __attribute__((visibility("hidden")));
+void md_early_start(pid_t tracer, bool injected) __attribute__((visibility("hidden")));
 void md_early_end(void) __attribute__((visibility("hidden")));
 extern volatile uint32_t mdshim_ready __attribute__((visibility("default")));
 void md_early_wait(void) __attribute__((visibility("hidden")));

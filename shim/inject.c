@@ -487,7 +487,7 @@ __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long ba
 	if (batch && early != 0) {
 		if (early != ~0UL && early > INT32_MAX)
 			return -EINVAL;
-		md_early_start(early == ~0UL ? 0 : (pid_t)early);
+		md_early_start(early == ~0UL ? 0 : (pid_t)early, true);
 	}
 	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
 		return -ENOMEM;

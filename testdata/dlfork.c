@@ -1,7 +1,8 @@
 // dlfork is a target for --inject whose modules change after the shim
 // listed their GOT slots: it loads libplugin.so (RTLD_NOW, whose slot of
 // malloc the shim lists) at its start and says "ready"; at a line on
-// standard input it unloads the plugin and says "closed"; at the next it
+// standard input it allocates and frees a block, unloads the plugin and
+// says "closed"; at the next it
 // forks a child that allocates and exits with 7, and says "child 7" (or
 // "child signal N" if the child was killed); then it exits at the end of
 // its input.
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
 	}
 	write(1, "ready\n", 6);
 	wait_line();
+	sink = malloc(64);
+	free(sink);
 	dlclose(h);
 	write(1, "closed\n", 7);
 	wait_line();

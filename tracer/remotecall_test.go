@@ -358,3 +358,55 @@ func TestInjectModuleUnloaded(t *testing.T) {
 		t.Errorf("dlfork: %v", err)
 	}
 }
+
+// TestInjectEarlyForkChild: a process injected again as --all --inject
+// does, its hand-overs held until mdtrace says ready, forks before that:
+// its child, which mdtrace does not follow and nobody will say ready to,
+// runs on at once. It waited 30 s in its fork handler before (handing
+// over the batch its thread kept from the first injection), for as long
+// as mdtrace lived.
+func TestInjectEarlyForkChild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	testProg(t, "libplugin.so")
+	cmd, stdin, out := startSaying(t, testProg(t, "dlfork"), "ready")
+	pid := cmd.Process.Pid
+	say := func(want string) {
+		t.Helper()
+		fmt.Fprintln(stdin)
+		if line, _ := out.ReadString('\n'); line != want+"\n" {
+			t.Fatalf("dlfork said %q, want %q", line, want)
+		}
+	}
+	// Routed, its thread makes its batch (it allocates and frees a block;
+	// held, as mdtrace is not ready, where no probe would take it), and
+	// is given back.
+	in, err := InjectLoad(pid, shim, true, 0, 0, &AuditHooks{Early: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := in.Route(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	say("closed")
+	if _, err := in.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err = InjectLoad(pid, shim, true, 0, 4096, &AuditHooks{Early: true}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	say("child 7")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the fork child took %v", d)
+	}
+	if _, err := in.Stop(); err != nil {
+		t.Errorf("giving the process back: %v", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("dlfork: %v", err)
+	}
+}
