@@ -85,12 +85,24 @@ type auditInjector struct {
 	// its program's stamp (an exec ends the shim); refused those tried
 	// that could not be, for this program.
 	injected map[int]*auditInjected
-	refused  map[int]procStamp
+	refused  map[int]*auditRefusal
 	// total counts the processes injected during the audit, eager those
 	// of them that ran a program taken before; runsSaid counts, for each
 	// program, its runs said one by one (auditInjectSay at most).
 	total, eager int
 	runsSaid     map[string]int
+}
+
+// auditRefusal is a process the shim could not be loaded into, for the
+// program of stamp st and gen gen.
+type auditRefusal struct {
+	st  procStamp
+	gen uint32
+	// err is why, said at the next scan (nil once said, or for a process
+	// gone): a process that executed a program meanwhile, or ended, made
+	// reads of its files and maps fail as they went, and is not one to
+	// speak of (it is taken anew once its new program is busy).
+	err error
 }
 
 type auditInjected struct {
@@ -104,7 +116,7 @@ type auditInjected struct {
 
 func newAuditInjector(probes *tracer.Probes, shim string, busyCalls uint32, sampleBytes uint64, depth int, say func(string)) *auditInjector {
 	return &auditInjector{probes: probes, shim: shim, busyCalls: uint64(busyCalls), sampleBytes: sampleBytes, depth: depth, say: say,
-		injected: map[int]*auditInjected{}, refused: map[int]procStamp{}, runsSaid: map[string]int{}}
+		injected: map[int]*auditInjected{}, refused: map[int]*auditRefusal{}, runsSaid: map[string]int{}}
 }
 
 // scan injects the processes that called the allocator busyCalls
@@ -124,11 +136,12 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 			ij.forget(pid)
 		}
 	}
-	for pid, st := range ij.refused {
-		if cur, ok := seenAt[pid]; !ok || !sameStamp(cur, st) {
+	for pid, r := range ij.refused {
+		if cur, ok := seenAt[pid]; !ok || !ij.stillRefused(pid, r, cur) {
 			delete(ij.refused, pid)
 		}
 	}
+	ij.sayRefusals()
 	for _, pid := range slices.Sorted(maps.Keys(calls)) {
 		if st, ok := seenAt[pid]; ok && calls[pid] >= ij.busyCalls {
 			ij.take(pid, st)
@@ -155,14 +168,48 @@ func (ij *auditInjector) take(pid int, st procStamp) {
 		// already.
 		ij.forget(pid)
 	}
-	if old, no := ij.refused[pid]; no && sameStamp(old, st) {
+	if r, no := ij.refused[pid]; no && ij.stillRefused(pid, r, st) {
 		return
 	}
+	gen := ij.probes.ExecGen(pid)
 	if err := ij.inject(pid, st); err != nil {
-		ij.refused[pid] = st
-		if !errors.Is(err, tracer.ErrProcessGone) && processAlive(pid) {
-			ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), ij.busyCalls, err))
+		// One that executed a program meanwhile is taken once the new
+		// one is busy.
+		if errors.Is(err, tracer.ErrExecuted) || ij.probes.ExecGen(pid) != gen {
+			return
 		}
+		r := &auditRefusal{st: st, gen: gen}
+		if !errors.Is(err, tracer.ErrProcessGone) {
+			r.err = err
+		}
+		ij.refused[pid] = r
+	}
+}
+
+// stillRefused reports whether refusal r of process pid holds for the
+// program it runs now, of stamp st: not executed anew since.
+func (ij *auditInjector) stillRefused(pid int, r *auditRefusal, st procStamp) bool {
+	return sameStamp(r.st, st) && ij.probes.ExecGen(pid) == r.gen
+}
+
+// sayRefusals says the refusals not said yet, of the processes that run
+// the program they were refused for: an exec caught part way through (its
+// gen not changed yet when the refusal was made) has changed it since.
+func (ij *auditInjector) sayRefusals() {
+	for _, pid := range slices.Sorted(maps.Keys(ij.refused)) {
+		r := ij.refused[pid]
+		if r.err == nil {
+			continue
+		}
+		err := r.err
+		r.err = nil
+		if ij.probes.ExecGen(pid) != r.gen || tracer.Exiting(pid) && stacks.LiveTask(pid) == "" {
+			continue
+		}
+		if st, e := stampOf(pid); e != nil || !sameStamp(st, r.st) {
+			continue
+		}
+		ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), ij.busyCalls, err))
 	}
 }
 
@@ -313,6 +360,7 @@ func (ij *auditInjector) release(pid int) {
 // stop gives the calls of every process still injected back to the
 // allocator, before the probes go.
 func (ij *auditInjector) stop() {
+	ij.sayRefusals()
 	given := 0
 	pids := slices.Sorted(maps.Keys(ij.injected))
 	for _, pid := range pids {

@@ -3,6 +3,7 @@
 package tracer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -409,6 +410,9 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			return err
 		}
 		defer ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+		if !sameCode(pid, back, dlopenAt) {
+			return ErrExecuted
+		}
 		saved, err := saveRegs(tid)
 		if err != nil {
 			return fmt.Errorf("reading thread %d's registers: %w", tid, err)
@@ -485,6 +489,27 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 		return nil, err
 	}
 	return in, nil
+}
+
+// ErrExecuted is InjectLoad's error for a process that executed another
+// program between the reading of its maps and the stop of a thread.
+var ErrExecuted = fmt.Errorf("it executed another program meanwhile: %w", ErrProcessGone)
+
+// sameCode reports whether process pid still maps the C library where its
+// maps said, with dlopen at dlopenAt: the code of the stub back (glibc's
+// __restore_rt) is there, or, without one, dlopen's first byte can be
+// read. A process that executed another program since maps its library
+// elsewhere, where calling the old address would fault, or worse.
+func sameCode(pid int, back callReturn, dlopenAt uint64) bool {
+	var b [1]byte
+	if !readMem(pid, dlopenAt, b[:]) {
+		return false
+	}
+	if back.at == 0 {
+		return true
+	}
+	code := make([]byte, len(restoreRTCode))
+	return readMem(pid, back.at, code) && bytes.Equal(code, restoreRTCode)
 }
 
 // remoteCString reads a NUL-terminated string of up to 512 bytes at addr.

@@ -410,3 +410,43 @@ func TestInjectEarlyForkChild(t *testing.T) {
 		t.Errorf("dlfork: %v", err)
 	}
 }
+
+// TestSameCode: the C library is where the maps said while the stub's code
+// is there; an address from another mapping of it (a program executed
+// since) is not taken for it.
+func TestSameCode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to read another process's memory")
+	}
+	cmd, _, _ := startSaying(t, testProg(t, "attachee"), "ready")
+	pid := cmd.Process.Pid
+	pf, err := filesOf(pid, "/nonexistent/libmdshim.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := pf.libc[0].Start
+	for _, m := range pf.libc {
+		if m.Offset == 0 {
+			base = m.Start
+		}
+	}
+	dlopenAt, err := moduleSymbol(pf.libcFile, base, "dlopen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := libcReturn(pf.libcFile.Path, base)
+	if back.at == 0 {
+		t.Fatal("no __restore_rt in the C library")
+	}
+	if !sameCode(pid, back, dlopenAt) {
+		t.Errorf("sameCode: false where the maps put the library")
+	}
+	moved := back
+	moved.at += 0x1000
+	if sameCode(pid, moved, dlopenAt) {
+		t.Errorf("sameCode: true with __restore_rt's address a page off")
+	}
+	if sameCode(pid, back, 0x1000) || sameCode(pid, callReturn{}, 0x1000) {
+		t.Errorf("sameCode: true with dlopen at an address nothing maps")
+	}
+}
