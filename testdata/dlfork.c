@@ -7,12 +7,13 @@
 // "child signal N" if the child was killed); then it exits at the end of
 // its input.
 #include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "plugin.h"
 
 static void *volatile sink;
 
@@ -25,13 +26,10 @@ static void wait_line(void)
 
 int main(int argc, char **argv)
 {
-	char path[PATH_MAX], line[64];
+	char line[64];
 	int status, n;
 	(void)argc;
-	snprintf(path, sizeof(path), "%s", argv[0]);
-	char *slash = strrchr(path, '/');
-	snprintf(slash ? slash + 1 : path, sizeof(path) - (slash ? (size_t)(slash + 1 - path) : 0), "libplugin.so");
-	void *h = dlopen(path, RTLD_NOW);
+	void *h = open_plugin(argv[0]);
 	if (!h) {
 		write(2, "dlfork: dlopen failed\n", 22);
 		return 1;

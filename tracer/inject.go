@@ -384,13 +384,7 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	if err != nil {
 		return nil, err
 	}
-	libcBase := pf.libc[0].Start
-	for _, m := range pf.libc {
-		if m.Offset == 0 {
-			libcBase = m.Start
-			break
-		}
-	}
+	libcBase := pf.libcBase()
 	dlopenAt, err := moduleSymbol(pf.libcFile, libcBase, "dlopen")
 	if err != nil {
 		return nil, fmt.Errorf("--inject needs glibc 2.34 or later, whose C library defines dlopen: %w", err)
@@ -489,6 +483,16 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 		return nil, err
 	}
 	return in, nil
+}
+
+// libcBase is the address the C library's first segment is mapped at.
+func (pf *processFiles) libcBase() uint64 {
+	for _, m := range pf.libc {
+		if m.Offset == 0 {
+			return m.Start
+		}
+	}
+	return pf.libc[0].Start
 }
 
 // ErrExecuted is InjectLoad's error for a process that executed another

@@ -244,12 +244,7 @@ func TestRemoteCallSignalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := pf.libc[0].Start
-	for _, m := range pf.libc {
-		if m.Offset == 0 {
-			base = m.Start
-		}
-	}
+	base := pf.libcBase()
 	libc := func(name string) uint64 {
 		at, err := moduleSymbol(pf.libcFile, base, name)
 		if err != nil {
@@ -330,9 +325,8 @@ func TestInjectModuleUnloaded(t *testing.T) {
 		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
 	}
 	shim := fixture.Shim(t)
-	testProg(t, "libplugin.so")
-	cmd, stdin, out := startSaying(t, testProg(t, "dlfork"), "ready")
-	in, err := InjectLoad(cmd.Process.Pid, shim, true, 0, 4096, nil)
+	pid, say, end := startDlfork(t)
+	in, err := InjectLoad(pid, shim, true, 0, 4096, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,23 +334,37 @@ func TestInjectModuleUnloaded(t *testing.T) {
 	if err != nil || routed == 0 || unrouted != 0 {
 		t.Fatalf("Route: %d routed, %d unrouted (%v)", routed, unrouted, err)
 	}
-	say := func(want string) {
-		t.Helper()
-		fmt.Fprintln(stdin)
-		if line, _ := out.ReadString('\n'); line != want+"\n" {
-			t.Fatalf("dlfork said %q, want %q", line, want)
-		}
-	}
 	say("closed")
 	say("child 7")
 	back, err := in.Stop()
 	if err != nil || back != routed-1 {
 		t.Errorf("the shim gave %d slots back (%v), want %d (all but the plugin's)", back, err, routed-1)
 	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("dlfork: %v", err)
+	end()
+}
+
+// startDlfork starts dlfork (and its plugin) for a test: say sends it a
+// line and checks the line it answers, end closes its input and checks
+// that it exits with 0.
+func startDlfork(t *testing.T) (pid int, say func(want string), end func()) {
+	t.Helper()
+	testProg(t, "libplugin.so")
+	cmd, stdin, out := startSaying(t, testProg(t, "dlfork"), "ready")
+	say = func(want string) {
+		t.Helper()
+		fmt.Fprintln(stdin)
+		if line, _ := out.ReadString('\n'); line != want+"\n" {
+			t.Fatalf("dlfork said %q, want %q", line, want)
+		}
 	}
+	end = func() {
+		t.Helper()
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("dlfork: %v", err)
+		}
+	}
+	return cmd.Process.Pid, say, end
 }
 
 // TestInjectEarlyForkChild: a process injected again as --all --inject
@@ -370,16 +378,7 @@ func TestInjectEarlyForkChild(t *testing.T) {
 		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
 	}
 	shim := fixture.Shim(t)
-	testProg(t, "libplugin.so")
-	cmd, stdin, out := startSaying(t, testProg(t, "dlfork"), "ready")
-	pid := cmd.Process.Pid
-	say := func(want string) {
-		t.Helper()
-		fmt.Fprintln(stdin)
-		if line, _ := out.ReadString('\n'); line != want+"\n" {
-			t.Fatalf("dlfork said %q, want %q", line, want)
-		}
-	}
+	pid, say, end := startDlfork(t)
 	// Routed, its thread makes its batch (it allocates and frees a block;
 	// held, as mdtrace is not ready, where no probe would take it), and
 	// is given back.
@@ -405,10 +404,7 @@ func TestInjectEarlyForkChild(t *testing.T) {
 	if _, err := in.Stop(); err != nil {
 		t.Errorf("giving the process back: %v", err)
 	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("dlfork: %v", err)
-	}
+	end()
 }
 
 // TestSameCode: the C library is where the maps said while the stub's code
@@ -424,12 +420,7 @@ func TestSameCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := pf.libc[0].Start
-	for _, m := range pf.libc {
-		if m.Offset == 0 {
-			base = m.Start
-		}
-	}
+	base := pf.libcBase()
 	dlopenAt, err := moduleSymbol(pf.libcFile, base, "dlopen")
 	if err != nil {
 		t.Fatal(err)
