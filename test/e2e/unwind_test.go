@@ -612,13 +612,25 @@ func TestUnwindDeferredDlopen(t *testing.T) {
 // imports _json, a C extension it dlopen's, the blocks the module's
 // initialization keeps (its types) have backtraces through _json's frames
 // to Py_BytesMain, though the probes met its frames before its unwind
-// table was loaded; no walk is counted as stopped.
+// table was loaded; no walk is counted as stopped. Whether the probes meet
+// _json's frames before its table is loaded is a race mdtrace usually
+// loses (the walks are left to it): a run where it won is made again, up
+// to three runs.
 func TestUnwindAttachedPythonDlopen(t *testing.T) {
 	needRoot(t)
 	const python = "/usr/bin/python3.11"
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("%s is not installed", python)
 	}
+	for run := 1; !unwindAttachedPythonDlopen(t, python, run == 3); run++ {
+		t.Logf("run %d: no walk was left to mdtrace (its table loaded first): again", run)
+	}
+}
+
+// unwindAttachedPythonDlopen makes one run of TestUnwindAttachedPythonDlopen;
+// false, the run not judged, when no walk was left to mdtrace and last is
+// false.
+func unwindAttachedPythonDlopen(t *testing.T, python string, last bool) bool {
 	script := `import os, sys
 print("ready", flush=True)
 sys.stdin.readline()
@@ -678,10 +690,15 @@ os._exit(0)
 		t.Errorf("%d of %d blocks allocated in _json's frames have a backtrace to Py_BytesMain and _start; the others:\n%s", reached, blocks, strings.Join(short, "\n"))
 	}
 	stderr := m.stderr.String()
+	dm := deferredLine.FindStringSubmatch(stderr)
+	if (dm == nil || dm[1] == "0") && !last {
+		return false
+	}
 	if strings.Contains(stderr, "backtraces end before") {
 		t.Errorf("a walk stopped early:\n%s", stderr)
 	}
-	if dm := deferredLine.FindStringSubmatch(stderr); dm == nil || dm[1] == "0" || dm[1] != dm[2] {
+	if dm == nil || dm[1] == "0" || dm[1] != dm[2] {
 		t.Errorf("want every walk left to mdtrace finished, at least one; stderr:\n%s", stderr)
 	}
+	return true
 }
