@@ -475,6 +475,24 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 		return 0, err
 	}
 	var returned, interrupted bool
+	// result reads what the stub kept of the function's result (0 for a
+	// stub that keeps none).
+	result := func() (uint64, error) {
+		if !back.result {
+			return 0, nil
+		}
+		var b [8]byte
+		if !readMem(pid, at, b[:]) {
+			return 0, fmt.Errorf("reading the call's result: %w", ErrProcessGone)
+		}
+		return binary.LittleEndian.Uint64(b[:]), nil
+	}
+	// backAt reports whether registers now are the thread's back through
+	// the frame: where it was stopped, on its own stack.
+	backAt := func(now *unix.PtraceRegs) bool {
+		rip, _ := saved.resumeAt()
+		return now.Rip == rip && now.Rsp == saved.regs.Rsp
+	}
 	deadline := time.Now().Add(injectCallWait)
 	// The thread's stops are waited for, not polled for (each of its
 	// system calls stops it): a ring interrupts the wait once the
@@ -543,7 +561,7 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 					// (below): its state now is what goes back.
 					return 0, saved.reread(tid)
 				}
-				if rip, _ := saved.resumeAt(); now.Rip == rip && now.Rsp == saved.regs.Rsp {
+				if backAt(&now) {
 					// Back through the frame: its registers
 					// go back exactly (the deferred restore),
 					// and the signal is dropped.
@@ -560,14 +578,7 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 				// stays in this stop, its registers, vector state
 				// and mask put back (the deferred restore), and
 				// the signal is dropped as it goes on.
-				if back.result {
-					var b [8]byte
-					if !readMem(pid, at, b[:]) {
-						return 0, fmt.Errorf("reading the call's result: %w", ErrProcessGone)
-					}
-					ret = binary.LittleEndian.Uint64(b[:])
-				}
-				return ret, nil
+				return result()
 			}
 			// Another's, which the process does not catch: on.
 			ptrace(resume, tid, 0, uintptr(sig))
@@ -578,7 +589,7 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			if err := unix.PtraceGetRegs(tid, &now); err != nil {
 				return 0, err
 			}
-			if rip, _ := saved.resumeAt(); now.Rip == rip && now.Rsp == saved.regs.Rsp {
+			if backAt(&now) {
 				// Back through the frame, and another signal
 				// came first (a lower number): it is delivered
 				// as it would have been, its registers put back
@@ -596,12 +607,8 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			switch op, nr, ip := syscallStop(tid); {
 			case op == syscallEntry && nr == unix.SYS_RT_SIGRETURN && ip == back.end:
 				returned = true
-				if back.result {
-					var b [8]byte
-					if !readMem(pid, at, b[:]) {
-						return 0, fmt.Errorf("reading the call's result: %w", ErrProcessGone)
-					}
-					ret = binary.LittleEndian.Uint64(b[:])
+				if ret, err = result(); err != nil {
+					return 0, err
 				}
 				ptrace(resume, tid, 0, 0)
 				continue
