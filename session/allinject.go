@@ -203,10 +203,7 @@ func (ij *auditInjector) sayRefusals() {
 		}
 		err := r.err
 		r.err = nil
-		if ij.probes.ExecGen(pid) != r.gen || tracer.Exiting(pid) && stacks.LiveTask(pid) == "" {
-			continue
-		}
-		if st, e := stampOf(pid); e != nil || !sameStamp(st, r.st) {
+		if st, e := stampOf(pid); e != nil || !ij.stillRefused(pid, r, st) || tracer.Exiting(pid) && stacks.LiveTask(pid) == "" {
 			continue
 		}
 		ij.say(fmt.Sprintf("--inject: process %d (%s) called the allocator %d times or more, but its calls stay with the probes: %v", pid, progName(pid), ij.busyCalls, err))
