@@ -12,7 +12,10 @@
 // call of dlopen of its own, whose GOT slot --inject would route.
 //
 // "attachee usr1" counts the SIGUSR1 it takes (SA_RESTART), and says
-// "done usr1 N" instead of "done".
+// "done usr1 N ymm ok" instead of "done": through its wait for the first
+// line it holds a pattern in ymm15's upper half (system calls keep it),
+// and says "ymm changed" if it is not there after ("ymm none" without
+// AVX).
 #include <execinfo.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -42,6 +45,37 @@ static void wait_line(void)
 	char c;
 	while (read(0, &c, 1) == 1 && c != '\n')
 		;
+}
+
+// wait_line_ymm is wait_line with a pattern in ymm15's upper half all
+// through, made of raw system calls; it says whether the pattern is still
+// there after.
+static const char *wait_line_ymm(void)
+{
+	static const unsigned long long pattern[4] = {1, 2, 0x1122334455667788ULL, 0x99aabbccddeeff00ULL};
+	unsigned long long got[4];
+	char c;
+
+	if (!__builtin_cpu_supports("avx")) {
+		wait_line();
+		return "none";
+	}
+	__asm__ volatile("vmovdqu (%[pattern]), %%ymm15\n"
+			 "1: xorl %%eax, %%eax\n"
+			 "xorl %%edi, %%edi\n"
+			 "movq %[c], %%rsi\n"
+			 "movl $1, %%edx\n"
+			 "syscall\n"
+			 "cmpq $1, %%rax\n"
+			 "jne 2f\n"
+			 "cmpb $10, (%[c])\n"
+			 "jne 1b\n"
+			 "2: vmovdqu %%ymm15, (%[got])\n"
+			 "vzeroupper\n"
+			 :
+			 : [pattern] "r"(pattern), [c] "r"(&c), [got] "r"(got)
+			 : "rax", "rcx", "rdx", "rsi", "rdi", "r11", "xmm15", "memory");
+	return memcmp(got, pattern, sizeof(got)) == 0 ? "ok" : "changed";
 }
 
 static sem_t leader_gone;
@@ -83,7 +117,7 @@ int main(int argc, char **argv)
 	}
 	allocate_before();
 	write(1, "ready\n", 6);
-	wait_line();
+	const char *ymm = usr1 ? wait_line_ymm() : (wait_line(), "");
 	for (int i = 0; i < 5; i++)
 		free(before[i]);
 	attach_leak_one();
@@ -93,7 +127,7 @@ int main(int argc, char **argv)
 		free(malloc(64));
 	if (usr1) {
 		char line[64];
-		int n = snprintf(line, sizeof(line), "done usr1 %d\n", (int)usr1_taken);
+		int n = snprintf(line, sizeof(line), "done usr1 %d ymm %s\n", (int)usr1_taken, ymm);
 		write(1, line, n);
 	} else {
 		write(1, "done\n", 5);

@@ -109,7 +109,11 @@ func sigmask(tid int, get bool, mask *uint64) error {
 }
 
 func saveRegs(tid int) (*savedRegs, error) {
-	s := &savedRegs{xstate: make([]byte, 8192)}
+	// The kernel gives at most what the buffer holds, and takes back only
+	// the whole: the buffer has room for more than the processor's
+	// largest state (11008 bytes with AMX's tile data), so that a state
+	// that fills it is known to be cut.
+	s := &savedRegs{xstate: make([]byte, max(xsave().max, 4096)+64)}
 	if err := unix.PtraceGetRegs(tid, &s.regs); err != nil {
 		return nil, err
 	}
@@ -117,6 +121,9 @@ func saveRegs(tid int) (*savedRegs, error) {
 	iov.SetLen(len(s.xstate))
 	if err := ptrace(unix.PTRACE_GETREGSET, tid, ntX86Xstate, uintptr(unsafe.Pointer(&iov))); err != nil {
 		return nil, err
+	}
+	if int(iov.Len) >= len(s.xstate) {
+		return nil, fmt.Errorf("thread %d's vector state is larger than the processor says (%d bytes)", tid, xsave().max)
 	}
 	s.xstate = s.xstate[:iov.Len]
 	if err := sigmask(tid, true, &s.mask); err != nil {

@@ -277,15 +277,25 @@ func (s *savedRegs) resumeAt() (rip, rax uint64) {
 // the ucontext after it, and the vector state 64-byte aligned above.
 // False if the vector state is too short for XSAVE's layout.
 func (s *savedRegs) sigframe(sp, ret uint64) (at uint64, frame []byte, ok bool) {
-	// PTRACE_GETREGSET gives the state in XSAVE's layout, with the
-	// features enabled (XCR0) where a signal frame has its fx_sw_bytes.
-	size := uint64(len(s.xstate))
-	if size < 512+64 {
+	// PTRACE_GETREGSET gives the state in XSAVE's standard layout, with
+	// the features enabled (XCR0) where a signal frame has its
+	// fx_sw_bytes, and in its whole size. The frame has the process's:
+	// rt_sigreturn takes a state larger than the process's own for the
+	// legacy area alone, the vector registers' upper halves set to zero.
+	// A process has the dynamic features (AMX's tile data) only once it
+	// asked for them: one whose thread has them in use (the header's
+	// XSTATE_BV) did.
+	if len(s.xstate) < 512+64 {
 		return 0, nil, false
+	}
+	xfeatures := binary.LittleEndian.Uint64(s.xstate[fxSwBytes:])
+	size := uint64(len(s.xstate))
+	if l := xsave(); binary.LittleEndian.Uint64(s.xstate[512:])&l.dynamic == 0 {
+		xfeatures &^= l.dynamic
+		size = min(size, uint64(l.frameSize(xfeatures)))
 	}
 	x := make([]byte, size)
 	copy(x, s.xstate)
-	xfeatures := binary.LittleEndian.Uint64(x[fxSwBytes:])
 	clear(x[fxSwBytes:512])
 	binary.LittleEndian.PutUint32(x[fxSwBytes:], fpXstateMagic1)
 	binary.LittleEndian.PutUint32(x[fxSwBytes+4:], uint32(size+4))
