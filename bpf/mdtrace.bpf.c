@@ -614,8 +614,11 @@ int exec_gen(u64 *ctx)
 	 */
 	if (count_calls)
 		count_from_exec(tgid, (void *)ctx[2]);
-	if (gens_all)
+	if (gens_all) {
 		name_exec(tgid, (void *)ctx[2]);
+		/* A new program: its first walks are left to mdtrace again. */
+		bpf_map_delete_elem(&defer_new, &tgid);
+	}
 	/* The allocator's mappings went with the old program's memory. */
 	if (gens_all ? bpf_map_lookup_elem(&traced, &tgid) != 0 : true)
 		mapping_event(tgid, MAPPING_RESET, 0, 0);
@@ -642,6 +645,8 @@ int program_fork(u64 *ctx)
 			struct exec_name *n = bpf_map_lookup_elem(&exec_names, &tgid), c = {};
 
 			bpf_map_delete_elem(&gens, &child_tgid);
+			/* Its first walks are left to mdtrace, whatever an old one's were. */
+			bpf_map_delete_elem(&defer_new, &child_tgid);
 			if (!n) {
 				/* A parent that executed its program before: its command name alone. */
 				c.cgroup = bpf_get_current_cgroup_id();

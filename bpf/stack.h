@@ -185,7 +185,8 @@ struct {
 /*
  * Under --all, the walks each process without a list of mappings has
  * deferred (by its tgid): at most DEFER_NEW; mdtrace makes its list on
- * hearing of the first.
+ * hearing of the first. A new process's count (a PID is used again once
+ * the kernel's pid_max is reached) and a new program's start from none.
  */
 #define DEFER_NEW 32
 
