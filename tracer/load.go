@@ -202,6 +202,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		p.unwind = &unwindTables{tables: p.objs.UnwindTables, inner: unwindInner, procs: p.objs.UnwindProcs, named: p.objs.UnwindFiles, notices: p.objs.UnwindNotices,
 			exes: p.objs.UnwindExes, room: cfg.UnwindEntries, files: map[fileID]*unwindFile{},
 			placed: map[string]bpf.MdtraceUnwindFile{}}
+		p.unwind.fillPool()
 	}
 	p.tables, err = newLiveTables(tableObjects{
 		outer: p.objs.Tables, first: p.objs.Allocs, moves: p.objs.TierMoves, blocks: p.objs.TierBlocks, occ: p.objs.TableOcc,

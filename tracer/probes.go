@@ -264,6 +264,9 @@ func (p *Probes) Close() error {
 	if p.tables != nil {
 		p.tables.close()
 	}
+	if p.unwind != nil {
+		p.unwind.closePool()
+	}
 	err := p.objs.Close()
 	if p.coll != nil {
 		p.coll.Close()

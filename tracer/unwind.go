@@ -96,7 +96,14 @@ type unwindTables struct {
 	acct             sync.Mutex
 	room, used, made uint32
 	lost             int
-	files            map[fileID]*unwindFile
+	// held counts the tables that hold a file's entries.
+	held int
+	// pool holds arrays placed ahead (unwindpool.go); poolWG waits for
+	// those being placed.
+	poolMu sync.Mutex
+	pool   unwindPool
+	poolWG sync.WaitGroup
+	files  map[fileID]*unwindFile
 	// placed are the names given to the loader's notice, with their file.
 	placed map[string]bpf.MdtraceUnwindFile
 }
@@ -432,24 +439,41 @@ func (t *unwindTables) load(tab *unwind.Table) (table, count uint32) {
 		keys[i] = uint32(i)
 		vals[i] = bpf.MdtraceUnwindEntry{Pc: uint32(e.PC), Rule: packRule(e.Rule)}
 	}
-	// The room and the table's number are taken first, so that tables
-	// made at once do not take the same. A table that cannot be made
-	// after all leaves its room and number unused.
-	t.acct.Lock()
-	if t.used+n > t.room || t.used+n < t.used || t.made+1 >= maxUnwindTables {
-		t.lost++
-		t.acct.Unlock()
-		return 0, 0
-	}
-	t.made++
-	t.used += n
-	table = t.made
-	t.acct.Unlock()
 	failed := func() (uint32, uint32) {
 		t.acct.Lock()
 		t.lost++
 		t.acct.Unlock()
 		return 0, 0
+	}
+	fill := func(m *ebpf.Map) bool {
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			// Kernels without batch operations on arrays: one at a time.
+			for i := range keys {
+				if err := m.Put(keys[i], vals[i]); err != nil {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	held := func() (uint32, uint32) {
+		t.acct.Lock()
+		t.held++
+		t.acct.Unlock()
+		return table, n
+	}
+	if pt, ok := t.takePooled(n); ok {
+		// Placed already: no walk reads it before a list names it.
+		defer pt.m.Close()
+		if !fill(pt.m) {
+			return failed()
+		}
+		table = pt.table
+		return held()
+	}
+	table, ok := t.reserve(n)
+	if !ok {
+		return failed()
 	}
 	spec := t.inner.Copy()
 	spec.MaxEntries = n
@@ -459,18 +483,28 @@ func (t *unwindTables) load(tab *unwind.Table) (table, count uint32) {
 	}
 	// The outer map holds the table from here; this descriptor goes.
 	defer m.Close()
-	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
-		// Kernels without batch operations on arrays: one at a time.
-		for i := range keys {
-			if err := m.Put(keys[i], vals[i]); err != nil {
-				return failed()
-			}
-		}
+	if !fill(m) {
+		return failed()
 	}
 	if err := t.tables.Put(table, m); err != nil {
 		return failed()
 	}
-	return table, n
+	return held()
+}
+
+// reserve takes the room of a table of n entries and its number, first, so
+// that tables made at once do not take the same. A table that cannot be
+// made after all leaves its room and number unused. False when there is
+// no room left.
+func (t *unwindTables) reserve(n uint32) (table uint32, ok bool) {
+	t.acct.Lock()
+	defer t.acct.Unlock()
+	if t.used+n > t.room || t.used+n < t.used || t.made+1 >= maxUnwindTables {
+		return 0, false
+	}
+	t.made++
+	t.used += n
+	return t.made, true
 }
 
 // forgetUnwind drops process pid's list of mappings.

@@ -96,8 +96,8 @@ func TestUnwindTablesRoom(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int(p.unwind.made) != tc.made || p.UnwindTablesLost() != tc.lost {
-			t.Errorf("room %d: %d tables made, %d lost; want %d and %d", tc.room, p.unwind.made, p.UnwindTablesLost(), tc.made, tc.lost)
+		if p.unwind.held != tc.made || p.UnwindTablesLost() != tc.lost {
+			t.Errorf("room %d: %d tables made, %d lost; want %d and %d", tc.room, p.unwind.held, p.UnwindTablesLost(), tc.made, tc.lost)
 		}
 		p.Close()
 	}
@@ -139,6 +139,80 @@ func TestWalksWithoutList(t *testing.T) {
 		}
 		if len(frames) < 13 || frames[0] != "chain_12" || frames[12] != "main" || c.UnwindNoList != 0 {
 			t.Errorf("with tables: leak's frames %q, %d walks counted without a list; want chain_12 to main, none", frames, c.UnwindNoList)
+		}
+	}
+}
+
+// TestUnwindPool: the tables of a process's files (the executable's 79
+// entries, the loader's and libc's thousands) go into arrays placed ahead,
+// larger than they are, and the walk through them is the same: the leak
+// of chain_gcc_o2 reaches main.
+func TestUnwindPool(t *testing.T) {
+	needProbes(t)
+	prog := testProg(t, "chain_gcc_o2")
+	var fromPool, placed int
+	readyHook = func(p *Probes, pid int) error {
+		u := p.unwind
+		pooled := map[uint32]bool{}
+		for i := 0; ; i++ {
+			full := true
+			u.poolMu.Lock()
+			for c := poolMinShift; c <= poolMaxShift; c++ {
+				full = full && len(u.pool.ready[c]) == poolDepth
+				for _, pt := range u.pool.ready[c] {
+					pooled[pt.table] = true
+				}
+			}
+			u.poolMu.Unlock()
+			if full {
+				break
+			}
+			if i == 200 {
+				return fmt.Errorf("the pool was not full after 2 s")
+			}
+			clear(pooled)
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := p.LoadUnwind(pid); err != nil {
+			return err
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for _, f := range u.files {
+			if f.count > 0 {
+				placed++
+				if pooled[f.table] {
+					fromPool++
+				}
+			}
+		}
+		return nil
+	}
+	defer func() { readyHook = nil }()
+	snap, names, c, _ := exitSnapshot(t, ProbeConfig{StackDepth: 32}, prog, "100")
+	if placed < 3 || fromPool != placed {
+		t.Errorf("%d of the %d tables placed came from the pool, want all of 3 or more", fromPool, placed)
+	}
+	var frames []string
+	for _, a := range snap.Allocs {
+		if a.Size == 4321 {
+			frames = names[a.StackID]
+		}
+	}
+	if len(frames) < 13 || frames[0] != "chain_12" || frames[12] != "main" || c.UnwindNoList != 0 {
+		t.Errorf("leak's frames %q, %d walks counted without a list; want chain_12 to main, none", frames, c.UnwindNoList)
+	}
+}
+
+// TestPoolClass: a table takes the smallest power of two that holds it,
+// 64 at least; one past the largest class is placed as it comes.
+func TestPoolClass(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint32
+		want int
+	}{{0, -1}, {1, 6}, {64, 6}, {65, 7}, {79, 7}, {11876, 14}, {1 << 15, 15}, {1<<15 + 1, -1}} {
+		if got := poolClass(tc.n); got != tc.want {
+			t.Errorf("poolClass(%d) = %d, want %d", tc.n, got, tc.want)
 		}
 	}
 }
