@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
@@ -274,16 +275,39 @@ func TestWrongPIDSeesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer probes.Close()
-	// Probes for another process (this test) do not fire in leaky.
-	if err := probes.Attach(os.Getpid(), stacks.LocalFile("/lib/x86_64-linux-gnu/libc.so.6")); err != nil {
+	// Probes for another process (a sleep, which allocates nothing once
+	// it sleeps; not this test, whose runtime may start a thread through
+	// the C library meanwhile) do not fire in leaky.
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
 		t.Skipf("no glibc at the Debian path: %v", err)
+	}
+	sleep := exec.Command("/bin/sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	for i := 0; ; i++ {
+		if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sleep.Process.Pid)); strings.Contains(string(stat), ") S ") {
+			break
+		}
+		if i == 200 {
+			t.Fatal("sleep did not sleep within 2 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := probes.Attach(sleep.Process.Pid, stacks.LocalFile(libc)); err != nil {
+		t.Fatal(err)
 	}
 	if out, err := exec.Command(prog).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	c, _ := probes.Counters()
 	if c.Allocs != 0 || c.Frees != 0 || c.UnknownFrees != 0 {
-		t.Errorf("probes for PID %d fired in another process: %+v", os.Getpid(), c)
+		t.Errorf("probes for PID %d fired in another process: %+v", sleep.Process.Pid, c)
 	}
 }
 
