@@ -448,3 +448,75 @@ func TestSameCode(t *testing.T) {
 		t.Errorf("sameCode: true with dlopen at an address nothing maps")
 	}
 }
+
+// TestRemoteCallAMX: a thread with AMX's tile data in use gets it back
+// whole, from the stop where mdtrace puts its state back (the injection's
+// calls) and from the frame it returns through by itself (a call left):
+// the frame has the process's larger state then, the tile data in it.
+func TestRemoteCallAMX(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	cmd := exec.Command(testProg(t, "amxwait"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(stdout)
+	switch line, _ := out.ReadString('\n'); {
+	case strings.HasPrefix(line, "no amx: "):
+		cmd.Wait()
+		t.Skip(strings.TrimSpace(line))
+	case line != "ready\n":
+		t.Fatalf("amxwait said %q, want ready", line)
+	}
+	pid := cmd.Process.Pid
+	in, err := InjectLoad(pid, shim, true, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := filesOf(pid, in.Shim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usleep, err := moduleSymbol(pf.libcFile, pf.libcBase(), "usleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { injectCallWait = d }(injectCallWait)
+	injectCallWait = 100 * time.Millisecond
+	var inUse bool
+	err = in.inStop(func(_ *Frozen, tid int, _ bool) error {
+		saved, err := saveRegs(tid)
+		if err != nil {
+			return err
+		}
+		inUse = binary.LittleEndian.Uint64(saved.xstate[512:])&xsave().dynamic != 0
+		_, err = remoteCall(pid, tid, saved, in.shimReturn(), usleep, nil, 300000)
+		return err
+	})
+	if !inUse {
+		t.Fatal("amxwait's thread has no tile data in use")
+	}
+	if !errors.Is(err, errCallLeft) {
+		t.Fatalf("usleep(0.3 s) with 0.1 s to return: %v; want the call left", err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	fmt.Fprintln(stdin, "go")
+	if line, _ := out.ReadString('\n'); line != "tile ok\n" {
+		t.Fatalf("amxwait said %q after the calls, want tile ok", line)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("amxwait: %v", err)
+	}
+}
