@@ -30,6 +30,18 @@ import (
 // line, want; the program is killed when the test ends.
 func startSaying(t *testing.T, path, want string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
+	cmd, stdin, out := startPiped(t, path, args...)
+	if line, _ := out.ReadString('\n'); line != want+"\n" {
+		t.Fatalf("%s said %q, want %s", filepath.Base(path), line, want)
+	}
+	return cmd, stdin, out
+}
+
+// startPiped starts the program at path with args and pipes to its
+// standard input and from its standard output; the program is killed when
+// the test ends.
+func startPiped(t *testing.T, path string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
 	cmd := exec.Command(path, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -43,11 +55,7 @@ func startSaying(t *testing.T, path, want string, args ...string) (*exec.Cmd, io
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	out := bufio.NewReader(stdout)
-	if line, _ := out.ReadString('\n'); line != want+"\n" {
-		t.Fatalf("%s said %q, want %s", filepath.Base(path), line, want)
-	}
-	return cmd, stdin, out
+	return cmd, stdin, bufio.NewReader(stdout)
 }
 
 // TestRemoteCallLeft: a call that does not return in time (dlopen, waiting
@@ -458,20 +466,7 @@ func TestRemoteCallAMX(t *testing.T) {
 		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
 	}
 	shim := fixture.Shim(t)
-	cmd := exec.Command(testProg(t, "amxwait"))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewReader(stdout)
+	cmd, stdin, out := startPiped(t, testProg(t, "amxwait"))
 	switch line, _ := out.ReadString('\n'); {
 	case strings.HasPrefix(line, "no amx: "):
 		cmd.Wait()
