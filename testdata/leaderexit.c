@@ -4,9 +4,12 @@
 // a child of a fork, which the parent waits for, then exits with the
 // child's status. With "hold", the second thread says when the main thread
 // has ended and waits for a line before it allocates, then for standard
-// input to close before it ends the process. Built as distributions build code
-// (-O2, no frame pointers).
+// input to close before it ends the process. With "traced", it first waits
+// (5 s at most) until a tracer holds it, as mdtrace's program mode does once
+// it has heard of its exec. Built as distributions build code (-O2, no frame
+// pointers).
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -59,9 +62,28 @@ static void run(void)
 	pthread_exit(NULL);
 }
 
+/* traced reports whether a tracer holds the process (TracerPid). */
+static int traced(void)
+{
+	char line[256];
+	int pid = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "TracerPid: %d", &pid) == 1)
+			break;
+	fclose(f);
+	return pid != 0;
+}
+
 int main(int argc, char **argv)
 {
 	hold = argc > 1 && strcmp(argv[1], "hold") == 0;
+	if (argc > 1 && strcmp(argv[1], "traced") == 0)
+		for (int i = 0; i < 5000 && !traced(); i++)
+			usleep(1000);
 	if (argc > 1 && strcmp(argv[1], "forked") == 0) {
 		int st;
 		pid_t c = fork();
