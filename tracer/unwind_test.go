@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdtrace/mdtrace/leak"
 	"github.com/mdtrace/mdtrace/unwind"
 )
 
@@ -103,6 +104,24 @@ func TestUnwindTablesRoom(t *testing.T) {
 	}
 }
 
+// chainLeakFrames returns the function names of the backtrace of
+// chain_gcc_o2's leak (its block of 4321 bytes) in snap.
+func chainLeakFrames(snap *leak.Snapshot, names map[uint64][]string) []string {
+	var frames []string
+	for _, a := range snap.Allocs {
+		if a.Size == 4321 {
+			frames = names[a.StackID]
+		}
+	}
+	return frames
+}
+
+// chainToMain reports whether the leak's frames go from chain_12 through
+// its 11 callers to main.
+func chainToMain(frames []string) bool {
+	return len(frames) >= 13 && frames[0] == "chain_12" && frames[12] == "main"
+}
+
 // TestWalksWithoutList: a backtrace taken before the process's unwind
 // tables are in place follows frame pointers alone, and is counted as one
 // that may end early: in code built -O2 without frame pointers it does
@@ -120,12 +139,7 @@ func TestWalksWithoutList(t *testing.T) {
 		if !st.Known || st.Code != 0 {
 			t.Errorf("tables %v: exit status = %+v, want code 0", tables, st)
 		}
-		var frames []string
-		for _, a := range snap.Allocs {
-			if a.Size == 4321 {
-				frames = names[a.StackID]
-			}
-		}
+		frames := chainLeakFrames(snap, names)
 		// 100 pairs and the leak, and chain's printf buffer.
 		walked := c.Allocs
 		if c.Allocs < 101 {
@@ -137,7 +151,7 @@ func TestWalksWithoutList(t *testing.T) {
 			}
 			continue
 		}
-		if len(frames) < 13 || frames[0] != "chain_12" || frames[12] != "main" || c.UnwindNoList != 0 {
+		if !chainToMain(frames) || c.UnwindNoList != 0 {
 			t.Errorf("with tables: leak's frames %q, %d walks counted without a list; want chain_12 to main, none", frames, c.UnwindNoList)
 		}
 	}
@@ -193,13 +207,8 @@ func TestUnwindPool(t *testing.T) {
 	if placed < 3 || fromPool != placed {
 		t.Errorf("%d of the %d tables placed came from the pool, want all of 3 or more", fromPool, placed)
 	}
-	var frames []string
-	for _, a := range snap.Allocs {
-		if a.Size == 4321 {
-			frames = names[a.StackID]
-		}
-	}
-	if len(frames) < 13 || frames[0] != "chain_12" || frames[12] != "main" || c.UnwindNoList != 0 {
+	frames := chainLeakFrames(snap, names)
+	if !chainToMain(frames) || c.UnwindNoList != 0 {
 		t.Errorf("leak's frames %q, %d walks counted without a list; want chain_12 to main, none", frames, c.UnwindNoList)
 	}
 }
