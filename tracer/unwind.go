@@ -475,9 +475,7 @@ func (t *unwindTables) load(tab *unwind.Table) (table, count uint32) {
 	if !ok {
 		return failed()
 	}
-	spec := t.inner.Copy()
-	spec.MaxEntries = n
-	m, err := ebpf.NewMap(spec)
+	m, err := t.newArray(n)
 	if err != nil {
 		return failed()
 	}
@@ -490,6 +488,13 @@ func (t *unwindTables) load(tab *unwind.Table) (table, count uint32) {
 		return failed()
 	}
 	return held()
+}
+
+// newArray makes an array of n entries for a table, not placed yet.
+func (t *unwindTables) newArray(n uint32) (*ebpf.Map, error) {
+	spec := t.inner.Copy()
+	spec.MaxEntries = n
+	return ebpf.NewMap(spec)
 }
 
 // reserve takes the room of a table of n entries and its number, first, so

@@ -79,9 +79,7 @@ func (t *unwindTables) fillPool() {
 // table, for the pool.
 func (t *unwindTables) place(class int, table uint32) {
 	defer t.poolWG.Done()
-	spec := t.inner.Copy()
-	spec.MaxEntries = 1 << class
-	m, err := ebpf.NewMap(spec)
+	m, err := t.newArray(1 << class)
 	if err == nil {
 		if err = t.tables.Put(table, m); err != nil {
 			m.Close()
