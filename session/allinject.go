@@ -252,12 +252,14 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		return errors.New("it has mdtrace's shim already, in use")
 	}
 	gen := ij.probes.ExecGen(pid)
-	// The probes on the shim's sites go on while the shim is loaded and
-	// the calls routed: a probe's registration waits for the kernel's
-	// grace periods, 5 to 20 ms here, and the process traps at every call
-	// until it is routed. The shim holds its batches until they are live
-	// (Ready). They are for the file at mdtrace's path, which InjectLoad
-	// makes sure the process maps.
+	// The probes on the shim's sites go on while the shim is loaded: a
+	// probe's registration waits for a grace period of the kernel's, 5 to
+	// 20 ms, and the load takes 2 to 8. The calls are routed once both are
+	// done, and the shim told in the same stop that its sites are live
+	// (Ready): the process traps at the allocator's probes meanwhile, but
+	// runs. Routed earlier, its first hand-over of samples waited for the
+	// sites, up to 14 ms of a cc1plus run here. The probes are for the
+	// file at mdtrace's path, which InjectLoad makes sure the process maps.
 	attached := make(chan error, 1)
 	go func() { attached <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
 	attachErr := sync.OnceValue(func() error { return <-attached })
@@ -289,20 +291,22 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		return err
 	}
 	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
-	routed, unrouted, inside, err := in.Route(func() {})
-	if err == nil && routed == 0 {
-		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
-	}
-	if err == nil && ij.depth > 0 {
-		// Its stacks go through the shim now.
+	if ij.depth > 0 {
+		// Its stacks go through the shim once routed.
 		ij.probes.LoadUnwind(pid)
 	}
+	if err := attachErr(); err != nil {
+		in.Stop()
+		undo()
+		return fmt.Errorf("probing the shim's sites: %w", err)
+	}
+	var readyErr error
+	routed, unrouted, inside, err := in.Route(func() { readyErr = in.Ready() })
 	if err == nil {
-		if aerr := attachErr(); aerr != nil {
-			err = fmt.Errorf("probing the shim's sites: %w", aerr)
-		} else {
-			err = in.Ready()
-		}
+		err = readyErr
+	}
+	if err == nil && routed == 0 {
+		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
 	}
 	if err != nil {
 		in.Stop()
