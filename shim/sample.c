@@ -37,33 +37,25 @@ uint64_t md_sample_bytes;
 __attribute__((visibility("default"))) volatile uint64_t mdshim_sample_bytes;
 
 /*
- * The filter: a counter per slot of pointers, of the sampled blocks. A
- * pointer's slot is its address in 16-byte units within its 16 MB window,
- * the window's own bits folded in: blocks near each other in memory, as
- * those a program uses together are, share the filter's cache lines (a
- * hash put each free on a line of its own, a cache miss in 1 MB), and the
- * windows of different arenas (64 MB apart) do not all fall on the same
- * slots. XOR with the window's bits keeps each aligned run of 64 slots
- * together.
+ * The filter (md_sample_filter): a counter per slot of pointers, of the
+ * sampled blocks. A pointer's slot (md_sample_slot) is its address in
+ * 16-byte units within its 16 MB window, the window's own bits folded in:
+ * blocks near each other in memory, as those a program uses together are,
+ * share the filter's cache lines (a hash put each free on a line of its
+ * own, a cache miss in 1 MB), and the windows of different arenas (64 MB
+ * apart) do not all fall on the same slots. XOR with the window's bits
+ * keeps each aligned run of 64 slots together.
  */
-#define FILTER_BITS 20
 #define FILTER_MAX 255
-static uint8_t *g_filter;
+uint8_t *md_sample_filter;
 static struct md_ptrtab g_sampled = MD_PTRTAB_INITIALIZER;
 
 static __thread uint64_t t_rng __attribute__((tls_model("initial-exec")));
-static __thread int64_t t_left __attribute__((tls_model("initial-exec")));
+__thread int64_t md_sample_left __attribute__((tls_model("initial-exec")));
 
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
-
-static size_t filter_slot(const void *p)
-{
-	uintptr_t a = (uintptr_t)p;
-
-	return (size_t)((a >> 4) ^ (a >> (4 + FILTER_BITS)) ^ (a >> (4 + 2 * FILTER_BITS))) & (((size_t)1 << FILTER_BITS) - 1);
-}
 
 void md_sample_init(void)
 {
@@ -88,10 +80,10 @@ bool md_sample_start(uint64_t n)
 
 	if (n == 0 || n > (1ULL << 40))
 		return false;
-	f = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	f = mmap(NULL, (size_t)1 << MD_SAMPLE_FILTER_BITS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (f == MAP_FAILED)
 		return false;
-	g_filter = f;
+	md_sample_filter = f;
 	md_sample_bytes = n;
 	mdshim_sample_bytes = n;
 	/* The child of a fork never inherits a held shard lock. */
@@ -148,18 +140,21 @@ static int64_t next_interval(void)
 	return x < 1 ? 1 : x > 9e18 ? (int64_t)9e18 : (int64_t)x;
 }
 
-bool md_sample_alloc(size_t size)
+/*
+ * md_sample_draw is md_sample_alloc past its fast path: the countdown of
+ * the thread's bytes reaches the allocation of size bytes, or has no
+ * interval yet.
+ */
+bool md_sample_draw(size_t size)
 {
-	if (size >= md_sample_bytes)
-		return true;
-	if (t_left == 0)
-		t_left = next_interval();
-	t_left -= (int64_t)size;
-	if (t_left > 0)
+	if (md_sample_left == 0)
+		md_sample_left = next_interval();
+	md_sample_left -= (int64_t)size;
+	if (md_sample_left > 0)
 		return false;
 	/* The countdown may cross several intervals: it goes on from the last. */
-	while (t_left <= 0)
-		t_left += next_interval();
+	while (md_sample_left <= 0)
+		md_sample_left += next_interval();
 	return true;
 }
 
@@ -169,7 +164,7 @@ bool md_sample_mark(const void *p)
 
 	if (p == NULL || !md_ptrtab_put(&g_sampled, p, 1))
 		return false;
-	c = &g_filter[filter_slot(p)];
+	c = &md_sample_filter[md_sample_slot(p)];
 	v = __atomic_load_n(c, __ATOMIC_RELAXED);
 	/* A counter that reaches FILTER_MAX stays there: it no longer counts. */
 	while (v < FILTER_MAX && !__atomic_compare_exchange_n(c, &v, v + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -177,14 +172,12 @@ bool md_sample_mark(const void *p)
 	return true;
 }
 
-bool md_sample_take(const void *p)
+/* md_sample_forget is md_sample_take for a pointer whose counter c is not 0. */
+bool md_sample_forget(const void *p, uint8_t *c)
 {
-	uint8_t *c, v;
+	uint8_t v;
 
-	if (p == NULL)
-		return false;
-	c = &g_filter[filter_slot(p)];
-	if (__atomic_load_n(c, __ATOMIC_RELAXED) == 0 || !md_ptrtab_take(&g_sampled, p, NULL))
+	if (!md_ptrtab_take(&g_sampled, p, NULL))
 		return false;
 	v = __atomic_load_n(c, __ATOMIC_RELAXED);
 	while (v > 0 && v < FILTER_MAX && !__atomic_compare_exchange_n(c, &v, v - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
