@@ -459,9 +459,10 @@ __asm__(".text\n"
  * (none when 0), both at once (--all --inject: only the sampled calls go
  * to the batches), and the list of slots to route. With batches, a
  * non-zero early is mdtrace's pid (~0: one the process cannot see, in
- * another PID namespace): mdtrace routes the calls before its probes on
- * the shim's sites are live, and the batches are held until it writes
- * mdshim_ready, as in an early start. It returns the slots listed,
+ * another PID namespace): the batches are held until mdtrace writes
+ * mdshim_ready, as in an early start, once its probes on the shim's
+ * sites are live (--all --inject routes the calls in the stop that
+ * writes it). It returns the slots listed,
  * or -errno.
  */
 __attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,

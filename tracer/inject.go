@@ -359,10 +359,8 @@ type AuditHooks struct {
 	// the injection makes it make, the loader's for the shim among them
 	// (Probes.Quiet).
 	Quiet func(tid int, on bool)
-	// Early routes the calls before the probes on the shim's sites are
-	// live: the shim holds its batches until Injected.Ready. The probes'
-	// registration waits for the kernel's grace periods, while every call
-	// the process makes until it is routed traps.
+	// Early has the shim hold its batches until Injected.Ready says the
+	// probes on its sites are live (the calls may be routed before).
 	Early bool
 }
 

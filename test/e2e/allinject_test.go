@@ -310,10 +310,9 @@ func TestAllInjectForking(t *testing.T) {
 
 // TestAllInjectBurst: busyleak is given the shim in the middle of a burst
 // of 80000 calls that keeps 10000 blocks of 4096 bytes (always sampled).
-// The calls are routed before the probes on the shim's sites are live, and
-// the shim holds its samples until they are: every block is counted,
-// whether the probes on the allocator saw it, the shim held it, or the
-// shim handed it over at once.
+// The calls are routed once the probes on the shim's sites are live: every
+// block is counted, whether the probes on the allocator saw it, or the
+// shim took it.
 func TestAllInjectBurst(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
