@@ -206,17 +206,25 @@ static __always_inline void count_first(u32 tgid)
 /*
  * count_call counts a call of the current process at the allocator's
  * entry probes (count_calls), and tells user space when the count reaches
- * busy_calls.
+ * soon_calls, and busy_calls.
  */
 static __always_inline void count_call(void)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32, soon;
 	struct proc_count *n = bpf_map_lookup_elem(&proc_calls, &tgid);
+	u64 calls;
 
-	if (!n)
+	if (!n) {
 		count_first(tgid);
-	else if (__sync_fetch_and_add(&n->calls, 1) + 1 == busy_calls)
+		return;
+	}
+	calls = __sync_fetch_and_add(&n->calls, 1) + 1;
+	if (calls == busy_calls) {
 		bpf_ringbuf_output(&busy, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+	} else if (calls == soon_calls) {
+		soon = tgid | BUSY_SOON;
+		bpf_ringbuf_output(&busy, &soon, sizeof(soon), BPF_RB_FORCE_WAKEUP);
+	}
 }
 
 static __always_inline int enter(struct pt_regs *ctx, u32 call, u64 a0, u64 a1, u64 a2)

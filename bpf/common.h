@@ -64,10 +64,16 @@ const volatile u32 gens_all = 0;
  * --all --inject: each process's calls are counted in proc_calls, and a
  * process whose count reaches busy_calls is told once on busy (0: never).
  * mdtrace sets busy_calls again once it has measured what a probe hit
- * costs here (tracer.MeasureTrapCost).
+ * costs here (tracer.MeasureTrapCost). A process whose count reaches
+ * soon_calls first, or that runs a program marked eager (its count starts
+ * near busy_calls), is told on busy with BUSY_SOON in the tgid's place:
+ * mdtrace then probes the shim's sites for it ahead, which takes a grace
+ * period of the kernel's.
  */
 const volatile u32 count_calls = 0;
 volatile u32 busy_calls = 0;
+volatile u32 soon_calls = 0;
+#define BUSY_SOON (1U << 31)
 const volatile char program_name[PROGRAM_NAME_MAX] = {};
 
 /*

@@ -538,13 +538,18 @@ static __always_inline void count_from_exec(u32 tgid, struct linux_binprm___file
 {
 	struct proc_count c = {};
 	struct file___md *file;
+	u32 soon;
 
 	if (bpf_probe_read_kernel(&file, sizeof(file), &bprm->file) != 0 || !program_file_of(file, &c.file)) {
 		bpf_map_delete_elem(&proc_calls, &tgid);
 		return;
 	}
-	if (eager_head && eager_head < busy_calls && bpf_map_lookup_elem(&eager_programs, &c.file))
+	if (eager_head && eager_head < busy_calls && bpf_map_lookup_elem(&eager_programs, &c.file)) {
 		c.calls = c.head = busy_calls - eager_head;
+		/* Its eager_head calls come too soon for the sites' probes. */
+		soon = tgid | BUSY_SOON;
+		bpf_ringbuf_output(&busy, &soon, sizeof(soon), BPF_RB_FORCE_WAKEUP);
+	}
 	bpf_map_update_elem(&proc_calls, &tgid, &c, BPF_ANY);
 }
 

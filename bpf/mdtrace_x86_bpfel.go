@@ -340,6 +340,7 @@ const (
 	MdtraceVarRecordOn           = "record_on"
 	MdtraceVarRecordWakeupBytes  = "record_wakeup_bytes"
 	MdtraceVarSampleBytes        = "sample_bytes"
+	MdtraceVarSoonCalls          = "soon_calls"
 	MdtraceVarStackDepth         = "stack_depth"
 	MdtraceVarTableFull          = "table_full"
 	MdtraceVarTierBuckets        = "tier_buckets"
@@ -494,6 +495,7 @@ type MdtraceVariableSpecs struct {
 	RecordOn           *ebpf.VariableSpec `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.VariableSpec `ebpf:"record_wakeup_bytes"`
 	SampleBytes        *ebpf.VariableSpec `ebpf:"sample_bytes"`
+	SoonCalls          *ebpf.VariableSpec `ebpf:"soon_calls"`
 	StackDepth         *ebpf.VariableSpec `ebpf:"stack_depth"`
 	TableFull          *ebpf.VariableSpec `ebpf:"table_full"`
 	TierBuckets        *ebpf.VariableSpec `ebpf:"tier_buckets"`
@@ -654,6 +656,7 @@ type MdtraceVariables struct {
 	RecordOn           *ebpf.Variable `ebpf:"record_on"`
 	RecordWakeupBytes  *ebpf.Variable `ebpf:"record_wakeup_bytes"`
 	SampleBytes        *ebpf.Variable `ebpf:"sample_bytes"`
+	SoonCalls          *ebpf.Variable `ebpf:"soon_calls"`
 	StackDepth         *ebpf.Variable `ebpf:"stack_depth"`
 	TableFull          *ebpf.Variable `ebpf:"table_full"`
 	TierBuckets        *ebpf.Variable `ebpf:"tier_buckets"`

@@ -144,7 +144,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	}
 	var (
 		ij   *auditInjector
-		busy <-chan int
+		busy <-chan busyEvent
 	)
 	if flags.Inject {
 		ij = newAuditInjector(probes, shim, busyCalls, flags.SampleBytes, depth, say)
@@ -212,8 +212,12 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			if aud.procs[f.pid] == nil {
 				aud.seenWith(f.pid, f.maps)
 			}
-		case pid := <-busy:
-			ij.busy(pid)
+		case ev := <-busy:
+			if ev.soon {
+				ij.soon(ev.pid)
+			} else {
+				ij.busy(ev.pid)
+			}
 		case <-scan.C:
 			libcs.scan(probes, say)
 			if ij != nil {
@@ -310,12 +314,19 @@ type procStamp struct {
 	start string
 }
 
+// busyEvent is a process the probes tell of: busy (its count of calls
+// reached the one at which it is taken), or soon to be.
+type busyEvent struct {
+	pid  int
+	soon bool
+}
+
 // readBusy passes on the processes r tells of until r is closed.
-func readBusy(r *tracer.BusyReader) <-chan int {
-	c := make(chan int, 64)
+func readBusy(r *tracer.BusyReader) <-chan busyEvent {
+	c := make(chan busyEvent, 64)
 	go func() {
 		for {
-			pid, err := r.Next(time.Now().Add(time.Second))
+			pid, soon, err := r.Next(time.Now().Add(time.Second))
 			switch {
 			case errors.Is(err, tracer.ErrNoRecord):
 				continue
@@ -323,7 +334,7 @@ func readBusy(r *tracer.BusyReader) <-chan int {
 				return
 			}
 			select {
-			case c <- pid:
+			case c <- busyEvent{pid, soon}:
 			default:
 				// The scan each second finds it.
 			}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mdtrace/mdtrace/stacks"
@@ -91,6 +90,39 @@ type auditInjector struct {
 	// program, its runs said one by one (auditInjectSay at most).
 	total, eager int
 	runsSaid     map[string]int
+	// ahead are the processes whose shim's sites are being probed, or
+	// are, ahead of their injection (soon): each one's result comes on
+	// its channel, once.
+	ahead map[int]*aheadProbes
+}
+
+// aheadProbes are the probes on the shim's sites of a process soon busy,
+// attached ahead (Probes.AttachBatches) in the background.
+type aheadProbes struct {
+	done chan error
+	err  error
+	// got is set once done has said.
+	got bool
+}
+
+// wait returns the result of the attach, waiting for it.
+func (a *aheadProbes) wait() error {
+	if !a.got {
+		a.err, a.got = <-a.done, true
+	}
+	return a.err
+}
+
+// ended reports whether the attach has ended, without waiting.
+func (a *aheadProbes) ended() bool {
+	if !a.got {
+		select {
+		case a.err = <-a.done:
+			a.got = true
+		default:
+		}
+	}
+	return a.got
 }
 
 // auditRefusal is a process the shim could not be loaded into, for the
@@ -116,7 +148,53 @@ type auditInjected struct {
 
 func newAuditInjector(probes *tracer.Probes, shim string, busyCalls uint32, sampleBytes uint64, depth int, say func(string)) *auditInjector {
 	return &auditInjector{probes: probes, shim: shim, busyCalls: uint64(busyCalls), sampleBytes: sampleBytes, depth: depth, say: say,
-		injected: map[int]*auditInjected{}, refused: map[int]*auditRefusal{}, runsSaid: map[string]int{}}
+		injected: map[int]*auditInjected{}, refused: map[int]*auditRefusal{}, runsSaid: map[string]int{}, ahead: map[int]*aheadProbes{}}
+}
+
+// soon probes the shim's sites for process pid ahead, in the background:
+// the probes say it will soon be busy. The registration of a probe waits
+// for a grace period of the kernel's, 5 to 20 ms here, which its calls
+// until it is busy cover; waited for once it is, its calls went on
+// trapping meanwhile, 44,000 of a sqlite3's. A process that ends or is
+// refused before its injection has its probes taken away (scan).
+func (ij *auditInjector) soon(pid int) {
+	if _, on := ij.ahead[pid]; on {
+		return
+	}
+	st, err := stampOf(pid)
+	if err != nil {
+		return
+	}
+	if a, done := ij.injected[pid]; done {
+		if ij.same(pid, a, st) {
+			return
+		}
+		// Executing a program since it was taken (an eager run).
+		ij.forget(pid)
+	}
+	if r, no := ij.refused[pid]; no && ij.stillRefused(pid, r, st) {
+		return
+	}
+	a := &aheadProbes{done: make(chan error, 1)}
+	ij.ahead[pid] = a
+	go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+}
+
+// dropAhead takes away the probes attached ahead for process pid, once
+// their attach has ended (wait: waiting for it), unless it is injected
+// meanwhile; it reports whether they are gone.
+func (ij *auditInjector) dropAhead(pid int, wait bool) bool {
+	a, on := ij.ahead[pid]
+	if !on {
+		return true
+	}
+	if !wait && !a.ended() {
+		return false
+	}
+	a.wait()
+	delete(ij.ahead, pid)
+	ij.release(pid)
+	return true
 }
 
 // scan injects the processes that called the allocator busyCalls
@@ -142,6 +220,12 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 		}
 	}
 	ij.sayRefusals()
+	for pid := range ij.ahead {
+		// Ended, or refused, before it was injected.
+		if _, ok := seenAt[pid]; !ok || ij.refused[pid] != nil {
+			ij.dropAhead(pid, false)
+		}
+	}
 	for _, pid := range slices.Sorted(maps.Keys(calls)) {
 		if st, ok := seenAt[pid]; ok && calls[pid] >= ij.busyCalls {
 			ij.take(pid, st)
@@ -260,9 +344,13 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	// runs. Routed earlier, its first hand-over of samples waited for the
 	// sites, up to 14 ms of a cc1plus run here. The probes are for the
 	// file at mdtrace's path, which InjectLoad makes sure the process maps.
-	attached := make(chan error, 1)
-	go func() { attached <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
-	attachErr := sync.OnceValue(func() error { return <-attached })
+	a, on := ij.ahead[pid]
+	if !on {
+		a = &aheadProbes{done: make(chan error, 1)}
+		go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+	}
+	delete(ij.ahead, pid)
+	attachErr := a.wait
 	// Whatever fails, the probes are taken away once attached.
 	undo := func() { attachErr(); ij.release(pid) }
 	// The shim samples, and batches its samples: one probe hit for
@@ -362,6 +450,9 @@ func (ij *auditInjector) release(pid int) {
 // allocator, before the probes go.
 func (ij *auditInjector) stop() {
 	ij.sayRefusals()
+	for pid := range ij.ahead {
+		ij.dropAhead(pid, true)
+	}
 	given := 0
 	pids := slices.Sorted(maps.Keys(ij.injected))
 	for _, pid := range pids {

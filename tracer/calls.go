@@ -19,7 +19,7 @@ import (
 // which the shim loaded into it takes over.
 
 // BusyReader reads the processes whose count of calls reached
-// ProbeConfig's BusyCalls.
+// ProbeConfig's BusyCalls, and those that will soon.
 type BusyReader struct {
 	r    *EventReader[uint32]
 	tgid uint32
@@ -36,13 +36,27 @@ func (p *Probes) WatchBusy() (*BusyReader, error) {
 	return &BusyReader{r: r}, nil
 }
 
+// busySoon marks a process told before it is busy (BUSY_SOON).
+const busySoon = 1 << 31
+
+// soonShare is the share of BusyCalls at which a process is told it will
+// be busy soon: probing the shim's sites for it takes a grace period of
+// the kernel's (5 to 20 ms), about what the rest of its way to BusyCalls
+// takes, whose traps are priced at 16 ms (session.auditInjectCost).
+const soonShare = 4
+
+// soonCalls is the count at which a process is told that it will be busy.
+func soonCalls(busy uint32) uint32 { return busy / soonShare }
+
 // Next returns the next busy process, waiting until deadline at the most
-// (ErrNoRecord when none came; os.ErrClosed once closed).
-func (r *BusyReader) Next(deadline time.Time) (int, error) {
+// (ErrNoRecord when none came; os.ErrClosed once closed); soon is set for
+// a process told ahead: its count reached a quarter of BusyCalls, or it
+// runs a program marked eager (MarkEager), which is told at its start.
+func (r *BusyReader) Next(deadline time.Time) (pid int, soon bool, err error) {
 	if err := r.r.Next(deadline, &r.tgid); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return int(r.tgid), nil
+	return int(r.tgid &^ busySoon), r.tgid&busySoon != 0, nil
 }
 
 // Close stops the reader.
@@ -52,6 +66,9 @@ func (r *BusyReader) Close() error { return r.r.Close() }
 // reader from now on, instead of ProbeConfig's BusyCalls. A process whose
 // count is past it already is not told: ProcCalls has its count.
 func (p *Probes) SetBusyCalls(n uint32) error {
+	if err := p.objs.SoonCalls.Set(soonCalls(n)); err != nil {
+		return fmt.Errorf("setting the count of a process soon busy: %w", err)
+	}
 	if err := p.objs.BusyCalls.Set(n); err != nil {
 		return fmt.Errorf("setting the count of a busy process: %w", err)
 	}

@@ -58,22 +58,39 @@ func busyCalls(t *testing.T, exe string) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	// told returns how many times the reader told of busyleak: each
-	// event is in the ring buffer once the call that made it returned.
-	told := func() int {
-		n := 0
+	// told returns how many times the reader told of busyleak, busy and
+	// soon to be: each event is in the ring buffer once the call that made
+	// it returned.
+	told2 := func() (nbusy, nsoon int) {
 		for {
-			got, err := busy.Next(time.Now().Add(100 * time.Millisecond))
+			got, ahead, err := busy.Next(time.Now().Add(100 * time.Millisecond))
 			if errors.Is(err, ErrNoRecord) {
-				return n
+				return nbusy, nsoon
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got == pid {
-				n++
+			if got == pid && ahead {
+				nsoon++
+			} else if got == pid {
+				nbusy++
 			}
 		}
+	}
+	// soonTold is how many times the reader told of busyleak soon busy,
+	// as told2 read them.
+	soonTold := 0
+	told := func() int {
+		n, soon := told2()
+		soonTold += soon
+		return n
+	}
+	soon := func(want int, when string) {
+		t.Helper()
+		if soonTold != want {
+			t.Errorf("told %d times that busyleak would be busy %s, want %d", soonTold, when, want)
+		}
+		soonTold = 0
 	}
 	// raw checks the count as the busy event counts it: from the head.
 	raw := func(lo, hi uint64) {
@@ -96,6 +113,8 @@ func busyCalls(t *testing.T, exe string) {
 	if n := told(); n != 0 {
 		t.Errorf("told %d times after 3000 calls, want none before %d", n, busyAt)
 	}
+	// A quarter of the way, 1250 calls.
+	soon(1, "by its 3000th call")
 	do("release", "released")
 	calls(6000, 6010)
 	if n := told(); n != 1 {
@@ -105,6 +124,7 @@ func busyCalls(t *testing.T, exe string) {
 	if n := told(); n != 0 {
 		t.Errorf("told %d times more after 9000 calls, want once in all", n)
 	}
+	soon(0, "again")
 
 	// A new program is counted from none.
 	do("exec", "ready")
@@ -115,11 +135,13 @@ func busyCalls(t *testing.T, exe string) {
 	if n := told(); n != 0 {
 		t.Errorf("the new program was told of %d times after its first calls, want none", n)
 	}
+	soon(0, "at the new program's start")
 	do("hold", "held")
 	do("release", "released")
 	if n := told(); n != 1 {
 		t.Errorf("the new program was told of %d times after 6000 calls, want once", n)
 	}
+	soon(1, "in the new program's 6000 calls")
 
 	// Its program marked eager, a new run of it is told at its 100th
 	// call: its count starts 100 short of 5000.
@@ -135,11 +157,14 @@ func busyCalls(t *testing.T, exe string) {
 	if n := told(); n != 0 {
 		t.Errorf("the eager run was told of %d times at its start, want none", n)
 	}
+	// At its exec: its 100 calls leave no time to probe the shim's sites.
+	soon(1, "at the eager run's start")
 	do("hold", "held")
 	calls(3000, 3090)
 	if n := told(); n != 1 {
 		t.Errorf("the eager run was told of %d times after 3000 calls, want once", n)
 	}
+	soon(0, "in the eager run's calls")
 
 	// The count set anew (the cost of a trap measured): the next run
 	// starts 100 short of it, and is told at it.
@@ -153,6 +178,21 @@ func busyCalls(t *testing.T, exe string) {
 	if n := told(); n != 1 {
 		t.Errorf("the run after the count was set anew was told of %d times after 3000 calls, want once", n)
 	}
+	soon(1, "in the eager run after the count was set anew")
+	// Not marked eager, a run is told soon busy at its 2500th call.
+	var key bpf.MdtraceProgramFile
+	var v uint32
+	for it := probes.objs.EagerPrograms.Iterate(); it.Next(&key, &v); {
+		if err := probes.objs.EagerPrograms.Delete(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do("exec", "ready")
+	do("hold", "held")
+	if n := told(); n != 0 {
+		t.Errorf("a run no longer eager was told of %d times after 3000 calls, want none before %d", n, 2*busyAt)
+	}
+	soon(1, "in a run no longer eager, by its 3000th call")
 	io.WriteString(stdin, "exit\n")
 }
 
@@ -193,7 +233,7 @@ func TestCallsUncounted(t *testing.T) {
 		t.Errorf("busyleak's count: %d (%v), want none", n, err)
 	}
 	for {
-		got, err := busy.Next(time.Now().Add(100 * time.Millisecond))
+		got, _, err := busy.Next(time.Now().Add(100 * time.Millisecond))
 		if errors.Is(err, ErrNoRecord) {
 			break
 		}

@@ -90,6 +90,7 @@ func LoadProbes(cfg ProbeConfig) (*Probes, error) {
 		vars["count_calls"] = boolU32(cfg.CountCalls)
 		if cfg.CountCalls {
 			vars["busy_calls"] = cfg.BusyCalls
+			vars["soon_calls"] = soonCalls(cfg.BusyCalls)
 			vars["eager_head"] = cfg.EagerHead
 		}
 	}
