@@ -66,6 +66,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	// What a trap costs here, measured while the programs load: the
 	// count of calls at which --inject takes a process.
 	busyCalls, why := uint32(auditInjectCalls), "as --inject-calls asks"
+	var perCall time.Duration
 	var trapCost chan trapMeasure
 	if flags.InjectCalls > 0 {
 		busyCalls = flags.InjectCalls
@@ -91,8 +92,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		m := <-trapCost
 		why = fmt.Sprintf("the cost of a probe hit here could not be measured (%v)", m.err)
 		if m.err == nil {
+			perCall = m.cost.PerCall()
 			busyCalls = injectThreshold(m.cost)
-			why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), float64(m.cost.PerCall())/1e3)
+			why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms until the injections made here say what they cost (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), float64(m.cost.PerCall())/1e3)
 			if err := probes.SetBusyCalls(busyCalls); err != nil {
 				return 1, err
 			}
@@ -148,6 +150,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	)
 	if flags.Inject {
 		ij = newAuditInjector(probes, shim, busyCalls, flags.SampleBytes, depth, say)
+		ij.perCall = perCall
 		fmt.Fprintf(stderr, "mdtrace: --inject: a process gets mdtrace's shim at its %s call of the allocator (counted from its exec or the audit's start), %s; the shim samples its calls in the process, and gives them back to the allocator when the audit ends\n", ordinal(busyCalls), why)
 		r, err := probes.WatchBusy()
 		if err != nil {

@@ -20,7 +20,8 @@ import (
 // in its wall time: its holds, 2 to 3 ms; its traps until it is routed;
 // the shim's loading and first touches (python3's 41 ms run on a 2-core VM
 // took 20 ms longer taken at its 2048th call, 24 ms at its 4096th, 11 ms
-// not taken with its 6000 calls, at 1.7 to 2.5 µs a trap).
+// not taken with its 6000 calls, at 1.7 to 2.5 µs a trap): the price
+// until the injections made in the audit are priced (priced).
 const auditInjectCost = 16 * time.Millisecond
 
 // auditInjectCalls is the count of allocator calls (each a trap into the
@@ -46,11 +47,41 @@ const (
 // once when a process reaches the count (tracer.BusyReader); each program
 // is counted from its exec.
 func injectThreshold(c tracer.TrapCost) uint32 {
-	per := c.PerCall()
+	return callsFor(auditInjectCost, c.PerCall())
+}
+
+// callsFor is the count of calls whose traps, at per a call, cost price.
+func callsFor(price, per time.Duration) uint32 {
 	if per <= 0 {
 		return auditInjectMax
 	}
-	return uint32(min(max(int64(auditInjectCost/per), auditInjectMin), auditInjectMax))
+	return uint32(min(max(int64(price/per), auditInjectMin), auditInjectMax))
+}
+
+// The price of an injection is measured on the processes injected
+// (auditInjector.priced): the median of the last auditPriceRuns, once
+// there are auditPriceMin, sets the count at which a process is taken
+// when it is off by more than a quarter from the one in use.
+const (
+	auditPriceRuns = 8
+	auditPriceMin  = 3
+)
+
+// repriced returns the count of calls at which a process is taken, by the
+// median of prices at per a call, and whether it differs from cur by more
+// than a quarter of cur.
+func repriced(prices []time.Duration, per time.Duration, cur uint64) (uint32, time.Duration, bool) {
+	if len(prices) < auditPriceMin || per <= 0 {
+		return uint32(cur), 0, false
+	}
+	sorted := slices.Sorted(slices.Values(prices))
+	med := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+	}
+	n := callsFor(med, per)
+	diff := int64(n) - int64(cur)
+	return n, med, diff*4 > int64(cur) || -diff*4 > int64(cur)
 }
 
 // auditInjectEager is the count at which a run of a program taken before
@@ -94,6 +125,11 @@ type auditInjector struct {
 	// are, ahead of their injection (soon): each one's result comes on
 	// its channel, once.
 	ahead map[int]*aheadProbes
+	// perCall is what a call's traps cost a process here, measured at
+	// the start (0: not measured, or the count given by --inject-calls,
+	// which stays); prices are the last injections' costs (priced).
+	perCall time.Duration
+	prices  []time.Duration
 }
 
 // aheadProbes are the probes on the shim's sites of a process soon busy,
@@ -178,6 +214,32 @@ func (ij *auditInjector) soon(pid int) {
 	a := &aheadProbes{done: make(chan error, 1)}
 	ij.ahead[pid] = a
 	go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+}
+
+// priced notes the price of an injection: the time it held the process,
+// and the traps of its calls from the busy event to the route. The count
+// at which a process is taken follows the median of the last ones, which
+// is what injections cost here, where auditInjectCost is what they cost
+// on the slowest machines tried: 3 to 9 ms on a VM of 0.6 µs traps.
+func (ij *auditInjector) priced(price time.Duration) {
+	if ij.perCall <= 0 {
+		return
+	}
+	ij.prices = append(ij.prices, price)
+	if len(ij.prices) > auditPriceRuns {
+		ij.prices = ij.prices[1:]
+	}
+	n, med, change := repriced(ij.prices, ij.perCall, ij.busyCalls)
+	if !change {
+		return
+	}
+	if err := ij.probes.SetBusyCalls(n); err != nil {
+		ij.say(fmt.Sprintf("--inject: %v", err))
+		return
+	}
+	ij.busyCalls = uint64(n)
+	ij.say(fmt.Sprintf("--inject: an injection costs a process about %.1f ms here (the median of the last %d: the time it held the process, and the traps of its calls until they were routed): a process gets mdtrace's shim at its %s call from now on",
+		float64(med.Microseconds())/1000, len(ij.prices), ordinal(n)))
 }
 
 // dropAhead takes away the probes attached ahead for process pid, once
@@ -336,6 +398,8 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		return errors.New("it has mdtrace's shim already, in use")
 	}
 	gen := ij.probes.ExecGen(pid)
+	// Its calls from here to the route are part of the injection's price.
+	before, _ := ij.probes.ProcCallsOf(pid)
 	// The probes on the shim's sites go on while the shim is loaded: a
 	// probe's registration waits for a grace period of the kernel's, 5 to
 	// 20 ms, and the load takes 2 to 8. The calls are routed once both are
@@ -404,6 +468,9 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	calls, _ := ij.probes.ProcCallsOf(pid)
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
+	if calls >= before {
+		ij.priced(in.Held + time.Duration(calls-before)*ij.perCall)
+	}
 	// Its program's next runs are taken at their auditInjectEager-th call.
 	// (A full map of them leaves them at busyCalls.)
 	eager, _ := ij.probes.MarkEager(pid)

@@ -74,8 +74,12 @@ type Injected struct {
 	Adopt func() ([]uint64, error)
 	// Adopted counts the blocks the shim took from Adopt.
 	Adopted int
-	path    string
-	stub    int // whether the shim's return stub is shimStub: 1 yes, -1 no, 0 not read yet
+	// Held is how long the injection has held the process: the thread
+	// that loads and starts the shim stopped for it, every thread for the
+	// route and the stops after.
+	Held time.Duration
+	path string
+	stub int // whether the shim's return stub is shimStub: 1 yes, -1 no, 0 not read yet
 }
 
 // savedRegs are a stopped thread's registers and its mask of blocked
@@ -409,6 +413,8 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			return err
 		}
 		defer ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+		held := time.Now()
+		defer func() { in.Held += time.Since(held) }()
 		if !sameCode(pid, back, dlopenAt) {
 			return ErrExecuted
 		}
@@ -615,6 +621,7 @@ func (in *Injected) inStop(fn func(fz *Frozen, tid int, last bool) error) error 
 	}
 	for try := 1; ; try++ {
 		last := try == routeTries
+		held := time.Now()
 		_, err = Freeze(in.PID, func(fz *Frozen) error {
 			tid, ok := in.caller(fz, pf)
 			if !ok {
@@ -625,6 +632,7 @@ func (in *Injected) inStop(fn func(fz *Frozen, tid int, last bool) error) error 
 			}
 			return fn(fz, tid, last)
 		})
+		in.Held += time.Since(held)
 		if last || !errors.Is(err, errCallInFlight) && !errors.Is(err, errNoCaller) {
 			return err
 		}

@@ -528,7 +528,7 @@ func TestAllInjectMeasured(t *testing.T) {
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
 	m := startAllInject(t, t.TempDir(), "--inject-calls=0")
 	// Said after the ready file is written.
-	said := waitStderr(m, regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`), 1)
+	said := waitStderr(m, regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms until the injections made here say what they cost \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`), 1)
 	if said == nil {
 		m.interrupt(t)
 		if strings.Contains(m.stderr.String(), "could not be measured (the thread's CPU clock did not advance over a round of calls") {
