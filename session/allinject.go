@@ -198,17 +198,7 @@ func (ij *auditInjector) soon(pid int) {
 		return
 	}
 	st, err := stampOf(pid)
-	if err != nil {
-		return
-	}
-	if a, done := ij.injected[pid]; done {
-		if ij.same(pid, a, st) {
-			return
-		}
-		// Executing a program since it was taken (an eager run).
-		ij.forget(pid)
-	}
-	if r, no := ij.refused[pid]; no && ij.stillRefused(pid, r, st) {
+	if err != nil || !ij.takeable(pid, st) {
 		return
 	}
 	a := &aheadProbes{done: make(chan error, 1)}
@@ -306,15 +296,7 @@ func (ij *auditInjector) busy(pid int) {
 // take injects process pid, of stamp st, unless it is injected or was
 // refused for this program; a refusal is said once.
 func (ij *auditInjector) take(pid int, st procStamp) {
-	if a, done := ij.injected[pid]; done {
-		if ij.same(pid, a, st) {
-			return
-		}
-		// Executing a program since it was taken, the new one busy
-		// already.
-		ij.forget(pid)
-	}
-	if r, no := ij.refused[pid]; no && ij.stillRefused(pid, r, st) {
+	if !ij.takeable(pid, st) {
 		return
 	}
 	gen := ij.probes.ExecGen(pid)
@@ -330,6 +312,20 @@ func (ij *auditInjector) take(pid int, st procStamp) {
 		}
 		ij.refused[pid] = r
 	}
+}
+
+// takeable reports whether process pid, of stamp st, may be injected: not
+// injected, nor refused, for the program it runs. One taken that executed
+// a program since (busy already, or an eager run) is released first.
+func (ij *auditInjector) takeable(pid int, st procStamp) bool {
+	if a, done := ij.injected[pid]; done {
+		if ij.same(pid, a, st) {
+			return false
+		}
+		ij.forget(pid)
+	}
+	r, no := ij.refused[pid]
+	return !no || !ij.stillRefused(pid, r, st)
 }
 
 // stillRefused reports whether refusal r of process pid holds for the
