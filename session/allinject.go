@@ -135,6 +135,10 @@ type auditInjector struct {
 // aheadProbes are the probes on the shim's sites of a process soon busy,
 // attached ahead (Probes.AttachBatches) in the background.
 type aheadProbes struct {
+	// st is the process's stamp when they were asked for: a PID used
+	// again is another process, whose task the link's filter does not
+	// match.
+	st   procStamp
 	done chan error
 	err  error
 	// got is set once done has said.
@@ -201,7 +205,7 @@ func (ij *auditInjector) soon(pid int) {
 	if err != nil || !ij.takeable(pid, st) {
 		return
 	}
-	a := &aheadProbes{done: make(chan error, 1)}
+	a := &aheadProbes{st: st, done: make(chan error, 1)}
 	ij.ahead[pid] = a
 	go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
 }
@@ -272,9 +276,10 @@ func (ij *auditInjector) scan(seenAt map[int]procStamp) {
 		}
 	}
 	ij.sayRefusals()
-	for pid := range ij.ahead {
-		// Ended, or refused, before it was injected.
-		if _, ok := seenAt[pid]; !ok || ij.refused[pid] != nil {
+	for pid, a := range ij.ahead {
+		// Ended, executing another program, or refused, before it was
+		// injected.
+		if st, ok := seenAt[pid]; !ok || !sameStamp(a.st, st) || ij.refused[pid] != nil {
 			ij.dropAhead(pid, false)
 		}
 	}
@@ -405,8 +410,14 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	// sites, up to 14 ms of a cc1plus run here. The probes are for the
 	// file at mdtrace's path, which InjectLoad makes sure the process maps.
 	a, on := ij.ahead[pid]
+	if on && !sameStamp(a.st, st) {
+		// Another process, or another program, than the one they were
+		// asked for.
+		ij.dropAhead(pid, true)
+		on = false
+	}
 	if !on {
-		a = &aheadProbes{done: make(chan error, 1)}
+		a = &aheadProbes{st: st, done: make(chan error, 1)}
 		go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
 	}
 	delete(ij.ahead, pid)
