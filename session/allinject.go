@@ -400,7 +400,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	}
 	gen := ij.probes.ExecGen(pid)
 	// Its calls from here to the route are part of the injection's price.
-	before, _ := ij.probes.ProcCallsOf(pid)
+	before, beforeErr := ij.probes.ProcCallsOf(pid)
 	// The probes on the shim's sites go on while the shim is loaded: a
 	// probe's registration waits for a grace period of the kernel's, 5 to
 	// 20 ms, and the load takes 2 to 8. The calls are routed once both are
@@ -472,10 +472,13 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		undo()
 		return err
 	}
-	calls, _ := ij.probes.ProcCallsOf(pid)
+	calls, callsErr := ij.probes.ProcCallsOf(pid)
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
-	if calls >= before {
+	// Priced only where both counts were read: a count that could not be
+	// (its entry not there yet, or no room for it) would price the
+	// process's every call.
+	if beforeErr == nil && callsErr == nil && calls >= before {
 		ij.priced(in.Held + time.Duration(calls-before)*ij.perCall)
 	}
 	// Its program's next runs are taken at their auditInjectEager-th call.
