@@ -133,36 +133,42 @@ type auditInjector struct {
 }
 
 // aheadProbes are the probes on the shim's sites of a process soon busy,
-// attached ahead (Probes.AttachBatches) in the background.
+// attached (Probes.AttachBatches) in the background: done is closed once
+// err is the attach's result.
 type aheadProbes struct {
 	// st is the process's stamp when they were asked for: a PID used
 	// again is another process, whose task the link's filter does not
 	// match.
 	st   procStamp
-	done chan error
+	done chan struct{}
 	err  error
-	// got is set once done has said.
-	got bool
+}
+
+// attachAhead attaches the probes on the shim's sites for process pid, of
+// stamp st, in the background.
+func (ij *auditInjector) attachAhead(pid int, st procStamp) *aheadProbes {
+	a := &aheadProbes{st: st, done: make(chan struct{})}
+	go func() {
+		a.err = ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim))
+		close(a.done)
+	}()
+	return a
 }
 
 // wait returns the result of the attach, waiting for it.
 func (a *aheadProbes) wait() error {
-	if !a.got {
-		a.err, a.got = <-a.done, true
-	}
+	<-a.done
 	return a.err
 }
 
 // ended reports whether the attach has ended, without waiting.
 func (a *aheadProbes) ended() bool {
-	if !a.got {
-		select {
-		case a.err = <-a.done:
-			a.got = true
-		default:
-		}
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
 	}
-	return a.got
 }
 
 // auditRefusal is a process the shim could not be loaded into, for the
@@ -205,9 +211,7 @@ func (ij *auditInjector) soon(pid int) {
 	if err != nil || !ij.takeable(pid, st) {
 		return
 	}
-	a := &aheadProbes{st: st, done: make(chan error, 1)}
-	ij.ahead[pid] = a
-	go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+	ij.ahead[pid] = ij.attachAhead(pid, st)
 }
 
 // priced notes the price of an injection: the time it held the process,
@@ -237,20 +241,16 @@ func (ij *auditInjector) priced(price time.Duration) {
 }
 
 // dropAhead takes away the probes attached ahead for process pid, once
-// their attach has ended (wait: waiting for it), unless it is injected
-// meanwhile; it reports whether they are gone.
-func (ij *auditInjector) dropAhead(pid int, wait bool) bool {
+// their attach has ended: waiting for it with wait, or else left for a
+// later call while it goes on.
+func (ij *auditInjector) dropAhead(pid int, wait bool) {
 	a, on := ij.ahead[pid]
-	if !on {
-		return true
-	}
-	if !wait && !a.ended() {
-		return false
+	if !on || !wait && !a.ended() {
+		return
 	}
 	a.wait()
 	delete(ij.ahead, pid)
 	ij.release(pid)
-	return true
 }
 
 // scan injects the processes that called the allocator busyCalls
@@ -417,8 +417,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 		on = false
 	}
 	if !on {
-		a = &aheadProbes{st: st, done: make(chan error, 1)}
-		go func() { a.done <- ij.probes.AttachBatches(pid, stacks.LocalFile(ij.shim)) }()
+		a = ij.attachAhead(pid, st)
 	}
 	delete(ij.ahead, pid)
 	attachErr := a.wait
