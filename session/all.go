@@ -68,6 +68,10 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	busyCalls, why := uint32(auditInjectCalls), "as --inject-calls asks"
 	var perCall time.Duration
 	var trapCost chan trapMeasure
+	// And what an injection costs here, priced on a shell of mdtrace's
+	// own, started before the probes are on its libc.
+	var shell *priceShell
+	var shellErr error
 	if flags.InjectCalls > 0 {
 		busyCalls = flags.InjectCalls
 	} else if flags.Inject {
@@ -76,6 +80,13 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 			c, err := tracer.MeasureTrapCost()
 			trapCost <- trapMeasure{c, err}
 		}()
+		if shell, shellErr = startPriceShell(); shell != nil {
+			defer func() {
+				if shell != nil {
+					shell.end()
+				}
+			}()
+		}
 	}
 	probes, err := tracer.LoadProbes(tracer.ProbeConfig{MaxAllocs: flags.MaxAllocs, All: true, StackDepth: depth,
 		SampleBytes: flags.SampleBytes, NoBatch: flags.SampleBytes > 0, CountCalls: flags.Inject, BusyCalls: busyCalls,
@@ -151,6 +162,24 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 	if flags.Inject {
 		ij = newAuditInjector(probes, shim, busyCalls, flags.SampleBytes, depth, say)
 		ij.perCall = perCall
+		if perCall > 0 {
+			// The count is set again by the price of an injection here.
+			cost, err := time.Duration(0), shellErr
+			if shell != nil {
+				cost, err = ij.calibrate(shell)
+				shell = nil
+			}
+			if err == nil {
+				busyCalls = callsFor(cost, perCall)
+				if err := probes.SetBusyCalls(busyCalls); err != nil {
+					return 1, err
+				}
+				ij.busyCalls = uint64(busyCalls)
+				why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %.1f ms here, priced on a shell of mdtrace's own until the injections made here say what they cost (a call's hits cost a process %.1f µs here, measured at the start)", float64(cost.Microseconds())/1000, float64(perCall)/1e3)
+			} else {
+				why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms until the injections made here say what they cost, as an injection into a shell of mdtrace's own could not price one (%v) (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), err, float64(perCall)/1e3)
+			}
+		}
 		fmt.Fprintf(stderr, "mdtrace: --inject: a process gets mdtrace's shim at its %s call of the allocator (counted from its exec or the audit's start), %s; the shim samples its calls in the process, and gives them back to the allocator when the audit ends\n", ordinal(busyCalls), why)
 		r, err := probes.WatchBusy()
 		if err != nil {

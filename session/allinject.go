@@ -21,7 +21,8 @@ import (
 // the shim's loading and first touches (python3's 41 ms run on a 2-core VM
 // took 20 ms longer taken at its 2048th call, 24 ms at its 4096th, 11 ms
 // not taken with its 6000 calls, at 1.7 to 2.5 µs a trap): the price
-// until the injections made in the audit are priced (priced).
+// where no shell of the audit's own could be injected to price one
+// (calibrate), until the injections made in the audit are priced (priced).
 const auditInjectCost = 16 * time.Millisecond
 
 // auditInjectCalls is the count of allocator calls (each a trap into the
@@ -217,8 +218,8 @@ func (ij *auditInjector) soon(pid int) {
 // priced notes the price of an injection: the time it held the process,
 // and the traps of its calls from the busy event to the route. The count
 // at which a process is taken follows the median of the last ones, which
-// is what injections cost here, where auditInjectCost is what they cost
-// on the slowest machines tried: 3 to 9 ms on a VM of 0.6 µs traps.
+// is what injections cost here (3 to 9 ms on a VM of 0.6 µs traps), where
+// it followed the price of the shell's (calibrate), or auditInjectCost.
 func (ij *auditInjector) priced(price time.Duration) {
 	if ij.perCall <= 0 {
 		return
@@ -376,101 +377,14 @@ func progName(pid int) string { return strings.TrimSpace(tracer.ProgName(pid)) }
 
 // inject loads the shim into process pid and routes its calls.
 func (ij *auditInjector) inject(pid int, st procStamp) error {
-	if pid == 1 {
-		return errors.New("process 1 is never injected")
-	}
-	// A seccomp filter may kill the process at a system call the
-	// injection makes it make (mmap, mprotect, openat for dlopen).
-	if seccompFiltered(pid) {
-		return errors.New("it runs under a seccomp filter, which the shim's loading could break")
-	}
-	lib, err := tracer.AllocatorOfRunning(pid)
-	if err != nil {
-		return err
-	}
-	if !stacks.IsLibc(lib.Name) {
-		return fmt.Errorf("its allocator is %s: the shim routes glibc's", lib.Name)
-	}
-	// A shim an earlier mdtrace gave back is started again; one in use
-	// (another mdtrace's) is left alone.
-	if maps, err := stacks.ReadMaps(pid); err == nil && slices.ContainsFunc(maps.Mappings, func(m stacks.Mapping) bool {
-		return strings.HasPrefix(filepath.Base(m.Name()), shimName)
-	}) && !tracer.ShimGivenBack(pid, ij.shim) {
-		return errors.New("it has mdtrace's shim already, in use")
-	}
 	gen := ij.probes.ExecGen(pid)
 	// Its calls from here to the route are part of the injection's price.
 	before, beforeErr := ij.probes.ProcCallsOf(pid)
-	// The probes on the shim's sites go on while the shim is loaded: a
-	// probe's registration waits for a grace period of the kernel's, 5 to
-	// 20 ms, and the load takes 2 to 8. The calls are routed once both are
-	// done, and the shim told in the same stop that its sites are live
-	// (Ready): the process traps at the allocator's probes meanwhile, but
-	// runs. Routed earlier, its first hand-over of samples waited for the
-	// sites, up to 14 ms of a cc1plus run here. The probes are for the
-	// file at mdtrace's path, which InjectLoad makes sure the process maps.
-	a, on := ij.ahead[pid]
-	if on && !sameStamp(a.st, st) {
-		// Another process, or another program, than the one they were
-		// asked for.
-		ij.dropAhead(pid, true)
-		on = false
-	}
-	if !on {
-		a = ij.attachAhead(pid, st)
-	}
-	delete(ij.ahead, pid)
-	attachErr := a.wait
-	// Whatever fails, the probes are taken away once attached.
-	undo := func() { attachErr(); ij.release(pid) }
-	// The shim samples, and batches its samples: one probe hit for
-	// several.
-	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, &tracer.AuditHooks{
-		Bypass: func() ([]byte, error) { return ij.probes.Bypass(pid, lib) },
-		// The loader's blocks for the shim are not the program's.
-		Quiet: func(tid int, on bool) {
-			if err := ij.probes.Quiet(tid, on); err != nil {
-				ij.say(fmt.Sprintf("--inject: process %d: %v; the loader's blocks for the shim may count as the process's", pid, err))
-			}
-		},
-		Early: true,
-	})
+	r, err := ij.load(pid, st)
 	if err != nil {
-		undo()
 		return err
 	}
-	if err := ij.probes.CountPending(pid, in.Pending); err != nil {
-		undo()
-		return err
-	}
-	// The shim samples: the probes take each call it reports.
-	if err := ij.probes.ShimSamples(pid, true); err != nil {
-		undo()
-		return err
-	}
-	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
-	if ij.depth > 0 {
-		// Its stacks go through the shim once routed.
-		ij.probes.LoadUnwind(pid)
-	}
-	if err := attachErr(); err != nil {
-		in.Stop()
-		undo()
-		return fmt.Errorf("probing the shim's sites: %w", err)
-	}
-	var readyErr error
-	routed, unrouted, inside, err := in.Route(func() { readyErr = in.Ready() })
-	if err == nil {
-		err = readyErr
-	}
-	if err == nil && routed == 0 {
-		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
-	}
-	if err != nil {
-		in.Stop()
-		undo()
-		return err
-	}
+	in, routed, unrouted, inside := r.in, r.routed, r.unrouted, r.inside
 	calls, callsErr := ij.probes.ProcCallsOf(pid)
 	ij.injected[pid] = &auditInjected{in: in, stamp: st, gen: gen, calls: calls}
 	ij.total++
@@ -508,6 +422,112 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	}
 	ij.say(msg + later)
 	return nil
+}
+
+// loaded is a process whose calls load routed to the shim: the injection,
+// its GOT slots routed and not, and the threads inside a call of the
+// allocator at every stop tried.
+type loaded struct {
+	in                       *tracer.Injected
+	routed, unrouted, inside int
+}
+
+// load loads the shim into process pid, of stamp st, and routes its calls:
+// inject's work, without what the audit keeps of the process.
+func (ij *auditInjector) load(pid int, st procStamp) (*loaded, error) {
+	if pid == 1 {
+		return nil, errors.New("process 1 is never injected")
+	}
+	// A seccomp filter may kill the process at a system call the
+	// injection makes it make (mmap, mprotect, openat for dlopen).
+	if seccompFiltered(pid) {
+		return nil, errors.New("it runs under a seccomp filter, which the shim's loading could break")
+	}
+	lib, err := tracer.AllocatorOfRunning(pid)
+	if err != nil {
+		return nil, err
+	}
+	if !stacks.IsLibc(lib.Name) {
+		return nil, fmt.Errorf("its allocator is %s: the shim routes glibc's", lib.Name)
+	}
+	// A shim an earlier mdtrace gave back is started again; one in use
+	// (another mdtrace's) is left alone.
+	if maps, err := stacks.ReadMaps(pid); err == nil && slices.ContainsFunc(maps.Mappings, func(m stacks.Mapping) bool {
+		return strings.HasPrefix(filepath.Base(m.Name()), shimName)
+	}) && !tracer.ShimGivenBack(pid, ij.shim) {
+		return nil, errors.New("it has mdtrace's shim already, in use")
+	}
+	// The probes on the shim's sites go on while the shim is loaded: a
+	// probe's registration waits for a grace period of the kernel's, 5 to
+	// 20 ms, and the load takes 2 to 8. The calls are routed once both are
+	// done, and the shim told in the same stop that its sites are live
+	// (Ready): the process traps at the allocator's probes meanwhile, but
+	// runs. Routed earlier, its first hand-over of samples waited for the
+	// sites, up to 14 ms of a cc1plus run here. The probes are for the
+	// file at mdtrace's path, which InjectLoad makes sure the process maps.
+	a, on := ij.ahead[pid]
+	if on && !sameStamp(a.st, st) {
+		// Another process, or another program, than the one they were
+		// asked for.
+		ij.dropAhead(pid, true)
+		on = false
+	}
+	if !on {
+		a = ij.attachAhead(pid, st)
+	}
+	delete(ij.ahead, pid)
+	attachErr := a.wait
+	// Whatever fails, the probes are taken away once attached.
+	undo := func() { attachErr(); ij.release(pid) }
+	// The shim samples, and batches its samples: one probe hit for
+	// several.
+	in, err := tracer.InjectLoad(pid, ij.shim, true, ij.depth, ij.sampleBytes, &tracer.AuditHooks{
+		Bypass: func() ([]byte, error) { return ij.probes.Bypass(pid, lib) },
+		// The loader's blocks for the shim are not the program's.
+		Quiet: func(tid int, on bool) {
+			if err := ij.probes.Quiet(tid, on); err != nil {
+				ij.say(fmt.Sprintf("--inject: process %d: %v; the loader's blocks for the shim may count as the process's", pid, err))
+			}
+		},
+		Early: true,
+	})
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	if err := ij.probes.CountPending(pid, in.Pending); err != nil {
+		undo()
+		return nil, err
+	}
+	// The shim samples: the probes take each call it reports.
+	if err := ij.probes.ShimSamples(pid, true); err != nil {
+		undo()
+		return nil, err
+	}
+	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
+	if ij.depth > 0 {
+		// Its stacks go through the shim once routed.
+		ij.probes.LoadUnwind(pid)
+	}
+	if err := attachErr(); err != nil {
+		in.Stop()
+		undo()
+		return nil, fmt.Errorf("probing the shim's sites: %w", err)
+	}
+	var readyErr error
+	routed, unrouted, inside, err := in.Route(func() { readyErr = in.Ready() })
+	if err == nil {
+		err = readyErr
+	}
+	if err == nil && routed == 0 {
+		err = errors.New("it calls the allocator through no GOT slot the shim could route (a statically linked allocator?)")
+	}
+	if err != nil {
+		in.Stop()
+		undo()
+		return nil, err
+	}
+	return &loaded{in: in, routed: routed, unrouted: unrouted, inside: inside}, nil
 }
 
 // release takes away what the probes keep for the shim of process pid:

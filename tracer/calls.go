@@ -43,8 +43,9 @@ const busySoon = 1 << 31
 // be busy soon: probing the shim's sites for it takes a grace period of
 // the kernel's (5 to 20 ms), about what the rest of its way to BusyCalls
 // takes while its traps are priced at 16 ms (session.auditInjectCost);
-// less once the audit prices its injections lower, the rest of the grace
-// period then counted in that price.
+// less where the audit prices its injections lower (on a shell of its own
+// as it starts, then by those made), the rest of the grace period then
+// counted in the price of the injections made.
 const soonShare = 4
 
 // soonCalls is the count at which a process is told that it will be busy.

@@ -520,15 +520,16 @@ func TestAllInjectKilled(t *testing.T) {
 }
 
 // TestAllInjectMeasured: without --inject-calls, the audit measures what
-// a probe hit costs here and takes a process at the count whose hits cost
-// it the shim's loading, 16 ms: it says both, and takes busyleak once it
-// has made that many calls, not before.
+// a probe hit costs here, and what an injection does, on a shell of its
+// own that it injects and ends; it takes a process at the count whose hits
+// cost it that: it says all three, takes busyleak once it has made that
+// many calls, not before, and leaves no shell behind.
 func TestAllInjectMeasured(t *testing.T) {
 	needRoot(t)
 	target, pid := startBusy(t, "BUSYLEAK_IDLE=1")
 	m := startAllInject(t, t.TempDir(), "--inject-calls=0")
 	// Said after the ready file is written.
-	said := waitStderr(m, regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, 16 ms until the injections made here say what they cost \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`), 1)
+	said := waitStderr(m, regexp.MustCompile(`(?m)^mdtrace: --inject: a process gets mdtrace's shim at its ([0-9]+)(?:st|nd|rd|th) call of the allocator \(counted from its exec or the audit's start\), when its probe hits have cost it about what the shim's loading does, ([0-9]+\.[0-9]) ms here, priced on a shell of mdtrace's own until the injections made here say what they cost \(a call's hits cost a process ([0-9]+\.[0-9]) µs here, measured at the start\); the shim samples its calls in the process, and gives them back to the allocator when the audit ends$`), 1)
 	if said == nil {
 		m.interrupt(t)
 		if strings.Contains(m.stderr.String(), "could not be measured (the thread's CPU clock did not advance over a round of calls") {
@@ -537,11 +538,17 @@ func TestAllInjectMeasured(t *testing.T) {
 		t.Fatalf("stderr lacks the count measured:\n%s", m.stderr.String())
 	}
 	count, _ := strconv.Atoi(said[1])
-	cost, _ := strconv.ParseFloat(said[2], 64)
-	// 16 ms of hits, within the rounding of the cost said, or a bound.
-	if want := 16000 / cost; cost <= 0 || !(count == 1024 && want <= 1024 || count == 65536 && want >= 65536 ||
-		float64(count) >= want*0.99*cost/(cost+0.05) && float64(count) <= want*1.01*cost/(cost-0.05)) {
-		t.Errorf("count %d for a call's hits of %.1f µs, want 16 ms of them (about %.0f), from 1024 to 65536", count, cost, want)
+	price, _ := strconv.ParseFloat(said[2], 64)
+	cost, _ := strconv.ParseFloat(said[3], 64)
+	// The price's hits, within the rounding of the figures said, or a
+	// bound.
+	lo, hi := (price-0.05)*1000/(cost+0.05), (price+0.05)*1000/(cost-0.05)
+	if cost <= 0.05 || price <= 0.05 || !(count == 1024 && lo <= 1024 || count == 65536 && hi >= 65536 ||
+		float64(count) >= lo*0.99 && float64(count) <= hi*1.01) {
+		t.Errorf("count %d for an injection of %.1f ms and a call's hits of %.1f µs, want about %.0f, from 1024 to 65536", count, price, cost, price*1000/cost)
+	}
+	if out, err := exec.Command("pgrep", "-f", "-x", "/bin/sh -c echo; read -r line").Output(); err == nil {
+		t.Errorf("the shell the injection was priced on is still running: %s", out)
 	}
 	if count > 3100 {
 		// 3000 calls: not yet.

@@ -1,0 +1,121 @@
+//go:build linux
+
+package session
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// An audit's first injections were priced at auditInjectCost, the cost on
+// the slowest machines tried, until three were made (priced): a process
+// ran as long again trapping before it was taken where injections cost a
+// third of that. A sqlite3 run of 27 ms alone took 49.7 ms under a new
+// audit at 16 ms, 39.4 at 5 (8 interleaved runs, medians, on a VM of
+// 0.7 µs traps). The audit now prices one as it starts, on a shell of its
+// own (priceShell): its hold is what an injection costs a process that
+// does not call the allocator meanwhile, the most of what one costs here.
+
+// priceShellWait bounds the wait for the shell to start.
+const priceShellWait = 2 * time.Second
+
+// priceShell is auditShell started by the audit, waiting to read a line:
+// the process an injection is priced on. It runs on the system's libc by
+// the definition of it (auditShell), is started before the probes are on
+// that libc (its blocks are not counted), and is killed with SIGKILL, its
+// blocks forgotten, once priced; if mdtrace dies first, the kernel kills it
+// (Pdeathsig), or its input closes.
+type priceShell struct {
+	cmd   *exec.Cmd
+	input io.WriteCloser
+	// ready is closed once the shell has said its line, or its output
+	// ended; readyErr says which.
+	ready    chan struct{}
+	readyErr error
+}
+
+// startPriceShell starts the shell. It says a line once running, then
+// waits on its input.
+func startPriceShell() (*priceShell, error) {
+	cmd := exec.Command(auditShell, "-c", "echo; read -r line")
+	// Nothing of mdtrace's environment (a preload, a locale) goes to it.
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	input, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		input.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		input.Close()
+		return nil, err
+	}
+	s := &priceShell{cmd: cmd, input: input, ready: make(chan struct{})}
+	go func() {
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			s.readyErr = fmt.Errorf("%s ended before it started (%v)", auditShell, err)
+		}
+		close(s.ready)
+		io.Copy(io.Discard, out)
+	}()
+	return s, nil
+}
+
+// waitReady waits until the shell waits on its input.
+func (s *priceShell) waitReady() error {
+	select {
+	case <-s.ready:
+		return s.readyErr
+	case <-time.After(priceShellWait):
+		return fmt.Errorf("%s did not start within %v", auditShell, priceShellWait)
+	}
+}
+
+// end kills the shell and reaps it.
+func (s *priceShell) end() {
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	s.input.Close()
+	s.cmd.Wait()
+}
+
+// calibrate prices an injection on shell s: the time the injection held
+// it, the shim loaded, started and its calls routed, then given back. The
+// shell is ended, and whatever the probes hold of it forgotten.
+func (ij *auditInjector) calibrate(s *priceShell) (time.Duration, error) {
+	pid := s.cmd.Process.Pid
+	defer func() {
+		s.end()
+		ij.probes.Forget(pid)
+	}()
+	if err := s.waitReady(); err != nil {
+		return 0, err
+	}
+	st, err := stampOf(pid)
+	if err != nil {
+		return 0, err
+	}
+	r, err := ij.load(pid, st)
+	if err != nil {
+		return 0, err
+	}
+	held := r.in.Held
+	_, err = r.in.Stop()
+	ij.release(pid)
+	if err != nil {
+		return 0, fmt.Errorf("giving its calls back: %w", err)
+	}
+	if held <= 0 {
+		return 0, errors.New("the injection took no time")
+	}
+	return held, nil
+}
