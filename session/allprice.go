@@ -28,8 +28,9 @@ const priceShellWait = 2 * time.Second
 // the process an injection is priced on. It runs on the system's libc by
 // the definition of it (auditShell), is started before the probes are on
 // that libc (its blocks are not counted), and is killed with SIGKILL, its
-// blocks forgotten, once priced; if mdtrace dies first, the kernel kills it
-// (Pdeathsig), or its input closes.
+// blocks forgotten, once priced; if mdtrace dies first, its input closes,
+// and it ends. (Not Pdeathsig: that kills it when the thread that started
+// it ends, which Go's runtime may do to a thread, and did, 1 audit in 20.)
 type priceShell struct {
 	cmd   *exec.Cmd
 	input io.WriteCloser
@@ -46,7 +47,7 @@ func startPriceShell() (*priceShell, error) {
 	// Nothing of mdtrace's environment (a preload, a locale) goes to it.
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	input, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
