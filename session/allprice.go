@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // An audit's first injections were priced at auditInjectCost, the cost on
@@ -18,8 +20,7 @@ import (
 // third of that. A sqlite3 run of 27 ms alone took 49.7 ms under a new
 // audit at 16 ms, 39.4 at 5 (8 interleaved runs, medians, on a VM of
 // 0.7 µs traps). The audit now prices one as it starts, on a shell of its
-// own (priceShell): its hold is what an injection costs a process that
-// does not call the allocator meanwhile, the most of what one costs here.
+// own (priceShell, calibrate).
 
 // priceShellWait bounds the wait for the shell to start.
 const priceShellWait = 2 * time.Second
@@ -89,9 +90,16 @@ func (s *priceShell) end() {
 	s.cmd.Wait()
 }
 
-// calibrate prices an injection on shell s: the time the injection held
-// it, the shim loaded, started and its calls routed, then given back. The
-// shell is ended, and whatever the probes hold of it forgotten.
+// calibrate prices an injection on shell s: the time from its start to
+// the route, the shim loaded and started, its sites probed and its calls
+// routed; then they are given back. That is what an injection costs a
+// process that calls the allocator all along, held or trapping between
+// its holds: the shell's holds alone, 1.8 to 3.9 ms on a VM of 0.5 µs
+// traps where the whole took 2.7 to 4.8, priced the busy processes' 3 to
+// 9 below what the injections made in them cost, and had python3's short
+// run (38 ms alone, 9000 calls or so) taken at its 4496th call, where its
+// traps would have cost it less. The shell is ended, and whatever the
+// probes hold of it forgotten.
 func (ij *auditInjector) calibrate(s *priceShell) (time.Duration, error) {
 	pid := s.cmd.Process.Pid
 	defer func() {
@@ -105,18 +113,25 @@ func (ij *auditInjector) calibrate(s *priceShell) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	t0 := time.Now()
 	r, err := ij.load(pid, st)
 	if err != nil {
 		return 0, err
 	}
-	held := r.in.Held
+	price := time.Since(t0)
 	_, err = r.in.Stop()
+	// Its probes' links are closed before the audit is ready, not in
+	// the background as a process's that ended: their removal waits for
+	// the kernel's grace periods, and a process started meanwhile ran
+	// slower (python3's 38 ms run, 45.2 ms under the audit instead of
+	// 43.1, started at once; 43.6 started 0.3 s later).
+	ij.probes.DetachFile(pid, stacks.LocalFile(ij.shim))
 	ij.release(pid)
 	if err != nil {
 		return 0, fmt.Errorf("giving its calls back: %w", err)
 	}
-	if held <= 0 {
-		return 0, errors.New("the injection took no time")
+	if r.in.Held <= 0 {
+		return 0, errors.New("the injection held it no time")
 	}
-	return held, nil
+	return price, nil
 }
