@@ -9,7 +9,7 @@ package abi
 // before it preloads or loads it, and refuses a shim of another number (an
 // older or newer build beside it).
 const (
-	ShimInterface   = 4
+	ShimInterface   = 5
 	SymbolInterface = "mdshim_interface"
 )
 
@@ -311,6 +311,16 @@ const (
 	InjectSlotHook      = 2
 	InjectSlotReal      = 3
 )
+
+// --all --inject: mdshim_inject_start takes the blob of
+// mdshim_inject_bypass as its last two arguments (NULL and 0: none), and
+// makes the bypasses once started, in the same call; the 64-bit word
+// SYMBOL_INJECT_BYPASSED is then what mdshim_inject_bypass would have
+// returned (the functions bypassed, or -errno). mdtrace makes the blob
+// before it stops the thread, from the maps before dlopen: where the page
+// it names has been taken since (-EEXIST), it makes it again and calls
+// mdshim_inject_bypass.
+const SymbolInjectBypassed = "mdshim_inject_bypassed"
 
 const (
 	BatchRegister  = 1

@@ -34,7 +34,7 @@ typedef __UINT32_TYPE__ md_u32;
  * before it preloads or loads it, and refuses a shim of another number (an
  * older or newer build beside it).
  */
-#define SHIM_INTERFACE 4
+#define SHIM_INTERFACE 5
 #define SYMBOL_INTERFACE "mdshim_interface"
 
 /* ---- Allocator calls, probe sites, counters, records ---- */
@@ -366,6 +366,18 @@ enum mapping_kind {
 #define INJECT_SLOT_OLD 1
 #define INJECT_SLOT_HOOK 2
 #define INJECT_SLOT_REAL 3
+
+/*
+ * --all --inject: mdshim_inject_start takes the blob of
+ * mdshim_inject_bypass as its last two arguments (NULL and 0: none), and
+ * makes the bypasses once started, in the same call; the 64-bit word
+ * SYMBOL_INJECT_BYPASSED is then what mdshim_inject_bypass would have
+ * returned (the functions bypassed, or -errno). mdtrace makes the blob
+ * before it stops the thread, from the maps before dlopen: where the page
+ * it names has been taken since (-EEXIST), it makes it again and calls
+ * mdshim_inject_bypass.
+ */
+#define SYMBOL_INJECT_BYPASSED "mdshim_inject_bypassed"
 
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2

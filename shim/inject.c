@@ -462,11 +462,29 @@ __asm__(".text\n"
  * another PID namespace): the batches are held until mdtrace writes
  * mdshim_ready, as in an early start, once its probes on the shim's
  * sites are live (--all --inject routes the calls in the stop that
- * writes it). It returns the slots listed,
+ * writes it). With blob not NULL (--all --inject), it then makes the
+ * bypasses of the allocator's probes that blob, len bytes, describe, as
+ * mdshim_inject_bypass does, in the same call, and leaves what that
+ * returns in mdshim_inject_bypassed. It returns the slots listed,
  * or -errno.
  */
-__attribute__((visibility("default"))) long mdshim_inject_start(unsigned long batch, unsigned long depth,
+static long inject_start(unsigned long batch, unsigned long depth, unsigned long sample, unsigned long early);
+__attribute__((visibility("default"))) long mdshim_inject_bypass(const void *blob, unsigned long len);
+__attribute__((visibility("default"))) volatile long mdshim_inject_bypassed;
+__attribute__((visibility("default"))) long mdshim_inject_start(const void *blob, unsigned long len,
+								unsigned long batch, unsigned long depth,
 								unsigned long sample, unsigned long early)
+{
+	long n = inject_start(batch, depth, sample, early);
+
+	mdshim_inject_bypassed = 0;
+	if (n >= 0 && blob != NULL)
+		mdshim_inject_bypassed = mdshim_inject_bypass(blob, len);
+	return n;
+}
+
+/* inject_start is mdshim_inject_start without the bypasses. */
+static long inject_start(unsigned long batch, unsigned long depth, unsigned long sample, unsigned long early)
 {
 	Dl_info self, alloc;
 	void *m, *lib;

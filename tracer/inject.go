@@ -68,6 +68,9 @@ type Injected struct {
 	// Bypassed counts the allocator's functions the shim calls through
 	// bypasses of their probes (InjectLoad's AuditHooks).
 	Bypassed int
+	// Rebypassed tells that the bypasses' blob, made before dlopen, named
+	// a page dlopen took, and was made again.
+	Rebypassed bool
 	// Adopt, if set, gives the blocks the probes sampled in the process
 	// before its calls are routed: the shim reports their frees as it
 	// does its own samples'. Route calls it with every thread stopped.
@@ -406,6 +409,17 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	// keep its result: the shim's mapping tells. Found before a thread is
 	// stopped: the first time, the library's text is searched for it.
 	back := libcReturn(pf.libcFile.Path, libcBase)
+	// The bypasses' blob is made before the thread is stopped, from the
+	// maps before dlopen (0.1 to 0.9 ms here, held before), and given to
+	// mdshim_inject_start: one call less in the stop. A page it names
+	// that dlopen took meanwhile is found by the shim's mmap
+	// (MAP_FIXED_NOREPLACE), and the blob made again.
+	var blob []byte
+	if audit != nil && audit.Bypass != nil {
+		if blob, err = audit.Bypass(); err != nil {
+			return nil, err
+		}
+	}
 	in := &Injected{PID: pid, path: path}
 	err = onTracerThread(func() error {
 		tid, err := pickThread(pid, pf)
@@ -456,7 +470,13 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 				early = uint64(os.Getpid())
 			}
 		}
-		n, err := remoteCall(pid, tid, saved, in.shimReturn(), start, nil, b, uint64(depth), sample, early)
+		args := []uint64{b, uint64(depth), sample, early}
+		if blob != nil {
+			args = append([]uint64{uint64(len(blob))}, args...)
+		} else {
+			args = append([]uint64{0, 0}, args...)
+		}
+		n, err := remoteCall(pid, tid, saved, in.shimReturn(), start, blob, args...)
 		if err != nil {
 			return fmt.Errorf("calling mdshim_inject_start in thread %d: %w", tid, err)
 		}
@@ -464,18 +484,14 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 			return fmt.Errorf("the shim could not start in the process: %v", unix.Errno(-int64(n)))
 		}
 		in.Listed = int(n)
-		if audit != nil && audit.Bypass != nil {
-			fn, err := moduleSymbol(f, base, "mdshim_inject_bypass")
-			if err != nil {
-				return fmt.Errorf("%s has no mdshim_inject_bypass: an older shim than mdtrace", path)
-			}
-			blob, err := audit.Bypass()
-			if err != nil {
-				return err
-			}
-			n, err := remoteCall(pid, tid, saved, in.shimReturn(), fn, blob, uint64(len(blob)))
-			if err != nil {
-				return fmt.Errorf("calling mdshim_inject_bypass in thread %d: %w", tid, err)
+		if blob != nil {
+			n := in.readWord(abi.SymbolInjectBypassed)
+			if int64(n) == -int64(unix.EEXIST) {
+				// dlopen mapped the page the blob names.
+				if n, err = in.bypassAgain(tid, audit); err != nil {
+					return err
+				}
+				in.Rebypassed = true
 			}
 			if int64(n) < 0 {
 				return fmt.Errorf("the shim could not make the bypasses of the allocator's probes: %v", unix.Errno(-int64(n)))
@@ -494,6 +510,22 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 		return nil, err
 	}
 	return in, nil
+}
+
+// bypassAgain makes the bypasses' blob again, from the maps as they are
+// now, and has thread tid, stopped, make them: where the page the first
+// blob named was taken by dlopen. It returns what mdshim_inject_bypass
+// returned.
+func (in *Injected) bypassAgain(tid int, audit *AuditHooks) (uint64, error) {
+	blob, err := audit.Bypass()
+	if err != nil {
+		return 0, err
+	}
+	n, err := in.callAs(tid, "mdshim_inject_bypass", blob, uint64(len(blob)))
+	if err != nil {
+		return 0, fmt.Errorf("calling mdshim_inject_bypass in thread %d: %w", tid, err)
+	}
+	return n, nil
 }
 
 // libcBase is the address the C library's first segment is mapped at.

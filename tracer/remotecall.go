@@ -389,12 +389,15 @@ func ringAfter(me int, deadline time.Time) (stop func()) {
 }
 
 // remoteCall makes thread tid of process pid, in a ptrace stop with the
-// registers saved, call fn with args (data, if any, copied below its stack
-// and its address passed as the first argument), returning to back, and
+// registers saved, call fn with args, six at most (data, if any, copied
+// below its stack and its address passed as the first argument), returning to back, and
 // returns what fn returned (0 from a stub that does not keep it). The
 // thread is left stopped with its saved registers back, whatever happens,
 // but for errCallLeft.
 func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data []byte, args ...uint64) (ret uint64, err error) {
+	if len(args)+min(len(data), 1) > 6 {
+		return 0, fmt.Errorf("a call of %d arguments: six at most go in registers", len(args)+min(len(data), 1))
+	}
 	regs := saved.regs
 	sp := regs.Rsp - 128 // the red zone
 	if len(data) > 0 {
@@ -434,6 +437,10 @@ func remoteCall(pid, tid int, saved *savedRegs, back callReturn, fn uint64, data
 			regs.Rdx = a
 		case 3:
 			regs.Rcx = a
+		case 4:
+			regs.R8 = a
+		case 5:
+			regs.R9 = a
 		}
 	}
 	defer func() {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mdtrace/mdtrace/abi"
 	"github.com/mdtrace/mdtrace/internal/fixture"
+	"github.com/mdtrace/mdtrace/stacks"
 )
 
 // startSaying starts the program at path with args and pipes to its
@@ -513,5 +514,57 @@ func TestRemoteCallAMX(t *testing.T) {
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("amxwait: %v", err)
+	}
+}
+
+// TestInjectBypassPageTaken: the bypasses' blob, made before dlopen, is
+// given to mdshim_inject_start; where the page it names is taken by then,
+// the shim says so (-EEXIST), and InjectLoad makes the blob again and has
+// mdshim_inject_bypass make the bypasses. A blob that bypasses no
+// function leaves the allocator's functions as they are.
+func TestInjectBypassPageTaken(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	for _, taken := range []bool{false, true} {
+		cmd, stdin, _ := startSaying(t, testProg(t, "attachee"), "ready")
+		pid := cmd.Process.Pid
+		// A blob naming page at, no function bypassed, one byte of code.
+		blobAt := func(at uint64) []byte {
+			b := binary.LittleEndian.AppendUint64(nil, at)
+			for range bypassFuncs {
+				b = binary.LittleEndian.AppendUint32(b, bypassNone)
+			}
+			return append(b, 0xcc)
+		}
+		made := 0
+		in, err := InjectLoad(pid, shim, true, 0, 0, &AuditHooks{Bypass: func() ([]byte, error) {
+			made++
+			maps, err := stacks.ReadMaps(pid)
+			if err != nil {
+				return nil, err
+			}
+			if taken && made == 1 {
+				// The program's own first page.
+				return blobAt(maps.Mappings[0].Start), nil
+			}
+			at, ok := nearFreePage(maps, maps.Mappings[0].Start, maps.Mappings[0].End)
+			if !ok {
+				return nil, errors.New("no free page")
+			}
+			return blobAt(at), nil
+		}})
+		if err != nil {
+			t.Fatalf("taken %v: %v", taken, err)
+		}
+		if want := map[bool]int{false: 1, true: 2}[taken]; made != want || in.Rebypassed != taken || in.Bypassed != 0 {
+			t.Errorf("taken %v: the blob made %d times, made again %v, %d functions bypassed; want %d, %v, 0", taken, made, in.Rebypassed, in.Bypassed, want, taken)
+		}
+		if _, err := in.Stop(); err != nil {
+			t.Errorf("taken %v: giving back: %v", taken, err)
+		}
+		stdin.Close()
+		cmd.Wait()
 	}
 }
