@@ -9,7 +9,7 @@ package abi
 // before it preloads or loads it, and refuses a shim of another number (an
 // older or newer build beside it).
 const (
-	ShimInterface   = 5
+	ShimInterface   = 6
 	SymbolInterface = "mdshim_interface"
 )
 
@@ -321,6 +321,26 @@ const (
 // it names has been taken since (-EEXIST), it makes it again and calls
 // mdshim_inject_bypass.
 const SymbolInjectBypassed = "mdshim_inject_bypassed"
+
+// --all --inject: the blocks the probes sampled before the route, whose
+// frees the shim must report, are given to it in the route's stop without
+// a call in the process. With sampling, mdshim_inject_start maps an array
+// of ADOPT_CAP 64-bit words, at the address in the 64-bit word
+// SYMBOL_ADOPT_AREA. mdtrace writes the blocks' addresses there, their
+// count in the 64-bit word SYMBOL_ADOPT_COUNT, and sets ADOPT_PENDING in
+// the 32-bit word SYMBOL_CTL_PENDING (every thread stopped); the first of
+// the hooks' calls after the route takes them, the other threads' calls
+// waiting for it, and clears the bit. SYMBOL_ADOPT_FAILED counts the
+// blocks the shim had no memory to take. More blocks than ADOPT_CAP go
+// through mdshim_sample_adopt, a call in the stop.
+const (
+	SymbolAdoptArea   = "mdshim_adopt_area"
+	SymbolAdoptCount  = "mdshim_adopt_count"
+	SymbolAdoptFailed = "mdshim_adopt_failed"
+	SymbolCtlPending  = "mdshim_ctl_pending"
+	AdoptCap          = 65536
+	AdoptPending      = 0x80000000
+)
 
 const (
 	BatchRegister  = 1

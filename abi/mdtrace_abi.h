@@ -34,7 +34,7 @@ typedef __UINT32_TYPE__ md_u32;
  * before it preloads or loads it, and refuses a shim of another number (an
  * older or newer build beside it).
  */
-#define SHIM_INTERFACE 5
+#define SHIM_INTERFACE 6
 #define SYMBOL_INTERFACE "mdshim_interface"
 
 /* ---- Allocator calls, probe sites, counters, records ---- */
@@ -378,6 +378,26 @@ enum mapping_kind {
  * mdshim_inject_bypass.
  */
 #define SYMBOL_INJECT_BYPASSED "mdshim_inject_bypassed"
+
+/*
+ * --all --inject: the blocks the probes sampled before the route, whose
+ * frees the shim must report, are given to it in the route's stop without
+ * a call in the process. With sampling, mdshim_inject_start maps an array
+ * of ADOPT_CAP 64-bit words, at the address in the 64-bit word
+ * SYMBOL_ADOPT_AREA. mdtrace writes the blocks' addresses there, their
+ * count in the 64-bit word SYMBOL_ADOPT_COUNT, and sets ADOPT_PENDING in
+ * the 32-bit word SYMBOL_CTL_PENDING (every thread stopped); the first of
+ * the hooks' calls after the route takes them, the other threads' calls
+ * waiting for it, and clears the bit. SYMBOL_ADOPT_FAILED counts the
+ * blocks the shim had no memory to take. More blocks than ADOPT_CAP go
+ * through mdshim_sample_adopt, a call in the stop.
+ */
+#define SYMBOL_ADOPT_AREA "mdshim_adopt_area"
+#define SYMBOL_ADOPT_COUNT "mdshim_adopt_count"
+#define SYMBOL_ADOPT_FAILED "mdshim_adopt_failed"
+#define SYMBOL_CTL_PENDING "mdshim_ctl_pending"
+#define ADOPT_CAP 65536
+#define ADOPT_PENDING 0x80000000
 
 #define BATCH_REGISTER 1
 #define BATCH_RETIRE 2

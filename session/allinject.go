@@ -561,6 +561,9 @@ func (ij *auditInjector) stop() {
 		if n, err := ij.probes.ProcCallsOf(pid); err == nil {
 			ij.say(fmt.Sprintf("--inject: process %d (%s): %d calls reached the allocator's probes after the shim took its calls (calls through pointers to the allocator taken before, the loader's own)", pid, progName(pid), n-a.calls))
 		}
+		if n := a.in.AdoptFailed(); n > 0 {
+			ij.say(fmt.Sprintf("--inject: process %d (%s): the shim had no memory to take %d of the blocks the probes sampled before it took the calls: their frees were missed, and they stay in its figures", pid, progName(pid), n))
+		}
 		_, err := a.in.Stop()
 		ij.probes.CountPending(pid, 0)
 		if err != nil {

@@ -68,6 +68,12 @@ enum {
  */
 unsigned int md_ctl_pending;
 #define NOTIFY_FAILED_SHIFT 8
+/*
+ * Bit 31 (ADOPT_PENDING) is mdtrace's, in a shim it loaded into a running
+ * process: the blocks sampled before the route wait in the adopt area
+ * (md_inject_adopt). mdtrace finds the word by this name.
+ */
+extern unsigned int mdshim_ctl_pending __attribute__((visibility("default"), alias("md_ctl_pending")));
 
 static int g_notify_errno[SIG_COUNT];
 
@@ -433,11 +439,17 @@ static void log_allocator_stats(void)
 
 void md_ctl_poll_slow(void)
 {
-	unsigned int pending = __atomic_exchange_n(&md_ctl_pending, 0, __ATOMIC_ACQUIRE);
+	unsigned int pending;
 	int saved_errno = errno;
 
-	if (pending == 0)
+	/* Before any block is looked for among the shim's samples. */
+	if (__atomic_load_n(&md_ctl_pending, __ATOMIC_ACQUIRE) & ADOPT_PENDING)
+		md_inject_adopt();
+	pending = __atomic_fetch_and(&md_ctl_pending, ADOPT_PENDING, __ATOMIC_ACQUIRE) & ~ADOPT_PENDING;
+	if (pending == 0) {
+		errno = saved_errno;
 		return;
+	}
 	md_internal_begin();
 	for (int i = 0; i < SIG_COUNT; i++) {
 		int sig = first_signal() + i;

@@ -31,6 +31,12 @@ void md_ctl_adopt(void);
 
 extern unsigned int md_ctl_pending __attribute__((visibility("hidden")));
 void md_ctl_poll_slow(void) __attribute__((visibility("hidden")));
+/*
+ * md_inject_adopt takes the blocks mdtrace left in the adopt area
+ * (ADOPT_PENDING), once, the calls of other threads waiting for it
+ * (inject.c).
+ */
+void md_inject_adopt(void) __attribute__((visibility("hidden")));
 
 static inline void md_ctl_poll(void)
 {

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,7 @@
 
 #include "../abi/mdtrace_abi.h"
 #include "batch.h"
+#include "ctl.h"
 #include "debug.h"
 #include "hooks.h"
 #include "real.h"
@@ -48,6 +50,12 @@ __attribute__((visibility("default"))) unsigned long mdshim_inject_routed;
 #ifdef MD_STATIC_REAL
 void md_inject_abandon(void)
 {
+}
+
+/* A program linked with the shim is never injected: nothing to adopt. */
+void md_inject_adopt(void)
+{
+	__atomic_fetch_and(&md_ctl_pending, ~ADOPT_PENDING, __ATOMIC_RELEASE);
 }
 #else
 
@@ -120,6 +128,16 @@ __attribute__((visibility("default"))) struct slot *volatile mdshim_inject_list;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_dropped;
 /* And where the counts of md_batch_pending are. */
 __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pending;
+/*
+ * The blocks the probes sampled before the route, left by mdtrace for the
+ * hooks' first call (SYMBOL_ADOPT_AREA, md_inject_adopt), and those the
+ * shim had no memory to take.
+ */
+__attribute__((visibility("default"))) volatile uintptr_t mdshim_adopt_area;
+__attribute__((visibility("default"))) volatile unsigned long mdshim_adopt_count;
+__attribute__((visibility("default"))) volatile unsigned long mdshim_adopt_failed;
+/* Held while a thread takes them: 0 free, 1 held. */
+static int g_adopt_lock;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
 static uintptr_t dyn_addr(uintptr_t base, uintptr_t p)
@@ -510,6 +528,14 @@ static long inject_start(unsigned long batch, unsigned long depth, unsigned long
 	}
 	if (sample && md_sample_bytes != sample && !md_sample_start(sample))
 		return -ENOMEM;
+	if (sample && mdshim_adopt_area == 0) {
+		/* Touched only as far as mdtrace writes. */
+		m = mmap(NULL, ADOPT_CAP * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return -ENOMEM;
+		mdshim_adopt_area = (uintptr_t)m;
+	}
 	if (dladdr((void *)mdshim_inject_start, &self) == 0)
 		return -ENOENT;
 	g_self_base = (uintptr_t)self.dli_fbase;
@@ -678,6 +704,32 @@ __attribute__((visibility("default"))) long mdshim_inject_bypass(const void *blo
 				 __ATOMIC_RELEASE);
 	}
 	return n;
+}
+
+void md_inject_adopt(void)
+{
+	const uint64_t *area = (const uint64_t *)mdshim_adopt_area;
+	unsigned long n, failed = 0;
+
+	for (unsigned spins = 0; __atomic_exchange_n(&g_adopt_lock, 1, __ATOMIC_ACQUIRE) != 0; spins++) {
+		if (spins < 64)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+	/* Another thread took them while this one waited. */
+	if (__atomic_load_n(&md_ctl_pending, __ATOMIC_ACQUIRE) & ADOPT_PENDING) {
+		n = mdshim_adopt_count;
+		if (area == NULL || md_sample_bytes == 0)
+			failed = n;
+		else
+			for (unsigned long i = 0; i < n && i < ADOPT_CAP; i++)
+				failed += !md_sample_mark((const void *)(uintptr_t)area[i]);
+		mdshim_adopt_failed += failed;
+		mdshim_adopt_count = 0;
+		__atomic_fetch_and(&md_ctl_pending, ~ADOPT_PENDING, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g_adopt_lock, 0, __ATOMIC_RELEASE);
 }
 
 /*

@@ -535,10 +535,14 @@ void *calloc(size_t nmemb, size_t size)
 /* do_realloc is realloc and reallocarray after the size is known. */
 static MD_INLINE void *do_realloc(void *ptr, size_t size)
 {
-	bool on = md_debug_on(), old_site, new_site;
-	uint64_t start = site_start(), present = site_present(ptr, on);
+	bool on, old_site, new_site;
+	uint64_t start, present;
 	void *r;
 
+	md_ctl_poll();
+	on = md_debug_on();
+	start = site_start();
+	present = site_present(ptr, on);
 	/*
 	 * Sampling decides on the new block before the call. The old block,
 	 * if it goes to the sites, leaves the table as a realloc's, so that

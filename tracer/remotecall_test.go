@@ -568,3 +568,46 @@ func TestInjectBypassPageTaken(t *testing.T) {
 		cmd.Wait()
 	}
 }
+
+// TestInjectAdoptLeft: the blocks sampled before the route are left in the
+// shim's adopt area, with ADOPT_PENDING set in its control word, in the
+// route's stop without a call; the process's first call of the allocator
+// through the hooks takes them and clears the bit.
+func TestInjectAdoptLeft(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_PTRACE) to call functions in a process")
+	}
+	shim := fixture.Shim(t)
+	cmd, stdin, out := startSaying(t, testProg(t, "attachee"), "ready")
+	in, err := InjectLoad(cmd.Process.Pid, shim, true, 0, 4096, &AuditHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Adopt = func() ([]uint64, error) { return []uint64{0x100000, 0x200010, 0x300020}, nil }
+	words := func() (pending uint32, count, failed uint64) {
+		at, err := moduleSymbol(in.Shim, in.Base, abi.SymbolCtlPending)
+		var w [4]byte
+		if err != nil || !readMem(in.PID, at, w[:]) {
+			t.Fatalf("reading %s: %v", abi.SymbolCtlPending, err)
+		}
+		return binary.LittleEndian.Uint32(w[:]), in.readWord(abi.SymbolAdoptCount), in.readWord(abi.SymbolAdoptFailed)
+	}
+	if _, _, _, err := in.Route(func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if p, n, f := words(); in.Adopted != 3 || p&abi.AdoptPending == 0 || n != 3 || f != 0 {
+		t.Errorf("after the route: %d adopted, control word %#x, %d left, %d failed; want 3, the bit, 3, 0", in.Adopted, p, n, f)
+	}
+	io.WriteString(stdin, "go\n")
+	if line, _ := out.ReadString('\n'); line != "done\n" {
+		t.Fatalf("attachee said %q, want done", line)
+	}
+	if p, n, f := words(); p&abi.AdoptPending != 0 || n != 0 || f != 0 || in.AdoptFailed() != 0 {
+		t.Errorf("after its calls: control word %#x, %d left, %d failed; want no bit, 0, 0", p, n, f)
+	}
+	if _, err := in.Stop(); err != nil {
+		t.Errorf("giving back: %v", err)
+	}
+	stdin.Close()
+	cmd.Wait()
+}
