@@ -352,9 +352,16 @@ func TestInjectModuleUnloaded(t *testing.T) {
 	}
 	say("closed")
 	say("child 7")
+	// Nothing probes the shim's sites here: an allocation the parent
+	// samples (rare: once in a CI run) finds them unprobed, and
+	// the shim gives the calls back by itself, through the same list.
+	want := routed - 1
+	if in.readWord("mdshim_inject_routed") == 0 {
+		want = 0
+	}
 	back, err := in.Stop()
-	if err != nil || back != routed-1 {
-		t.Errorf("the shim gave %d slots back (%v), want %d (all but the plugin's)", back, err, routed-1)
+	if err != nil || back != want {
+		t.Errorf("the shim gave %d slots back (%v), want %d (all but the plugin's, none if it gave them back itself)", back, err, want)
 	}
 	end()
 }
