@@ -380,7 +380,7 @@ func (ij *auditInjector) inject(pid int, st procStamp) error {
 	gen := ij.probes.ExecGen(pid)
 	// Its calls from here to the route are part of the injection's price.
 	before, beforeErr := ij.probes.ProcCallsOf(pid)
-	r, err := ij.load(pid, st)
+	r, err := ij.load(pid, st, true)
 	if err != nil {
 		return err
 	}
@@ -433,8 +433,10 @@ type loaded struct {
 }
 
 // load loads the shim into process pid, of stamp st, and routes its calls:
-// inject's work, without what the audit keeps of the process.
-func (ij *auditInjector) load(pid int, st procStamp) (*loaded, error) {
+// inject's work, without what the audit keeps of the process. With unwind
+// (and backtraces), the process's unwind tables are placed for its stacks
+// through the shim.
+func (ij *auditInjector) load(pid int, st procStamp, unwind bool) (*loaded, error) {
 	if pid == 1 {
 		return nil, errors.New("process 1 is never injected")
 	}
@@ -505,7 +507,7 @@ func (ij *auditInjector) load(pid int, st procStamp) (*loaded, error) {
 		return nil, err
 	}
 	in.Adopt = func() ([]uint64, error) { return ij.probes.LiveAddrs(pid) }
-	if ij.depth > 0 {
+	if unwind && ij.depth > 0 {
 		// Its stacks go through the shim once routed.
 		ij.probes.LoadUnwind(pid)
 	}
