@@ -29,7 +29,6 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +43,7 @@
 #include "hooks.h"
 #include "real.h"
 #include "sample.h"
+#include "spin.h"
 
 __attribute__((visibility("default"))) unsigned long mdshim_inject_routed;
 
@@ -136,7 +136,7 @@ __attribute__((visibility("default"))) volatile unsigned long mdshim_inject_pend
 __attribute__((visibility("default"))) volatile uintptr_t mdshim_adopt_area;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_adopt_count;
 __attribute__((visibility("default"))) volatile unsigned long mdshim_adopt_failed;
-/* Held while a thread takes them: 0 free, 1 held. */
+/* Held while a thread takes them (md_spin_lock). */
 static int g_adopt_lock;
 
 /* The loader relocates most of the dynamic section's addresses in place: either way. */
@@ -711,12 +711,7 @@ void md_inject_adopt(void)
 	const uint64_t *area = (const uint64_t *)mdshim_adopt_area;
 	unsigned long n, failed = 0;
 
-	for (unsigned spins = 0; __atomic_exchange_n(&g_adopt_lock, 1, __ATOMIC_ACQUIRE) != 0; spins++) {
-		if (spins < 64)
-			__builtin_ia32_pause();
-		else
-			sched_yield();
-	}
+	md_spin_lock(&g_adopt_lock);
 	/* Another thread took them while this one waited. */
 	if (__atomic_load_n(&md_ctl_pending, __ATOMIC_ACQUIRE) & ADOPT_PENDING) {
 		n = mdshim_adopt_count;
@@ -729,7 +724,7 @@ void md_inject_adopt(void)
 		mdshim_adopt_count = 0;
 		__atomic_fetch_and(&md_ctl_pending, ~ADOPT_PENDING, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&g_adopt_lock, 0, __ATOMIC_RELEASE);
+	md_spin_unlock(&g_adopt_lock);
 }
 
 /*

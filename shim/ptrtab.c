@@ -6,11 +6,9 @@
  *
  * A table is MD_PTRTAB_SHARDS shards, picked by the top bits of a pointer's
  * hash, each an open-addressing array with linear probing under its own
- * spin lock, so threads working on different pointers seldom wait for each
- * other. The critical sections are a few dozen instructions (but for a
- * rehash), where a mutex's lock and unlock cost more than the work; a
- * waiter yields its CPU after a while, so a preempted holder gets it. A
- * removal shifts the entries after it back, so there are no tombstones and
+ * spin lock (spin.h), so threads working on different pointers seldom wait
+ * for each other: the critical sections are a few dozen instructions (but
+ * for a rehash). A removal shifts the entries after it back, so there are no tombstones and
  * a lookup stops at the first empty slot. A shard doubles, rehashing, when
  * it gets half full; it never shrinks. The arrays come from mmap, never from
  * malloc, so the tables work inside the allocator.
@@ -19,11 +17,11 @@
  * scan of memory for pointers does not find the table's keys; an inverted
  * pointer is never 0, which marks an empty slot.
  */
-#include <sched.h>
 #include <sys/mman.h>
 
 #include "../abi/mdtrace_abi.h"
 #include "ptrtab.h"
+#include "spin.h"
 
 /* Slots in a shard's first array: one page. */
 #define MIN_CAP (4096 / sizeof(struct md_ptrtab_slot))
@@ -31,24 +29,6 @@
 static uint64_t hash_ptr(uintptr_t p)
 {
 	return mix64((uint64_t)p);
-}
-
-static void lock(struct md_ptrtab_shard *s)
-{
-	for (unsigned spins = 0;; spins++) {
-		if (__atomic_load_n(&s->lock, __ATOMIC_RELAXED) == 0 &&
-		    !__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
-			return;
-		if (spins < 64)
-			__builtin_ia32_pause();
-		else
-			sched_yield();
-	}
-}
-
-static void unlock(struct md_ptrtab_shard *s)
-{
-	__atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
 }
 
 static struct md_ptrtab_shard *shard_of(struct md_ptrtab *t, uint64_t h)
@@ -122,7 +102,7 @@ bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value)
 	bool ok = true;
 	size_t i;
 
-	lock(s);
+	md_spin_lock(&s->lock);
 	/* If the array cannot grow, it takes entries until one slot is left empty. */
 	if ((s->count + 1) * 2 > s->cap && !grow(s) && s->count + 1 >= s->cap) {
 		ok = false;
@@ -134,7 +114,7 @@ bool md_ptrtab_put(struct md_ptrtab *t, const void *ptr, uintptr_t value)
 		}
 		s->slots[i].value = value;
 	}
-	unlock(s);
+	md_spin_unlock(&s->lock);
 	return ok;
 }
 
@@ -147,7 +127,7 @@ static bool lookup(struct md_ptrtab *t, const void *ptr, uintptr_t *value, bool 
 	bool found = false;
 	size_t i;
 
-	lock(s);
+	md_spin_lock(&s->lock);
 	if (s->cap != 0) {
 		i = probe(s, key, h);
 		if (s->slots[i].key == key) {
@@ -158,7 +138,7 @@ static bool lookup(struct md_ptrtab *t, const void *ptr, uintptr_t *value, bool 
 				remove_at(s, i);
 		}
 	}
-	unlock(s);
+	md_spin_unlock(&s->lock);
 	return found;
 }
 
@@ -175,13 +155,13 @@ bool md_ptrtab_take(struct md_ptrtab *t, const void *ptr, uintptr_t *value)
 void md_ptrtab_fork_prepare(struct md_ptrtab *t)
 {
 	for (size_t i = 0; i < MD_PTRTAB_SHARDS; i++)
-		lock(&t->shards[i]);
+		md_spin_lock(&t->shards[i].lock);
 }
 
 void md_ptrtab_fork_parent(struct md_ptrtab *t)
 {
 	for (size_t i = MD_PTRTAB_SHARDS; i-- > 0;)
-		unlock(&t->shards[i]);
+		md_spin_unlock(&t->shards[i].lock);
 }
 
 void md_ptrtab_fork_child(struct md_ptrtab *t)
