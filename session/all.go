@@ -105,7 +105,7 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 		if m.err == nil {
 			perCall = m.cost.PerCall()
 			busyCalls = injectThreshold(m.cost)
-			why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms until the injections made here say what they cost (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), float64(m.cost.PerCall())/1e3)
+			why = pricedWhy(fmt.Sprintf("%d ms until the injections made here say what they cost", auditInjectCost.Milliseconds()), perCall)
 			if err := probes.SetBusyCalls(busyCalls); err != nil {
 				return 1, err
 			}
@@ -175,9 +175,9 @@ func RunAll(flags *options.Flags, stdout, stderr io.Writer) (int, error) {
 					return 1, err
 				}
 				ij.busyCalls = uint64(busyCalls)
-				why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %.1f ms here, priced on a shell of mdtrace's own until the injections made here say what they cost (a call's hits cost a process %.1f µs here, measured at the start)", float64(cost.Microseconds())/1000, float64(perCall)/1e3)
+				why = pricedWhy(fmt.Sprintf("%.1f ms here, priced on a shell of mdtrace's own until the injections made here say what they cost", float64(cost.Microseconds())/1000), perCall)
 			} else {
-				why = fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %d ms until the injections made here say what they cost, as an injection into a shell of mdtrace's own could not price one (%v) (a call's hits cost a process %.1f µs here, measured at the start)", auditInjectCost.Milliseconds(), err, float64(perCall)/1e3)
+				why = pricedWhy(fmt.Sprintf("%d ms until the injections made here say what they cost, as an injection into a shell of mdtrace's own could not price one (%v)", auditInjectCost.Milliseconds(), err), perCall)
 			}
 		}
 		fmt.Fprintf(stderr, "mdtrace: --inject: a process gets mdtrace's shim at its %s call of the allocator (counted from its exec or the audit's start), %s; the shim samples its calls in the process, and gives them back to the allocator when the audit ends\n", ordinal(busyCalls), why)
@@ -348,6 +348,12 @@ type libcFinder struct {
 type procStamp struct {
 	exe   os.FileInfo
 	start string
+}
+
+// pricedWhy says why a process is taken at the count said: price, what an
+// injection costs, against per, what a call's probe hits cost.
+func pricedWhy(price string, per time.Duration) string {
+	return fmt.Sprintf("when its probe hits have cost it about what the shim's loading does, %s (a call's hits cost a process %.1f µs here, measured at the start)", price, float64(per)/1e3)
 }
 
 // busyEvent is a process the probes tell of: busy (its count of calls

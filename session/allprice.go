@@ -31,7 +31,8 @@ const priceShellWait = 2 * time.Second
 // that libc (its blocks are not counted), and is killed with SIGKILL, its
 // blocks forgotten, once priced; if mdtrace dies first, its input closes,
 // and it ends. (Not Pdeathsig: that kills it when the thread that started
-// it ends, which Go's runtime may do to a thread, and did, 1 audit in 20.)
+// it ends, as mdtrace's tracer threads do: about 1 audit in 30 lost its
+// shell that way.)
 type priceShell struct {
 	cmd   *exec.Cmd
 	input io.WriteCloser
@@ -97,7 +98,7 @@ func (s *priceShell) end() {
 // its holds: the shell's holds alone, 1.8 to 3.9 ms on a VM of 0.5 µs
 // traps where the whole took 2.7 to 4.8, priced the busy processes' 3 to
 // 9 below what the injections made in them cost, and had python3's short
-// run (38 ms alone, 9000 calls or so) taken at its 4496th call, where its
+// run (38 ms alone, 6400 calls or so) taken at its 4496th call, where its
 // traps would have cost it less. The shell is ended, and whatever the
 // probes hold of it forgotten.
 func (ij *auditInjector) calibrate(s *priceShell) (time.Duration, error) {

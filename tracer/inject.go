@@ -409,16 +409,16 @@ func InjectLoad(pid int, path string, batch bool, depth int, sample uint64, audi
 	// keep its result: the shim's mapping tells. Found before a thread is
 	// stopped: the first time, the library's text is searched for it.
 	back := libcReturn(pf.libcFile.Path, libcBase)
-	// The bypasses' blob is made before the thread is stopped, from the
-	// maps before dlopen (0.1 to 0.9 ms here, held before), and given to
-	// mdshim_inject_start: one call less in the stop. A page it names
-	// that dlopen took meanwhile is found by the shim's mmap
-	// (MAP_FIXED_NOREPLACE), and the blob made again.
 	// The shim's symbols an injection looks up, cold the first time, are
 	// read before the thread is stopped.
 	for _, name := range injectSymbols {
 		symbolAddress(path, name)
 	}
+	// The bypasses' blob is made before the thread is stopped, from the
+	// maps before dlopen (0.1 to 0.9 ms here, held before), and given to
+	// mdshim_inject_start: one call less in the stop. A page it names
+	// that dlopen took meanwhile is found by the shim's mmap
+	// (MAP_FIXED_NOREPLACE), and the blob made again.
 	var blob []byte
 	if audit != nil && audit.Bypass != nil {
 		if blob, err = audit.Bypass(); err != nil {
